@@ -1,0 +1,108 @@
+/*
+ * etch/kernel.h — the kernel ABI and the kernel registry (custom operators).
+ *
+ * Basic usage (register a custom operator before loading a method that uses it):
+ *
+ *   static void my_relu(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
+ *       etch_tensor *in = args[0]->u.tensor, *out = args[1]->u.tensor;
+ *       if (etch_kernel_resize_like(ctx, out, in) != ETCH_OK) return;   // failure recorded
+ *       ...compute into out->data...
+ *   }
+ *   static const etch_kernel k[] = {{"my_ns::my_relu.out", "TWW", my_relu}};
+ *   etch_kernels_register(k, 1);
+ *
+ * Calling convention (as ExecuTorch's): args[k] points at the value named by the
+ * instruction's k-th argument, in the operator schema's order including keyword-only and
+ * `out` arguments, followed by one slot for the return value (for out-variants it repeats
+ * the out tensor). Kernels may overwrite values in place (functional scalar ops write their
+ * result into the last slot).
+ *
+ * The signature string is checked once, when a method loads, against every call site, so
+ * a kernel can rely on the number of arguments and on their kinds:
+ *   T tensor            t tensor or None        W tensor written (never a constant)
+ *   S Int/Double/Bool   s scalar or None        I Int            i Int or None
+ *   D Double            d Double or None        B Bool           b Bool or None
+ *   L Int list          l Int list or None      F Double list    Q Bool list
+ *   X Tensor list       Y Tensor list written   O optional-Tensor list
+ *   N String            n String or None        R result slot overwritten (any scalar)
+ *   ? any value         * any number of further values (must be last)
+ * Tensors passed to a kernel have non-NULL data unless their element count is 0.
+ *
+ * Kernels never allocate: scratch comes from etch_kernel_temp_alloc (a per-method arena that
+ * is reset after every instruction), and parallel work goes through etch_kernel_parallel_for
+ * (serial unless the method was loaded with a thread pool).
+ */
+#ifndef ETCH_KERNEL_H
+#define ETCH_KERNEL_H
+
+#include <stdarg.h>
+
+#include "etch/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct etch_kernel_context etch_kernel_context;
+
+typedef void (*etch_kernel_fn)(etch_kernel_context *ctx, etch_value **args, size_t nargs);
+
+typedef struct etch_kernel {
+    const char *name;      /* "namespace::op.overload", or "namespace::op" when the overload is
+                              empty; must outlive every method that uses it */
+    const char *signature; /* see above; NULL = not checked (the kernel checks its own args) */
+    etch_kernel_fn fn;
+} etch_kernel;
+
+/* Register kernels (the array must stay valid: only the pointer is kept). A later
+ * registration of the same name takes precedence over an earlier one, so custom kernels can
+ * replace built-in ones. Not thread-safe against concurrent loads: register at start-up. */
+etch_status etch_kernels_register(const etch_kernel *kernels, size_t count);
+/* Look up a kernel by full name; NULL when absent. */
+const etch_kernel *etch_kernels_find(const char *name, size_t name_len);
+/* Number of registered names and the i-th one (for listing; order of registration). */
+size_t etch_kernels_count(void);
+const etch_kernel *etch_kernels_at(size_t i);
+/* Forget every registration (tests). */
+void etch_kernels_reset(void);
+
+/* ---- inside a kernel ------------------------------------------------------------------ */
+
+/* Record a failure; the method stops after this instruction and returns `status`, and
+ * etch_last_error() carries the operator name plus the formatted message. */
+void etch_kernel_fail(etch_kernel_context *ctx, etch_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+bool etch_kernel_failed(const etch_kernel_context *ctx);
+/* The operator's name, for messages. */
+const char *etch_kernel_op_name(const etch_kernel_context *ctx);
+
+/* Resize `t`; on failure records it (naming the tensor's role) and returns the status. */
+etch_status etch_kernel_resize(etch_kernel_context *ctx, etch_tensor *t, size_t dim,
+                               const int64_t *sizes);
+etch_status etch_kernel_resize_like(etch_kernel_context *ctx, etch_tensor *t,
+                                    const etch_tensor *like);
+
+/* Scratch memory valid until the kernel returns; NULL (and a recorded failure) when the
+ * method's temp arena is too small. */
+void *etch_kernel_temp_alloc(etch_kernel_context *ctx, size_t size, size_t align);
+
+/* Run fn(arg, begin, end) over [0, n) in chunks of at least `grain` items, possibly on
+ * several threads; returns when all chunks are done. */
+typedef void (*etch_parallel_fn)(void *arg, int64_t begin, int64_t end);
+void etch_kernel_parallel_for(etch_kernel_context *ctx, int64_t n, int64_t grain,
+                              etch_parallel_fn fn, void *arg);
+
+/* A thread pool as the runtime sees it (the extension layer provides a pthreads one). */
+typedef struct etch_threadpool_iface {
+    void *self;
+    int num_threads;
+    void (*parallel_for)(void *self, int64_t n, int64_t grain, etch_parallel_fn fn, void *arg);
+} etch_threadpool_iface;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

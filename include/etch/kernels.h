@@ -1,0 +1,28 @@
+/*
+ * etch/kernels.h — the built-in portable kernels (the reference implementation of every
+ * operator etch runs) and the runtime's primitive scalar operators.
+ *
+ * Basic usage:
+ *
+ *   etch_kernels_register_portable();   // once, before loading methods
+ *
+ * Registration is idempotent. Kernels registered later (custom or optimized ones) with the
+ * same name take precedence.
+ */
+#ifndef ETCH_KERNELS_H
+#define ETCH_KERNELS_H
+
+#include "etch/kernel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+etch_status etch_kernels_register_portable(void);
+/* The table behind it (for listings and the exporter's operator check). */
+const etch_kernel *etch_kernels_portable_table(size_t *count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
