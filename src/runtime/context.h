@@ -1,0 +1,20 @@
+/* The kernel context: what a kernel sees of the method that calls it. */
+#ifndef ETCH_RUNTIME_CONTEXT_H
+#define ETCH_RUNTIME_CONTEXT_H
+
+#include "etch/kernel.h"
+
+struct etch_kernel_context {
+    etch_status status;
+    const char *op_name;
+    uint8_t *temp;
+    size_t temp_size;
+    size_t temp_used;
+    const etch_threadpool_iface *threadpool;
+};
+
+/* A context over optional scratch memory (tests and runners calling kernels directly). */
+void etch_kernel_context_init(etch_kernel_context *ctx, const char *op_name, void *temp,
+                              size_t temp_size, const etch_threadpool_iface *threadpool);
+
+#endif

@@ -1,0 +1,150 @@
+/* Kernel and backend registries: fixed-size static tables, no allocation. */
+#include <stdio.h>
+#include <string.h>
+
+#include "etch/backend.h"
+#include "runtime/context.h"
+#include "runtime/error.h"
+
+#ifndef ETCH_MAX_KERNELS
+#define ETCH_MAX_KERNELS 2048
+#endif
+#ifndef ETCH_MAX_BACKENDS
+#define ETCH_MAX_BACKENDS 16
+#endif
+
+static const etch_kernel *kernels[ETCH_MAX_KERNELS];
+static size_t num_kernels;
+static const etch_backend *backends[ETCH_MAX_BACKENDS];
+static size_t num_backends;
+
+etch_status etch_kernels_register(const etch_kernel *k, size_t count) {
+    if (count && !k)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "kernels_register: NULL table");
+    for (size_t i = 0; i < count; i++)
+        if (!k[i].name || !k[i].fn)
+            return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                            "kernels_register: entry %zu has no name or function", i);
+    if (count > ETCH_MAX_KERNELS - num_kernels)
+        return etch_err(ETCH_ERR_REGISTRATION_EXCEEDING_MAX_KERNELS,
+                        "kernel registry full (%d entries)", ETCH_MAX_KERNELS);
+    for (size_t i = 0; i < count; i++)
+        kernels[num_kernels++] = &k[i];
+    return ETCH_OK;
+}
+
+const etch_kernel *etch_kernels_find(const char *name, size_t len) {
+    /* newest first: later registrations replace earlier ones */
+    for (size_t i = num_kernels; i-- > 0;) {
+        const char *n = kernels[i]->name;
+        if (strncmp(n, name, len) == 0 && n[len] == 0)
+            return kernels[i];
+    }
+    return NULL;
+}
+
+size_t etch_kernels_count(void) { return num_kernels; }
+const etch_kernel *etch_kernels_at(size_t i) { return i < num_kernels ? kernels[i] : NULL; }
+void etch_kernels_reset(void) { num_kernels = 0; }
+
+etch_status etch_backends_register(const etch_backend *b) {
+    if (!b || !b->name || !b->init || !b->execute)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "backends_register: a backend needs a name, init and execute");
+    for (size_t i = 0; i < num_backends; i++)
+        if (strcmp(backends[i]->name, b->name) == 0) {
+            backends[i] = b;
+            return ETCH_OK;
+        }
+    if (num_backends == ETCH_MAX_BACKENDS)
+        return etch_err(ETCH_ERR_OUT_OF_RESOURCES, "backend registry full (%d entries)",
+                        ETCH_MAX_BACKENDS);
+    backends[num_backends++] = b;
+    return ETCH_OK;
+}
+
+const etch_backend *etch_backends_find(const char *name, size_t len) {
+    for (size_t i = 0; i < num_backends; i++) {
+        const char *n = backends[i]->name;
+        if (strncmp(n, name, len) == 0 && n[len] == 0)
+            return backends[i];
+    }
+    return NULL;
+}
+
+void etch_backends_reset(void) { num_backends = 0; }
+
+/* ---- kernel context ------------------------------------------------------------------- */
+
+void etch_kernel_context_init(etch_kernel_context *ctx, const char *op_name, void *temp,
+                              size_t temp_size, const etch_threadpool_iface *threadpool) {
+    ctx->status = ETCH_OK;
+    ctx->op_name = op_name ? op_name : "";
+    ctx->temp = (uint8_t *)temp;
+    ctx->temp_size = temp ? temp_size : 0;
+    ctx->temp_used = 0;
+    ctx->threadpool = threadpool;
+}
+
+void etch_kernel_fail(etch_kernel_context *ctx, etch_status status, const char *fmt, ...) {
+    if (ctx->status != ETCH_OK)
+        return; /* keep the first failure */
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ctx->status = status == ETCH_OK ? ETCH_ERR_INTERNAL : status;
+    etch_err(ctx->status, "%s: %s", ctx->op_name, msg);
+}
+
+bool etch_kernel_failed(const etch_kernel_context *ctx) { return ctx->status != ETCH_OK; }
+const char *etch_kernel_op_name(const etch_kernel_context *ctx) { return ctx->op_name; }
+
+etch_status etch_kernel_resize(etch_kernel_context *ctx, etch_tensor *t, size_t dim,
+                               const int64_t *sizes) {
+    etch_status st = etch_tensor_resize(t, dim, sizes);
+    if (st != ETCH_OK) {
+        char shape[160];
+        size_t o = 0;
+        shape[0] = 0;
+        for (size_t i = 0; i < dim && o < sizeof shape - 24; i++)
+            o += (size_t)snprintf(shape + o, sizeof shape - o, i ? ", %lld" : "%lld",
+                                  (long long)sizes[i]);
+        etch_kernel_fail(ctx, st, "cannot resize output to [%s]: %s", shape, etch_last_error());
+    }
+    return st;
+}
+
+etch_status etch_kernel_resize_like(etch_kernel_context *ctx, etch_tensor *t,
+                                    const etch_tensor *like) {
+    return etch_kernel_resize(ctx, t, like->dim, like->sizes);
+}
+
+void *etch_kernel_temp_alloc(etch_kernel_context *ctx, size_t size, size_t align) {
+    if (align == 0 || (align & (align - 1)))
+        align = 16;
+    uintptr_t base = (uintptr_t)ctx->temp + ctx->temp_used;
+    size_t pad = (size_t)((align - (base & (align - 1))) & (align - 1));
+    if (!ctx->temp || pad > ctx->temp_size - ctx->temp_used ||
+        size > ctx->temp_size - ctx->temp_used - pad) {
+        etch_kernel_fail(ctx, ETCH_ERR_MEMORY_ALLOCATION_FAILED,
+                         "needs %zu bytes of temp memory, %zu of %zu available", size,
+                         ctx->temp_size - ctx->temp_used, ctx->temp_size);
+        return NULL;
+    }
+    ctx->temp_used += pad + size;
+    return (void *)(base + pad);
+}
+
+void etch_kernel_parallel_for(etch_kernel_context *ctx, int64_t n, int64_t grain,
+                              etch_parallel_fn fn, void *arg) {
+    if (n <= 0)
+        return;
+    if (ctx->threadpool && ctx->threadpool->parallel_for && ctx->threadpool->num_threads > 1 &&
+        n > (grain > 0 ? grain : 1)) {
+        ctx->threadpool->parallel_for(ctx->threadpool->self, n, grain, fn, arg);
+        return;
+    }
+    fn(arg, 0, n);
+}
