@@ -63,8 +63,10 @@ static size_t field_pos(const fb_table *t, unsigned slot, size_t width) {
     uint16_t off = fb_rd_u16(t->buf->data + t->vtable + e);
     if (off == 0)
         return 0;
-    if ((size_t)off + width > t->table_size) {
-        fb_fail(t->buf, t->pos, "field outside its table");
+    /* like FlatBuffers' own verifier, require the field inside the buffer (writers do not
+     * always count trailing 8-byte fields in the vtable's table size) */
+    if ((size_t)off + width > t->buf->size - t->pos) {
+        fb_fail(t->buf, t->pos, "field outside the buffer");
         return 0;
     }
     return t->pos + off;

@@ -62,7 +62,17 @@ void etch_err_prefix(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
-    snprintf(err_msg, sizeof err_msg, "%s: %s", pre, old);
+    size_t n = strlen(pre);
+    if (n + 2 < sizeof err_msg) {
+        memcpy(err_msg, pre, n);
+        memcpy(err_msg + n, ": ", 2);
+        size_t rest = sizeof err_msg - n - 3;
+        size_t olen = strlen(old);
+        if (olen > rest)
+            olen = rest;
+        memcpy(err_msg + n + 2, old, olen);
+        err_msg[n + 2 + olen] = 0;
+    }
 }
 
 void etch_err_clear(void) { err_msg[0] = 0; }

@@ -1,0 +1,929 @@
+/* Loading a method into caller memory, and executing its instruction chains. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "runtime/program_impl.h"
+
+#ifndef ETCH_MAX_INSTRUCTIONS
+#define ETCH_MAX_INSTRUCTIONS 10000000ull /* guard against malformed infinite loops */
+#endif
+/* Pool bytes reserved for each delegate's own state (allocated in init). */
+#define ETCH_DELEGATE_POOL_RESERVE 16384
+
+void *etch_pool_alloc(etch_pool *pool, size_t size, size_t align) {
+    uintptr_t cur = (uintptr_t)pool->base + pool->used;
+    size_t pad = (size_t)((align - (cur & (align - 1))) & (align - 1));
+    if (!pool->base) {
+        /* measuring: assume an aligned base; etch_method_meta_pool_size adds slack */
+        pad = (size_t)((align - (pool->used & (align - 1))) & (align - 1));
+        pool->used += pad + size;
+        return NULL;
+    }
+    if (pad > pool->size - pool->used || size > pool->size - pool->used - pad)
+        return NULL;
+    pool->used += pad + size;
+    return (void *)(cur + pad);
+}
+
+#define POOL_ALLOC(pool, type, n) ((type *)etch_pool_alloc((pool), sizeof(type) * (size_t)(n), \
+                                                          _Alignof(type)))
+
+static const uint32_t tag_of_kind[] = {
+    [KT_NONE] = ETCH_VALUE_NONE, [KT_NULL] = ETCH_VALUE_NONE, [KT_INT] = ETCH_VALUE_INT,
+    [KT_BOOL] = ETCH_VALUE_BOOL, [KT_DOUBLE] = ETCH_VALUE_DOUBLE, [KT_TENSOR] = ETCH_VALUE_TENSOR,
+    [KT_STRING] = ETCH_VALUE_STRING, [KT_INT_LIST] = ETCH_VALUE_INT_LIST,
+    [KT_DOUBLE_LIST] = ETCH_VALUE_DOUBLE_LIST, [KT_BOOL_LIST] = ETCH_VALUE_BOOL_LIST,
+    [KT_TENSOR_LIST] = ETCH_VALUE_TENSOR_LIST,
+    [KT_OPTIONAL_TENSOR_LIST] = ETCH_VALUE_OPTIONAL_TENSOR_LIST};
+
+typedef struct plan_view {
+    fb_table plan;
+    fb_vec values, inputs, outputs, chains, ops, delegates, arena_sizes;
+} plan_view;
+
+static void view_plan(const etch_program *p, uint32_t index, plan_view *v) {
+    etch_program_plan(p, index, &v->plan);
+    fb_vec_field(&v->plan, PLAN_VALUES, 4, 4, &v->values);
+    fb_vec_field(&v->plan, PLAN_INPUTS, 4, 4, &v->inputs);
+    fb_vec_field(&v->plan, PLAN_OUTPUTS, 4, 4, &v->outputs);
+    fb_vec_field(&v->plan, PLAN_CHAINS, 4, 4, &v->chains);
+    fb_vec_field(&v->plan, PLAN_OPERATORS, 4, 4, &v->ops);
+    fb_vec_field(&v->plan, PLAN_DELEGATES, 4, 4, &v->delegates);
+    fb_vec_field(&v->plan, PLAN_NON_CONST_BUFFER_SIZES, 8, 4, &v->arena_sizes);
+}
+
+static void instr_args(const fb_table *in, uint8_t *kind, fb_table *a, fb_vec *args) {
+    *kind = (uint8_t)fb_u(in, INSTR_TYPE, 1, 0);
+    fb_table_field(in, INSTR_ARGS, a);
+    memset(args, 0, sizeof *args);
+    if (*kind == IA_KERNEL_CALL)
+        fb_vec_field(a, KERNEL_CALL_ARGS, 4, 4, args);
+    else if (*kind == IA_DELEGATE_CALL)
+        fb_vec_field(a, DELEGATE_CALL_ARGS, 4, 4, args);
+}
+
+/*
+ * Allocate every structure of a method from the pool, following the plan. With m == NULL
+ * it only measures (pool->base is NULL). Returns false when the pool is exhausted.
+ */
+static bool allocate(etch_pool *pool, const plan_view *v, etch_method *m) {
+#define ALLOC_INTO(dst, type, n)                                                              \
+    do {                                                                                      \
+        type *p_ = POOL_ALLOC(pool, type, n);                                                 \
+        if (m) {                                                                              \
+            if (!p_ && (n))                                                                   \
+                return false;                                                                 \
+            dst = p_;                                                                         \
+        }                                                                                     \
+    } while (0)
+    etch_value *values = NULL;
+    ALLOC_INTO(values, etch_value, v->values.len);
+    if (m) {
+        m->values = values;
+        m->nvalues = v->values.len;
+        memset(values, 0, sizeof(etch_value) * v->values.len);
+    }
+    bool *input_set = NULL;
+    ALLOC_INTO(input_set, bool, v->inputs.len);
+    etch_op_rt *ops = NULL;
+    ALLOC_INTO(ops, etch_op_rt, v->ops.len);
+    etch_delegate_rt *dels = NULL;
+    ALLOC_INTO(dels, etch_delegate_rt, v->delegates.len);
+    etch_chain *chains = NULL;
+    ALLOC_INTO(chains, etch_chain, v->chains.len);
+    if (m) {
+        m->input_set = input_set;
+        m->ops = ops;
+        m->nops = v->ops.len;
+        m->delegates = dels;
+        m->ndelegates = v->delegates.len;
+        memset(dels, 0, sizeof(etch_delegate_rt) * v->delegates.len);
+        m->chains = chains;
+        m->nchains = v->chains.len;
+    }
+    for (uint32_t c = 0; c < v->chains.len; c++) {
+        fb_table ch;
+        fb_vec ins;
+        fb_vec_table(&v->chains, c, &ch);
+        fb_vec_field(&ch, CHAIN_INSTRUCTIONS, 4, 4, &ins);
+        etch_instr *instrs = NULL;
+        ALLOC_INTO(instrs, etch_instr, ins.len);
+        if (m) {
+            chains[c].instrs = instrs;
+            chains[c].n = ins.len;
+            memset(instrs, 0, sizeof(etch_instr) * ins.len);
+        }
+        for (uint32_t k = 0; k < ins.len; k++) {
+            fb_table in, a;
+            fb_vec args;
+            uint8_t kind;
+            fb_vec_table(&ins, k, &in);
+            instr_args(&in, &kind, &a, &args);
+            etch_value **argp = NULL;
+            uint8_t *modes = NULL;
+            ALLOC_INTO(argp, etch_value *, args.len);
+            ALLOC_INTO(modes, uint8_t, args.len);
+            if (m) {
+                instrs[k].args = argp;
+                instrs[k].arg_modes = modes;
+                instrs[k].nargs = args.len;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < v->values.len; i++) {
+        fb_table ev, val;
+        fb_vec_table(&v->values, i, &ev);
+        uint8_t kind = (uint8_t)fb_u(&ev, EVALUE_TYPE, 1, 0);
+        if (kind == KT_TENSOR) {
+            etch_tensor *t = NULL;
+            ALLOC_INTO(t, etch_tensor, 1);
+            if (m)
+                values[i].u.tensor = t;
+        } else if (kind == KT_INT_LIST || kind == KT_TENSOR_LIST ||
+                   kind == KT_OPTIONAL_TENSOR_LIST) {
+            fb_vec items;
+            size_t es = kind == KT_INT_LIST ? 8 : 4;
+            fb_table_field(&ev, EVALUE_VAL, &val);
+            fb_vec_field(&val, SCALAR_VAL, es, 4, &items);
+            etch_value **ip = NULL;
+            ALLOC_INTO(ip, etch_value *, items.len);
+            int64_t *scratch = NULL;
+            if (kind == KT_INT_LIST)
+                ALLOC_INTO(scratch, int64_t, items.len);
+            if (m) {
+                values[i].u.list.items = ip;
+                values[i].u.list.scratch = scratch;
+                values[i].u.list.len = items.len;
+            }
+        }
+    }
+    return true;
+#undef ALLOC_INTO
+}
+
+size_t etch_method_meta_pool_size(const etch_method_meta *meta) {
+    plan_view v;
+    view_plan(meta->program, meta->index, &v);
+    etch_pool pool = {NULL, 0, 0};
+    POOL_ALLOC(&pool, etch_method, 1);
+    allocate(&pool, &v, NULL);
+    return pool.used + 64 + (size_t)v.delegates.len * ETCH_DELEGATE_POOL_RESERVE;
+}
+
+/* ---- values ----------------------------------------------------------------------------- */
+
+static bool same_layout(const etch_tensor_desc *d, const etch_data_entry *e) {
+    if (e->rank != d->rank || e->dtype != d->dtype)
+        return false;
+    for (int i = 0; i < d->rank; i++)
+        if (e->sizes[i] != d->sizes[i] || e->dim_order[i] != d->dim_order[i])
+            return false;
+    return true;
+}
+
+/* Data pointer of a tensor per the rules of pte-format.md §4.1; copies initial values of
+ * mutable tensors when `init_mutable`. */
+static etch_status bind_tensor(etch_method *m, uint32_t vi, const etch_tensor_desc *d,
+                               etch_tensor *t, const etch_method_memory *mem,
+                               const etch_data_map *ext, bool init_mutable) {
+    const etch_pte *pte = &m->program->pte;
+    uint8_t *planned = NULL;
+    if (d->planned) {
+        uint32_t j = d->memory_id - 1; /* verified >= 1 */
+        if (j >= mem->num_arenas || !mem->arenas || !mem->arenas[j])
+            return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                            "value %u lives in memory id %u but only %zu arenas were given", vi,
+                            d->memory_id, mem->num_arenas);
+        planned = (uint8_t *)mem->arenas[j] + d->memory_offset;
+        t->flags |= ETCH_TENSOR_PLANNED;
+        t->data = planned;
+    }
+    if (d->external) {
+        etch_data_entry e;
+        if (!ext)
+            return etch_err(ETCH_ERR_INVALID_STATE,
+                            "value %u ('%s') is stored in external data: pass the .ptd file", vi,
+                            d->fqn);
+        if (etch_data_map_find(ext, d->fqn, &e) != ETCH_OK)
+            return etch_err(ETCH_ERR_NOT_FOUND, "value %u: external data has no entry '%s'", vi,
+                            d->fqn);
+        if (!same_layout(d, &e) || e.size < d->nbytes)
+            return etch_err(ETCH_ERR_INVALID_EXTERNAL_DATA,
+                            "value %u: external entry '%s' does not match the tensor's dtype, "
+                            "shape or dim order",
+                            vi, d->fqn);
+        if (planned) {
+            if (init_mutable)
+                memcpy(planned, e.data, (size_t)d->nbytes);
+        } else {
+            if ((uintptr_t)e.data & 15)
+                return etch_err(ETCH_ERR_INVALID_EXTERNAL_DATA,
+                                "value %u: external entry '%s' is not 16-byte aligned", vi,
+                                d->fqn);
+            t->data = (void *)(uintptr_t)e.data;
+            t->flags |= ETCH_TENSOR_CONSTANT;
+        }
+        return ETCH_OK;
+    }
+    if (d->data_buffer_idx > 0) {
+        if (planned) {
+            if (init_mutable) {
+                uint64_t off = fb_vec_u64(&pte->mutable_offsets, d->data_buffer_idx);
+                memcpy(planned, pte->mutable_segment.data + off, (size_t)d->nbytes);
+            }
+        } else {
+            etch_range r;
+            etch_pte_constant(pte, d->data_buffer_idx, &r); /* verified at open */
+            t->data = (void *)(uintptr_t)r.data;
+            t->flags |= ETCH_TENSOR_CONSTANT;
+        }
+    }
+    return ETCH_OK;
+}
+
+static etch_status parse_values(etch_method *m, const plan_view *v, const etch_method_memory *mem,
+                                const etch_data_map *ext) {
+    for (uint32_t i = 0; i < v->values.len; i++) {
+        fb_table ev, val;
+        fb_vec_table(&v->values, i, &ev);
+        uint8_t kind = (uint8_t)fb_u(&ev, EVALUE_TYPE, 1, 0);
+        fb_table_field(&ev, EVALUE_VAL, &val);
+        etch_value *out = &m->values[i];
+        out->tag = tag_of_kind[kind];
+        fb_vec items;
+        uint32_t len;
+        switch (kind) {
+        case KT_INT:
+            out->u.i = fb_i(&val, SCALAR_VAL, 8, 0);
+            break;
+        case KT_BOOL:
+            out->u.b = fb_u(&val, SCALAR_VAL, 1, 0) != 0;
+            break;
+        case KT_DOUBLE:
+            out->u.d = fb_f64(&val, SCALAR_VAL, 0);
+            break;
+        case KT_STRING:
+            if (!fb_str_field(&val, SCALAR_VAL, &out->u.str.ptr, &len)) {
+                out->u.str.ptr = "";
+                len = 0;
+            }
+            out->u.str.len = len;
+            break;
+        case KT_DOUBLE_LIST:
+            fb_vec_field(&val, SCALAR_VAL, 8, 8, &items);
+            out->u.doubles.ptr = (const double *)(const void *)fb_vec_ptr(&items);
+            out->u.doubles.len = items.len;
+            break;
+        case KT_BOOL_LIST:
+            fb_vec_field(&val, SCALAR_VAL, 1, 1, &items);
+            out->u.bools.ptr = fb_vec_ptr(&items);
+            out->u.bools.len = items.len;
+            break;
+        case KT_INT_LIST:
+            fb_vec_field(&val, SCALAR_VAL, 8, 4, &items);
+            for (uint32_t k = 0; k < items.len; k++)
+                out->u.list.items[k] = &m->values[fb_vec_i64(&items, k)];
+            break;
+        case KT_TENSOR_LIST:
+        case KT_OPTIONAL_TENSOR_LIST:
+            fb_vec_field(&val, SCALAR_VAL, 4, 4, &items);
+            for (uint32_t k = 0; k < items.len; k++) {
+                int32_t idx = fb_vec_i32(&items, k);
+                out->u.list.items[k] =
+                    idx < 0 || m->values[idx].tag == ETCH_VALUE_NONE ? NULL : &m->values[idx];
+            }
+            break;
+        case KT_TENSOR: {
+            etch_tensor_desc d;
+            etch_tensor *t = out->u.tensor;
+            etch_pte_tensor_desc(&val, &d);
+            memset(t, 0, sizeof *t);
+            t->dtype = (uint8_t)d.dtype;
+            t->dim = (uint8_t)d.rank;
+            t->dynamism = (uint8_t)d.dynamism;
+            t->capacity = (int64_t)d.numel;
+            for (int k = 0; k < d.rank; k++) {
+                t->sizes[k] = d.sizes[k];
+                t->dim_order[k] = d.dim_order[k];
+            }
+            etch_tensor_update_strides(t);
+            etch_status st = bind_tensor(m, i, &d, t, mem, ext, true);
+            if (st)
+                return st;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    return ETCH_OK;
+}
+
+/* ---- kernels and signatures ----------------------------------------------------------- */
+
+static bool sig_accepts(char c, uint32_t tag, uint8_t *mode) {
+    *mode = ARG_SKIP;
+    switch (c) {
+    case 'T': *mode = ARG_READ; return tag == ETCH_VALUE_TENSOR;
+    case 't': *mode = ARG_READ; return tag == ETCH_VALUE_TENSOR || tag == ETCH_VALUE_NONE;
+    case 'W': *mode = ARG_WRITE; return tag == ETCH_VALUE_TENSOR;
+    case 'V': *mode = ARG_VIEW; return tag == ETCH_VALUE_TENSOR;
+    case 'S': return tag == ETCH_VALUE_INT || tag == ETCH_VALUE_DOUBLE || tag == ETCH_VALUE_BOOL;
+    case 's':
+        return tag == ETCH_VALUE_INT || tag == ETCH_VALUE_DOUBLE || tag == ETCH_VALUE_BOOL ||
+               tag == ETCH_VALUE_NONE;
+    case 'I': return tag == ETCH_VALUE_INT;
+    case 'i': return tag == ETCH_VALUE_INT || tag == ETCH_VALUE_NONE;
+    case 'D': return tag == ETCH_VALUE_DOUBLE || tag == ETCH_VALUE_INT;
+    case 'd': return tag == ETCH_VALUE_DOUBLE || tag == ETCH_VALUE_INT || tag == ETCH_VALUE_NONE;
+    case 'B': return tag == ETCH_VALUE_BOOL;
+    case 'b': return tag == ETCH_VALUE_BOOL || tag == ETCH_VALUE_NONE;
+    case 'L': return tag == ETCH_VALUE_INT_LIST;
+    case 'l': return tag == ETCH_VALUE_INT_LIST || tag == ETCH_VALUE_NONE;
+    case 'F': return tag == ETCH_VALUE_DOUBLE_LIST;
+    case 'Q': return tag == ETCH_VALUE_BOOL_LIST;
+    case 'X': *mode = ARG_LIST_READ; return tag == ETCH_VALUE_TENSOR_LIST;
+    case 'Y': *mode = ARG_LIST_WRITE; return tag == ETCH_VALUE_TENSOR_LIST;
+    case 'O': *mode = ARG_LIST_READ; return tag == ETCH_VALUE_OPTIONAL_TENSOR_LIST;
+    case 'N': return tag == ETCH_VALUE_STRING;
+    case 'n': return tag == ETCH_VALUE_STRING || tag == ETCH_VALUE_NONE;
+    case 'R':
+        return tag == ETCH_VALUE_INT || tag == ETCH_VALUE_DOUBLE || tag == ETCH_VALUE_BOOL;
+    case '?': *mode = ARG_READ; return true;
+    default: return false;
+    }
+}
+
+static const char *sig_expect(char c) {
+    switch (c) {
+    case 'T': case 'W': case 'V': return "Tensor";
+    case 't': return "Tensor or None";
+    case 'S': case 'R': return "Int, Double or Bool";
+    case 's': return "a scalar or None";
+    case 'I': return "Int";
+    case 'i': return "Int or None";
+    case 'D': return "Double";
+    case 'd': return "Double or None";
+    case 'B': return "Bool";
+    case 'b': return "Bool or None";
+    case 'L': return "IntList";
+    case 'l': return "IntList or None";
+    case 'F': return "DoubleList";
+    case 'Q': return "BoolList";
+    case 'X': case 'Y': return "TensorList";
+    case 'O': return "OptionalTensorList";
+    case 'N': return "String";
+    case 'n': return "String or None";
+    default: return "a valid signature letter";
+    }
+}
+
+static etch_status check_signature(const etch_method *m, const etch_op_rt *op, uint32_t pc,
+                                   etch_instr *in, const int32_t *idx) {
+    const char *sig = op->kernel->signature;
+    if (!sig) {
+        for (uint32_t k = 0; k < in->nargs; k++)
+            in->arg_modes[k] = ARG_READ;
+        return ETCH_OK;
+    }
+    size_t fixed = strcspn(sig, "*");
+    bool variadic = sig[fixed] == '*';
+    if (in->nargs < fixed || (!variadic && in->nargs != fixed))
+        return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                        "method '%s', instruction %u: %s takes %zu%s arguments (with the return "
+                        "slot), the program passes %u",
+                        m->name, pc, op->name, fixed, variadic ? " or more" : "", in->nargs);
+    for (uint32_t k = 0; k < in->nargs; k++) {
+        char c = k < fixed ? sig[k] : '?';
+        uint32_t tag = in->args[k]->tag;
+        if (!sig_accepts(c, tag, &in->arg_modes[k]))
+            return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                            "method '%s', instruction %u: %s argument %u (value %d) is %s, "
+                            "expected %s",
+                            m->name, pc, op->name, k, idx[k], etch_value_tag_name(tag),
+                            sig_expect(c));
+        if (in->arg_modes[k] == ARG_VIEW && (in->args[k]->u.tensor->flags & ETCH_TENSOR_CONSTANT))
+            return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                            "method '%s', instruction %u: %s would rebind constant value %d",
+                            m->name, pc, op->name, idx[k]);
+    }
+    return ETCH_OK;
+}
+
+static etch_status resolve_operators(etch_method *m, const plan_view *v) {
+    char missing[768];
+    size_t o = 0;
+    unsigned nmissing = 0;
+    missing[0] = 0;
+    for (uint32_t i = 0; i < v->ops.len; i++) {
+        fb_table op;
+        fb_vec_table(&v->ops, i, &op);
+        etch_operator_full_name(&op, m->ops[i].name, sizeof m->ops[i].name);
+        m->ops[i].kernel = etch_kernels_find(m->ops[i].name, strlen(m->ops[i].name));
+        if (!m->ops[i].kernel) {
+            nmissing++;
+            if (o < sizeof missing - 1)
+                o += (size_t)snprintf(missing + o, sizeof missing - o, "%s%s",
+                                      nmissing > 1 ? ", " : "", m->ops[i].name);
+        }
+    }
+    if (nmissing)
+        return etch_err(ETCH_ERR_OPERATOR_MISSING,
+                        "method '%s': %u operator%s missing from this build: %s", m->name,
+                        nmissing, nmissing == 1 ? " is" : "s are", missing);
+    return ETCH_OK;
+}
+
+static etch_status build_chains(etch_method *m, const plan_view *v) {
+    for (uint32_t c = 0; c < v->chains.len; c++) {
+        fb_table ch;
+        fb_vec ins;
+        fb_vec_table(&v->chains, c, &ch);
+        fb_vec_field(&ch, CHAIN_INSTRUCTIONS, 4, 4, &ins);
+        for (uint32_t k = 0; k < ins.len; k++) {
+            fb_table in, a;
+            fb_vec args;
+            uint8_t kind;
+            fb_vec_table(&ins, k, &in);
+            instr_args(&in, &kind, &a, &args);
+            etch_instr *ei = &m->chains[c].instrs[k];
+            ei->kind = kind;
+            for (uint32_t j = 0; j < args.len; j++)
+                ei->args[j] = &m->values[fb_vec_i32(&args, j)];
+            switch (kind) {
+            case IA_KERNEL_CALL: {
+                ei->a = (uint32_t)fb_i(&a, KERNEL_CALL_OP_INDEX, 4, 0);
+                ei->kernel = m->ops[ei->a].kernel;
+                const int32_t *idx = (const int32_t *)(const void *)fb_vec_ptr(&args);
+                etch_status st = check_signature(m, &m->ops[ei->a], k, ei, idx);
+                if (st)
+                    return st;
+                break;
+            }
+            case IA_DELEGATE_CALL:
+                ei->a = (uint32_t)fb_i(&a, DELEGATE_CALL_INDEX, 4, 0);
+                break;
+            case IA_MOVE_CALL:
+                ei->a = (uint32_t)fb_i(&a, MOVE_FROM, 4, 0);
+                ei->b = (uint32_t)fb_i(&a, MOVE_TO, 4, 0);
+                /* kinds never change at run time: a kernel can trust its argument kinds */
+                if (m->values[ei->a].tag != m->values[ei->b].tag)
+                    return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                                    "method '%s', instruction %u: move from %s value %u to %s "
+                                    "value %u",
+                                    m->name, k, etch_value_tag_name(m->values[ei->a].tag), ei->a,
+                                    etch_value_tag_name(m->values[ei->b].tag), ei->b);
+                break;
+            case IA_JUMP_FALSE_CALL: {
+                ei->a = (uint32_t)fb_i(&a, JUMP_COND, 4, 0);
+                int64_t dest = fb_i(&a, JUMP_DEST, 4, 0);
+                ei->b = dest > (int64_t)ins.len ? ins.len : (uint32_t)dest;
+                uint32_t tag = m->values[ei->a].tag;
+                if (tag != ETCH_VALUE_BOOL && tag != ETCH_VALUE_TENSOR)
+                    return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                                    "method '%s', instruction %u: jump condition value %u is %s",
+                                    m->name, k, ei->a, etch_value_tag_name(tag));
+                break;
+            }
+            case IA_FREE_CALL:
+                ei->a = (uint32_t)fb_i(&a, FREE_VALUE, 4, 0);
+                if (m->values[ei->a].tag != ETCH_VALUE_TENSOR ||
+                    (m->values[ei->a].u.tensor->flags & ETCH_TENSOR_CONSTANT))
+                    return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                                    "method '%s', instruction %u: free of value %u, which is not "
+                                    "a non-constant tensor",
+                                    m->name, k, ei->a);
+                break;
+            }
+        }
+    }
+    return ETCH_OK;
+}
+
+/* ---- delegates ------------------------------------------------------------------------- */
+
+static void *pool_alloc_cb(void *self, size_t size, size_t align) {
+    if (align == 0 || (align & (align - 1)))
+        align = 16;
+    return etch_pool_alloc((etch_pool *)self, size, align);
+}
+
+static void destroy_delegates(etch_method *m) {
+    for (uint32_t i = 0; i < m->ndelegates; i++) {
+        etch_delegate_rt *d = &m->delegates[i];
+        if (d->initialized && d->backend->destroy)
+            d->backend->destroy(d->backend->user_data, d->handle);
+        d->initialized = false;
+    }
+}
+
+static etch_status init_delegates(etch_method *m, const plan_view *v) {
+    for (uint32_t i = 0; i < v->delegates.len; i++) {
+        fb_table del;
+        fb_vec specs;
+        const char *id;
+        uint32_t len;
+        fb_vec_table(&v->delegates, i, &del);
+        fb_str_field(&del, DELEGATE_ID, &id, &len);
+        const etch_backend *b = etch_backends_find(id, len);
+        if (!b)
+            return etch_err(ETCH_ERR_NOT_FOUND,
+                            "method '%s': backend '%s' (delegate %u) is not registered in this "
+                            "build",
+                            m->name, id, i);
+        if (b->is_available && !b->is_available(b->user_data))
+            return etch_err(ETCH_ERR_NOT_FOUND,
+                            "method '%s': backend '%s' (delegate %u) is not available here",
+                            m->name, id, i);
+        const uint8_t *blob;
+        size_t blob_size;
+        bool is_inline;
+        etch_delegate_blob(m->program, &del, &blob, &blob_size, &is_inline);
+        uint32_t nspecs = 0;
+        if (fb_vec_field(&del, DELEGATE_COMPILE_SPECS, 4, 4, &specs))
+            nspecs = specs.len;
+        etch_compile_spec *cs = POOL_ALLOC(&m->pool, etch_compile_spec, nspecs);
+        if (nspecs && !cs)
+            return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED,
+                            "method pool too small for delegate %u's compile specs", i);
+        for (uint32_t s = 0; s < nspecs; s++) {
+            fb_table spec;
+            fb_vec val;
+            fb_vec_table(&specs, s, &spec);
+            if (!fb_str_field(&spec, COMPILE_SPEC_KEY, &cs[s].key, &len))
+                cs[s].key = "";
+            fb_vec_field(&spec, COMPILE_SPEC_VALUE, 1, 1, &val);
+            cs[s].value = val.pos ? fb_vec_ptr(&val) : NULL;
+            cs[s].value_size = val.len;
+        }
+        etch_backend_init_context ictx = {m->name, pool_alloc_cb, &m->pool};
+        void *handle = NULL;
+        etch_status st = b->init(b->user_data, &ictx, blob, blob_size, cs, nspecs, &handle);
+        if (st != ETCH_OK)
+            return etch_err(st, "method '%s': backend '%s' failed to initialise delegate %u (%s)",
+                            m->name, id, i, etch_status_str(st));
+        m->delegates[i].backend = b;
+        m->delegates[i].handle = handle;
+        m->delegates[i].initialized = true;
+    }
+    return ETCH_OK;
+}
+
+/* ---- load ------------------------------------------------------------------------------- */
+
+etch_status etch_method_load(const etch_program *p, const char *name,
+                             const etch_method_memory *mem, const etch_method_options *opts,
+                             etch_method **out) {
+    if (!p || !name || !mem || !out)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "method_load: NULL argument");
+    etch_method_meta meta;
+    etch_status st = etch_program_method_meta(p, name, &meta);
+    if (st)
+        return st;
+    plan_view v;
+    view_plan(p, meta.index, &v);
+    size_t narenas = v.arena_sizes.len ? v.arena_sizes.len - 1 : 0;
+    if (mem->num_arenas < narenas)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "method '%s' needs %zu planned arenas, %zu were given", name, narenas,
+                        mem->num_arenas);
+    for (size_t j = 0; j < narenas; j++) {
+        size_t need = (size_t)fb_vec_i64(&v.arena_sizes, (uint32_t)(j + 1));
+        if (need && (!mem->arenas || !mem->arenas[j] || !mem->arena_sizes))
+            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "method '%s': arena %zu missing", name, j);
+        if (need && mem->arena_sizes[j] < need)
+            return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED,
+                            "method '%s': arena %zu has %zu bytes, needs %zu", name, j,
+                            mem->arena_sizes[j], need);
+        if (need && ((uintptr_t)mem->arenas[j] & 15))
+            return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                            "method '%s': arena %zu is not 16-byte aligned", name, j);
+    }
+    size_t need_pool = etch_method_meta_pool_size(&meta);
+    etch_pool pool = {(uint8_t *)mem->pool, mem->pool ? mem->pool_size : 0, 0};
+    etch_method *m = POOL_ALLOC(&pool, etch_method, 1);
+    if (!m)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED,
+                        "method '%s': pool of %zu bytes is too small, needs %zu", name,
+                        mem->pool_size, need_pool);
+    memset(m, 0, sizeof *m);
+    m->program = p;
+    m->meta = meta;
+    m->name = etch_method_meta_name(&meta);
+    if (!allocate(&pool, &v, m))
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED,
+                        "method '%s': pool of %zu bytes is too small, needs %zu", name,
+                        mem->pool_size, need_pool);
+    m->pool = pool;
+    m->inputs = (const int32_t *)(const void *)fb_vec_ptr(&v.inputs);
+    m->ninputs = v.inputs.len;
+    m->outputs = (const int32_t *)(const void *)fb_vec_ptr(&v.outputs);
+    m->noutputs = v.outputs.len;
+    memset(m->input_set, 0, m->ninputs * sizeof(bool));
+    m->arenas = mem->arenas;
+    m->temp = (uint8_t *)mem->temp;
+    m->temp_size = mem->temp ? mem->temp_size : 0;
+    m->threadpool = opts ? opts->threadpool : NULL;
+    const etch_data_map *ext = opts ? opts->external_data : NULL;
+    if ((st = parse_values(m, &v, mem, ext)) || (st = resolve_operators(m, &v)) ||
+        (st = build_chains(m, &v)))
+        return st;
+    /* inputs of kind None need no set_input */
+    for (uint32_t i = 0; i < m->ninputs; i++)
+        m->input_set[i] = m->values[m->inputs[i]].tag == ETCH_VALUE_NONE;
+    if ((st = init_delegates(m, &v))) {
+        destroy_delegates(m);
+        return st;
+    }
+    *out = m;
+    return ETCH_OK;
+}
+
+void etch_method_free(etch_method *m) {
+    if (m)
+        destroy_delegates(m);
+}
+
+const etch_method_meta *etch_method_get_meta(const etch_method *m) { return &m->meta; }
+size_t etch_method_num_inputs(const etch_method *m) { return m->ninputs; }
+size_t etch_method_num_outputs(const etch_method *m) { return m->noutputs; }
+
+/* ---- inputs / outputs ------------------------------------------------------------------ */
+
+etch_status etch_method_set_input(etch_method *m, size_t i, const etch_value *v) {
+    if (!m || !v)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "set_input: NULL argument");
+    if (i >= m->ninputs)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "input %zu out of range (method '%s' has %u)",
+                        i, m->name, m->ninputs);
+    etch_value *dst = &m->values[m->inputs[i]];
+    if (dst->tag == ETCH_VALUE_NONE) {
+        m->input_set[i] = true;
+        return ETCH_OK;
+    }
+    if (v->tag != dst->tag)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "input %zu is %s, got %s", i,
+                        etch_value_tag_name(dst->tag), etch_value_tag_name(v->tag));
+    switch (dst->tag) {
+    case ETCH_VALUE_TENSOR: {
+        etch_tensor *d = dst->u.tensor;
+        const etch_tensor *s = v->u.tensor;
+        if (!s)
+            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "input %zu: NULL tensor", i);
+        if (s->dtype != d->dtype)
+            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "input %zu: dtype %s, expected %s", i,
+                            etch_dtype_name(s->dtype), etch_dtype_name(d->dtype));
+        if (d->flags & ETCH_TENSOR_CONSTANT)
+            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "input %zu is a constant tensor", i);
+        if (s->dim != d->dim)
+            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "input %zu: rank %u, expected %u", i,
+                            (unsigned)s->dim, (unsigned)d->dim);
+        for (unsigned k = 0; k < s->dim; k++)
+            if (s->dim_order[k] != d->dim_order[k])
+                return etch_err(ETCH_ERR_NOT_SUPPORTED,
+                                "input %zu: dim order differs from the program's", i);
+        int64_t n = etch_tensor_numel(s);
+        if (n > 0 && !s->data)
+            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "input %zu: tensor has no data", i);
+        etch_status st = etch_tensor_resize(d, s->dim, s->sizes);
+        if (st != ETCH_OK) {
+            etch_err_prefix("input %zu", i);
+            return st;
+        }
+        if (d->flags & ETCH_TENSOR_PLANNED) {
+            if (n > 0 && d->data != s->data)
+                memmove(d->data, s->data, etch_tensor_nbytes(d));
+        } else {
+            d->data = s->data; /* borrowed: must outlive execute */
+        }
+        break;
+    }
+    case ETCH_VALUE_INT:
+    case ETCH_VALUE_BOOL:
+        if ((dst->tag == ETCH_VALUE_INT && v->u.i != dst->u.i) ||
+            (dst->tag == ETCH_VALUE_BOOL && v->u.b != dst->u.b))
+            return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                            "input %zu: the program was exported with %lld, got %lld", i,
+                            (long long)(dst->tag == ETCH_VALUE_INT ? dst->u.i : dst->u.b),
+                            (long long)(dst->tag == ETCH_VALUE_INT ? v->u.i : v->u.b));
+        break;
+    case ETCH_VALUE_DOUBLE:
+        if (!(fabs(v->u.d - dst->u.d) <= 1e-4 + 1e-5 * fabs(dst->u.d)))
+            return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                            "input %zu: the program was exported with %g, got %g", i, dst->u.d,
+                            v->u.d);
+        break;
+    case ETCH_VALUE_STRING:
+        if (v->u.str.len != dst->u.str.len || memcmp(v->u.str.ptr, dst->u.str.ptr, v->u.str.len))
+            return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                            "input %zu: the program was exported with \"%s\"", i,
+                            dst->u.str.ptr);
+        break;
+    default:
+        return etch_err(ETCH_ERR_NOT_SUPPORTED, "input %zu: %s inputs are not supported", i,
+                        etch_value_tag_name(dst->tag));
+    }
+    m->input_set[i] = true;
+    return ETCH_OK;
+}
+
+etch_status etch_method_set_input_tensor(etch_method *m, size_t i, const etch_tensor *t) {
+    etch_value v;
+    memset(&v, 0, sizeof v);
+    v.tag = ETCH_VALUE_TENSOR;
+    v.u.tensor = (etch_tensor *)(uintptr_t)t;
+    return etch_method_set_input(m, i, &v);
+}
+
+etch_value *etch_method_input(etch_method *m, size_t i) {
+    return i < m->ninputs ? &m->values[m->inputs[i]] : NULL;
+}
+
+etch_status etch_method_set_output_data(etch_method *m, size_t i, void *data, size_t size) {
+    if (i >= m->noutputs)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "output %zu out of range (method has %u)", i,
+                        m->noutputs);
+    etch_value *v = &m->values[m->outputs[i]];
+    if (v->tag != ETCH_VALUE_TENSOR)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "output %zu is %s, not a tensor", i,
+                        etch_value_tag_name(v->tag));
+    etch_tensor *t = v->u.tensor;
+    if (t->flags & (ETCH_TENSOR_PLANNED | ETCH_TENSOR_CONSTANT))
+        return etch_err(ETCH_ERR_INVALID_STATE, "output %zu already has planned memory", i);
+    size_t need = (size_t)t->capacity * etch_dtype_size(t->dtype);
+    if (size < need || (!data && need))
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "output %zu needs %zu bytes, got %zu", i, need,
+                        size);
+    t->data = data;
+    return ETCH_OK;
+}
+
+const etch_value *etch_method_output(const etch_method *m, size_t i) {
+    return i < m->noutputs ? &m->values[m->outputs[i]] : NULL;
+}
+
+void etch_method_set_observer(etch_method *m, etch_instruction_fn fn, void *user_data) {
+    m->observer = fn;
+    m->observer_data = user_data;
+}
+
+etch_status etch_method_reset(etch_method *m) {
+    if (!m)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "method_reset: NULL method");
+    for (uint32_t i = 0; i < m->ninputs; i++)
+        m->input_set[i] = m->values[m->inputs[i]].tag == ETCH_VALUE_NONE;
+    const etch_pte *pte = &m->program->pte;
+    plan_view v;
+    view_plan(m->program, m->meta.index, &v);
+    for (uint32_t i = 0; i < v.values.len; i++) {
+        fb_table ev, val;
+        fb_vec_table(&v.values, i, &ev);
+        if (fb_u(&ev, EVALUE_TYPE, 1, 0) != KT_TENSOR)
+            continue;
+        fb_table_field(&ev, EVALUE_VAL, &val);
+        etch_tensor_desc d;
+        etch_pte_tensor_desc(&val, &d);
+        etch_tensor *t = m->values[i].u.tensor;
+        /* restore the serialized shape of dynamic tensors and initial mutable values */
+        for (int k = 0; k < d.rank; k++)
+            t->sizes[k] = d.sizes[k];
+        etch_tensor_update_strides(t);
+        if (d.planned && d.data_buffer_idx > 0 && !d.external) {
+            uint64_t off = fb_vec_u64(&pte->mutable_offsets, d.data_buffer_idx);
+            memcpy(t->data, pte->mutable_segment.data + off, (size_t)d.nbytes);
+        }
+    }
+    return ETCH_OK;
+}
+
+/* ---- execute ---------------------------------------------------------------------------- */
+
+static bool tensor_unbound(const etch_tensor *t) {
+    return !t->data && etch_tensor_numel(t) > 0;
+}
+
+static etch_status check_tensor_arg(const etch_method *m, const etch_instr *in, uint32_t k,
+                                    const etch_tensor *t, uint8_t mode) {
+    if (mode != ARG_VIEW && tensor_unbound(t))
+        return etch_err(ETCH_ERR_INVALID_STATE, "%s: argument %u is a tensor with no data",
+                        m->ops[in->a].name, k);
+    if ((mode == ARG_WRITE || mode == ARG_LIST_WRITE) && (t->flags & ETCH_TENSOR_CONSTANT))
+        return etch_err(ETCH_ERR_INVALID_PROGRAM, "%s: argument %u writes into a constant",
+                        m->ops[in->a].name, k);
+    return ETCH_OK;
+}
+
+static etch_status check_kernel_args(const etch_method *m, const etch_instr *in) {
+    for (uint32_t k = 0; k < in->nargs; k++) {
+        const etch_value *v = in->args[k];
+        uint8_t mode = in->arg_modes[k];
+        etch_status st = ETCH_OK;
+        if (mode == ARG_SKIP)
+            continue;
+        if (v->tag == ETCH_VALUE_TENSOR) {
+            st = check_tensor_arg(m, in, k, v->u.tensor, mode);
+        } else if (v->tag == ETCH_VALUE_TENSOR_LIST || v->tag == ETCH_VALUE_OPTIONAL_TENSOR_LIST) {
+            for (size_t j = 0; j < v->u.list.len && !st; j++)
+                if (v->u.list.items[j])
+                    st = check_tensor_arg(m, in, k, v->u.list.items[j]->u.tensor, mode);
+        }
+        if (st)
+            return st;
+    }
+    return ETCH_OK;
+}
+
+static etch_status run_chain(etch_method *m, uint32_t c, uint64_t *budget) {
+    const etch_chain *ch = &m->chains[c];
+    uint32_t pc = 0;
+    while (pc < ch->n) {
+        if ((*budget)-- == 0)
+            return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                            "method '%s': more than %llu instructions executed (a loop that "
+                            "never ends?)",
+                            m->name, (unsigned long long)ETCH_MAX_INSTRUCTIONS);
+        const etch_instr *in = &ch->instrs[pc];
+        uint32_t next = pc + 1;
+        etch_status st = ETCH_OK;
+        switch (in->kind) {
+        case IA_KERNEL_CALL:
+            if ((st = check_kernel_args(m, in)))
+                break;
+            etch_kernel_context_init(&m->ctx, m->ops[in->a].name, m->temp, m->temp_size,
+                                     m->threadpool);
+            in->kernel->fn(&m->ctx, in->args, in->nargs);
+            st = m->ctx.status;
+            break;
+        case IA_DELEGATE_CALL: {
+            const etch_delegate_rt *d = &m->delegates[in->a];
+            etch_kernel_context_init(&m->ctx, d->backend->name, m->temp, m->temp_size,
+                                     m->threadpool);
+            st = d->backend->execute(d->backend->user_data, d->handle, &m->ctx, in->args,
+                                     in->nargs);
+            if (st && m->ctx.status == ETCH_OK)
+                etch_err(st, "backend '%s' failed", d->backend->name);
+            break;
+        }
+        case IA_MOVE_CALL:
+            m->values[in->b] = m->values[in->a];
+            break;
+        case IA_JUMP_FALSE_CALL: {
+            const etch_value *cv = &m->values[in->a];
+            bool truth;
+            if (cv->tag == ETCH_VALUE_BOOL) {
+                truth = cv->u.b;
+            } else {
+                const etch_tensor *t = cv->u.tensor;
+                if (t->dtype != ETCH_DTYPE_BOOL) {
+                    st = etch_err(ETCH_ERR_INVALID_PROGRAM,
+                                  "jump condition value %u is a %s tensor, not Bool", in->a,
+                                  etch_dtype_name(t->dtype));
+                    break;
+                }
+                if (tensor_unbound(t)) {
+                    st = etch_err(ETCH_ERR_INVALID_STATE, "jump condition value %u has no data",
+                                  in->a);
+                    break;
+                }
+                truth = true;
+                int64_t n = etch_tensor_numel(t);
+                for (int64_t e = 0; e < n && truth; e++)
+                    truth = ((const uint8_t *)t->data)[e] != 0;
+            }
+            if (!truth)
+                next = in->b;
+            break;
+        }
+        case IA_FREE_CALL:
+            m->values[in->a].u.tensor->data = NULL;
+            break;
+        }
+        if (st != ETCH_OK) {
+            etch_err_prefix("method '%s', instruction %u", m->name, pc);
+            return st;
+        }
+        if (m->observer)
+            m->observer(m->observer_data, c, pc,
+                        in->kind == IA_KERNEL_CALL ? m->ops[in->a].name : NULL);
+        pc = next;
+    }
+    return ETCH_OK;
+}
+
+etch_status etch_method_execute(etch_method *m) {
+    if (!m)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "method_execute: NULL method");
+    for (uint32_t i = 0; i < m->ninputs; i++)
+        if (!m->input_set[i])
+            return etch_err(ETCH_ERR_INVALID_STATE, "method '%s': input %u has not been set",
+                            m->name, i);
+    uint64_t budget = ETCH_MAX_INSTRUCTIONS;
+    for (uint32_t c = 0; c < m->nchains; c++) {
+        etch_status st = run_chain(m, c, &budget);
+        if (st)
+            return st;
+    }
+    return ETCH_OK;
+}
