@@ -20,13 +20,14 @@
  * The signature string is checked once, when a method loads, against every call site, so
  * a kernel can rely on the number of arguments and on their kinds:
  *   T tensor            t tensor or None        W tensor written (never a constant)
+ *   V tensor the kernel binds to other data (a view output; may be unbound before the call)
  *   S Int/Double/Bool   s scalar or None        I Int            i Int or None
  *   D Double            d Double or None        B Bool           b Bool or None
  *   L Int list          l Int list or None      F Double list    Q Bool list
  *   X Tensor list       Y Tensor list written   O optional-Tensor list
  *   N String            n String or None        R result slot overwritten (any scalar)
  *   ? any value         * any number of further values (must be last)
- * Tensors passed to a kernel have non-NULL data unless their element count is 0.
+ * Tensors passed to a kernel have non-NULL data unless their element count is 0 (except V).
  *
  * Kernels never allocate: scratch comes from etch_kernel_temp_alloc (a per-method arena that
  * is reset after every instruction), and parallel work goes through etch_kernel_parallel_for
