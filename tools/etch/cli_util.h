@@ -1,0 +1,81 @@
+/* Shared helpers of the etch CLI: argument parsing, error reporting, printing. */
+#ifndef ETCH_CLI_UTIL_H
+#define ETCH_CLI_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "etch/etch.h"
+
+/* Exit codes: 0 success, 1 runtime failure (or a failed check), 2 bad usage. */
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+/* A subcommand: `run` gets argv with argv[0] = the subcommand name. */
+typedef struct cli_command {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+    void (*usage)(FILE *out);
+} cli_command;
+
+/* Print "etch CMD: error: ..." plus a hint to stderr; returns CLI_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Print "error: <StatusName>: <etch_last_error()>" to stderr; returns CLI_FAIL. */
+int cli_fail(etch_status st);
+/* Same with a context prefix: "error: <StatusName>: <context>: <message>". */
+int cli_fail_ctx(etch_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ---- options ---------------------------------------------------------------------------- */
+
+/* True when argv holds -h or --help (before a "--" separator). */
+bool cli_wants_help(int argc, char **argv);
+
+/* Option matching for argv[*i]:
+ *   cli_opt_value: `--name VALUE` or `--name=VALUE`; returns 1 and stores the value (advancing
+ *   *i past it), 0 when argv[*i] is not this option, -1 (error printed) when the value is
+ *   missing or empty, or the option was already given (*value non-NULL on entry).
+ *   cli_opt_flag: `--name`; returns 1 and sets *flag, 0 if not this option, -1 on
+ *   `--name=...` or a repeat. */
+int cli_opt_value(const char *cmd, int argc, char **argv, int *i, const char *name,
+                  const char **value);
+int cli_opt_flag(const char *cmd, char **argv, int i, const char *name, bool *flag);
+
+/* Strict numbers: the whole string must be consumed, no overflow, within [min, max].
+ * Print a usage error naming the option and return false otherwise. */
+bool cli_parse_long(const char *cmd, const char *opt, const char *s, long long min,
+                    long long max, long long *out);
+bool cli_parse_double(const char *cmd, const char *opt, const char *s, double min, double max,
+                      double *out);
+
+/* ---- files, time -------------------------------------------------------------------------- */
+
+/* Read a whole file into a 32-byte aligned buffer (free with free()). Returns CLI_OK, or
+ * CLI_FAIL after printing "error: AccessFailed: ..." . */
+int cli_read_file(const char *path, void **data, size_t *size);
+/* mkdir -p; CLI_OK or CLI_FAIL (error printed). */
+int cli_mkdirs(const char *path);
+/* Monotonic milliseconds. */
+double cli_now_ms(void);
+
+/* ---- printing ----------------------------------------------------------------------------- */
+
+/* "[2, 3]" into buf (truncated to cap). */
+const char *cli_shape_str(char *buf, size_t cap, size_t dim, const int64_t *sizes);
+/* Print up to `max_items` elements of t in logical C order, flattened: "[1, 2, ..., 9]". */
+void cli_print_tensor_values(FILE *out, const etch_tensor *t, size_t max_items);
+/* One line describing a value: "Tensor Float [1, 3]" or "Int 4". */
+void cli_print_value_summary(FILE *out, const etch_value *v);
+/* Element k (memory order, k < numel) as double, for any numeric dtype. */
+double cli_elem_as_double(const void *data, int dtype, size_t k);
+
+#endif

@@ -1,0 +1,14 @@
+/* The subcommands: one file each (cmd_<name>.c). argv[0] is the subcommand's name. */
+#ifndef ETCH_CLI_COMMANDS_H
+#define ETCH_CLI_COMMANDS_H
+
+#include <stdio.h>
+
+int cmd_info(int argc, char **argv);
+void cmd_info_usage(FILE *out);
+int cmd_run(int argc, char **argv);
+void cmd_run_usage(FILE *out);
+int cmd_verify(int argc, char **argv);
+void cmd_verify_usage(FILE *out);
+
+#endif
