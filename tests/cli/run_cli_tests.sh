@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# End-to-end tests of the etch CLI against the shared fixtures.
+#
+#   run_cli_tests.sh ETCH NPY_TOOL FIXTURES_DIR
+#
+# Each check runs one command and compares its exit status (and, where given, a pattern in
+# its stdout/stderr). Inputs are written and outputs checked with npy_tool (no numpy).
+set -u
+
+ETCH=${1:?usage: run_cli_tests.sh ETCH NPY_TOOL FIXTURES_DIR}
+NPY=${2:?missing NPY_TOOL}
+FIX=${3:?missing FIXTURES_DIR}/pte
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/etch_cli.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+passed=0
+failed=0
+OUT=$WORK/stdout
+ERR=$WORK/stderr
+
+pass() { passed=$((passed + 1)); }
+fail() {
+    failed=$((failed + 1))
+    echo "FAIL: $*" >&2
+    echo "  stdout: $(head -c 2000 "$OUT")" >&2
+    echo "  stderr: $(head -c 2000 "$ERR")" >&2
+}
+
+# expect RC CMD...   — run CMD, require exit status RC.
+expect() {
+    local want=$1
+    shift
+    "$@" >"$OUT" 2>"$ERR"
+    local rc=$?
+    if [ "$rc" -eq "$want" ]; then pass; else fail "exit $rc, want $want: $*"; fi
+}
+
+# has_out PATTERN / has_err PATTERN — the last command's stdout / stderr matches (grep -E).
+has_out() { if grep -Eq -- "$1" "$OUT"; then pass; else fail "stdout lacks /$1/"; fi; }
+has_err() { if grep -Eq -- "$1" "$ERR"; then pass; else fail "stderr lacks /$1/"; fi; }
+
+# npy_check FILE DTYPE SHAPE VALUES
+npy_check() {
+    if "$NPY" check "$@" 2>"$ERR"; then pass; else fail "npy_tool check $*"; fi
+}
+
+cd "$WORK" || exit 1
+
+# ---- help and usage -------------------------------------------------------------------------
+expect 0 "$ETCH" --help;               has_out '^usage: etch <command>'
+expect 0 "$ETCH" -h;                   has_out 'verify'
+expect 0 "$ETCH" help;                 has_out 'commands:'
+expect 0 "$ETCH" help run;             has_out '--num-executions'
+expect 0 "$ETCH" help info;            has_out '^usage: etch info FILE'
+expect 0 "$ETCH" help verify;          has_out '--rtol'
+expect 0 "$ETCH" run --help;           has_out '--load-mode'
+expect 0 "$ETCH" info -h;              has_out 'usage: etch info'
+expect 0 "$ETCH" verify x.bpte --help; has_out 'usage: etch verify'
+expect 0 "$ETCH" --version;            has_out '^etch [0-9]+\.[0-9]+\.[0-9]+'
+expect 2 "$ETCH";                      has_err 'usage'
+expect 2 "$ETCH" frobnicate;           has_err "unknown command 'frobnicate'"
+expect 2 "$ETCH" --frobnicate;         has_err "unknown option '--frobnicate'"
+expect 2 "$ETCH" help frobnicate;      has_err "unknown command"
+expect 2 "$ETCH" help run info
+
+# ---- bad flags --------------------------------------------------------------------------------
+ADD=$FIX/add.pte
+expect 2 "$ETCH" run;                                      has_err 'missing FILE'
+expect 2 "$ETCH" run "$ADD" "$ADD";                        has_err 'expected one FILE'
+expect 2 "$ETCH" run "$ADD" --bogus;                       has_err "unknown option '--bogus'"
+expect 2 "$ETCH" run "$ADD" -x;                            has_err "unknown option '-x'"
+expect 2 "$ETCH" run "$ADD" --method;                      has_err '--method needs a value'
+expect 2 "$ETCH" run "$ADD" --method --print-output;       has_err '--method needs a value'
+expect 2 "$ETCH" run "$ADD" --method=;                     has_err 'non-empty value'
+expect 2 "$ETCH" run "$ADD" --method a --method b;         has_err 'more than once'
+expect 2 "$ETCH" run "$ADD" --print-output --print-output; has_err 'more than once'
+expect 2 "$ETCH" run "$ADD" --print-output=yes;            has_err 'does not take a value'
+expect 2 "$ETCH" run "$ADD" --num-executions 0;            has_err 'out of range'
+expect 2 "$ETCH" run "$ADD" --num-executions -3;           has_err 'out of range'
+expect 2 "$ETCH" run "$ADD" --num-executions abc;          has_err 'not an integer'
+expect 2 "$ETCH" run "$ADD" --num-executions 5x;           has_err 'not an integer'
+expect 2 "$ETCH" run "$ADD" --num-executions 2.5;          has_err 'not an integer'
+expect 2 "$ETCH" run "$ADD" --num-executions 99999999999999999999; has_err 'not an integer'
+expect 2 "$ETCH" run "$ADD" --num-executions;              has_err 'needs a value'
+expect 2 "$ETCH" run "$ADD" --load-mode fast;              has_err "neither 'mmap' nor 'read'"
+expect 2 "$ETCH" run "$ADD" --inputs a.npy,,b.npy;         has_err 'empty file name'
+expect 2 "$ETCH" run "$ADD" --inputs a.npy,;               has_err 'empty file name'
+expect 2 "$ETCH" verify;                                   has_err 'missing FILE'
+expect 2 "$ETCH" verify x.bpte --rtol -1;                  has_err 'out of range'
+expect 2 "$ETCH" verify x.bpte --rtol abc;                 has_err 'not a number'
+expect 2 "$ETCH" verify x.bpte --atol nan;                 has_err 'not a number'
+expect 2 "$ETCH" verify x.bpte --atol 1e999;               has_err 'not a number'
+expect 2 "$ETCH" verify x.bpte --atol 0.1x;                has_err 'not a number'
+expect 2 "$ETCH" verify x.bpte --atol;                     has_err 'needs a value'
+expect 2 "$ETCH" verify x.bpte --frob;                     has_err "unknown option"
+expect 2 "$ETCH" info;                                     has_err 'missing FILE'
+expect 2 "$ETCH" info a.pte b.pte;                         has_err 'expected one FILE'
+expect 2 "$ETCH" info --verbose a.pte;                     has_err "unknown option '--verbose'"
+
+# ---- info on every fixture ----------------------------------------------------------------------
+for f in add.pte add_constant_segment.pte linear_constant_buffer.pte addmul_external.pte \
+         bundled_add_mul.bpte lenet_bundled.bpte; do
+    expect 0 "$ETCH" info "$FIX/$f"; has_out "^method 'forward'"
+done
+expect 0 "$ETCH" info "$ADD"
+has_out '^identifier: ET12'
+has_out '^extended header: no'
+has_out 'input 0: Tensor Float \[1\] static, planned'
+has_out 'aten::add\.out +1 call$'
+has_out 'arena 1: [0-9]+ bytes'
+has_out 'method pool: [0-9]+ bytes'
+expect 0 "$ETCH" info "$FIX/add_constant_segment.pte"
+has_out '^extended header: yes'
+has_out '^segments: 1'
+expect 0 "$ETCH" info "$FIX/linear_constant_buffer.pte"; has_out 'legacy inline constant_buffer'
+expect 0 "$ETCH" info "$FIX/addmul_external.pte";        has_out 'needs external data: yes'
+expect 0 "$ETCH" info "$FIX/addmul_external.ptd";        has_out '^entries: 2'
+expect 0 "$ETCH" info "$FIX/bundled_add_mul.bpte";       has_out '^bundled test cases: 10$'
+expect 0 "$ETCH" info "$FIX/lenet_bundled.bpte";         has_out '^bundled test cases: 2$'
+has_out 'aten::convolution\.out'
+expect 1 "$ETCH" info "$FIX/legacy_et02.pte";            has_err '^error: IncompatibleVersion: '
+expect 1 "$ETCH" info "$FIX/not_a_program.pte";          has_err '^error: NotAProgram: '
+expect 1 "$ETCH" info "$WORK/missing.pte";               has_err '^error: AccessFailed: '
+
+# ---- run ----------------------------------------------------------------------------------------
+"$NPY" write one.npy float32 1 1
+"$NPY" write two.npy float32 1 2
+"$NPY" write x3.npy float32 3 1,2,3
+"$NPY" write m22.npy float32 2x2 1,2,3,4
+"$NPY" write d1.npy float64 1 1
+"$NPY" write one_2d.npy float32 1x1 1
+
+expect 0 "$ETCH" run "$ADD" --inputs one.npy,two.npy --output-dir out --print-output
+has_out '^loaded method .forward.* in [0-9.]+ ms'
+has_out '^execution 1: [0-9.]+ ms'
+has_out '^output 0: Tensor Float \[1\] = \[3\]'
+npy_check out/output_0.npy float32 1 3
+
+expect 0 "$ETCH" run "$FIX/add_constant_segment.pte" --inputs x3.npy --output-dir out/a/b
+npy_check out/a/b/output_0.npy float32 3 2,3,4
+
+expect 0 "$ETCH" run "$FIX/linear_constant_buffer.pte" --inputs m22.npy --output-dir out/lin \
+    --load-mode read
+npy_check out/lin/output_0.npy float32 2x2 5,8,11,14
+
+expect 0 "$ETCH" run "$FIX/addmul_external.pte" --data "$FIX/addmul_external.ptd" \
+    --inputs m22.npy --output-dir out/ext --print-output
+has_out '= \[5, 8, 11, 14\]'
+npy_check out/ext/output_0.npy float32 2x2 5,8,11,14
+expect 1 "$ETCH" run "$FIX/addmul_external.pte" --inputs m22.npy; has_err '^error: NotFound: .*\.ptd'
+
+# Default inputs are ones: 1 + 1 = 2, [1,1,1] + 1 = [2,2,2].
+expect 0 "$ETCH" run "$ADD" --output-dir out/def --num-executions 3
+has_out '^execution 3: '
+has_out '^3 executions: mean'
+npy_check out/def/output_0.npy float32 1 2
+expect 0 "$ETCH" run "$FIX/add_constant_segment.pte" --method forward --print-output
+has_out '= \[2, 2, 2\]'
+expect 0 "$ETCH" run "$FIX/bundled_add_mul.bpte" --print-output;   has_out 'Tensor Int \[2, 2\]'
+
+expect 2 "$ETCH" run "$ADD" --inputs one.npy;              has_err 'takes 2 inputs, --inputs names 1 file'
+expect 2 "$ETCH" run "$ADD" --inputs one.npy,two.npy,one.npy; has_err 'names 3 files'
+expect 1 "$ETCH" run "$ADD" --inputs one.npy,d1.npy;       has_err '^error: InvalidArgument: input 1.*dtype Double'
+expect 1 "$ETCH" run "$ADD" --inputs one.npy,one_2d.npy;   has_err '^error: [A-Za-z]+: input 1'
+expect 1 "$ETCH" run "$ADD" --inputs one.npy,nope.npy;     has_err '^error: AccessFailed: input 1.*nope\.npy'
+printf 'garbage' >bad.npy
+expect 1 "$ETCH" run "$ADD" --inputs one.npy,bad.npy;      has_err '^error: InvalidArgument: input 1.*bad magic'
+expect 1 "$ETCH" run "$ADD" --method backward;             has_err '^error: NotFound: '
+expect 1 "$ETCH" run "$FIX/legacy_et02.pte";               has_err '^error: IncompatibleVersion: '
+expect 1 "$ETCH" run "$FIX/not_a_program.pte";             has_err '^error: NotAProgram: '
+expect 1 "$ETCH" run "$WORK/missing.pte";                  has_err '^error: AccessFailed: '
+touch afile
+expect 1 "$ETCH" run "$ADD" --output-dir afile/sub;        has_err '^error: AccessFailed: '
+
+# ---- verify -------------------------------------------------------------------------------------
+expect 0 "$ETCH" verify "$FIX/bundled_add_mul.bpte"
+has_out '^forward\[0\]: PASS'
+has_out '^10 passed, 0 failed'
+expect 0 "$ETCH" verify "$FIX/lenet_bundled.bpte"
+has_out '^forward\[1\]: PASS  max abs error'
+has_out '^2 passed, 0 failed'
+expect 0 "$ETCH" verify "$FIX/lenet_bundled.bpte" --method forward --rtol 1e-3 --atol=1e-5
+has_out '^2 passed, 0 failed \(rtol 0.001, atol 1e-05\)'
+expect 1 "$ETCH" verify "$FIX/bundled_add_mul.bpte" --method backward; has_err '^error: NotFound: '
+expect 1 "$ETCH" verify "$ADD";                            has_err '^error: InvalidProgram: .*BP08'
+expect 1 "$ETCH" verify "$WORK/missing.bpte";              has_err '^error: AccessFailed: '
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
