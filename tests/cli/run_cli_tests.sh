@@ -7,9 +7,14 @@
 # its stdout/stderr). Inputs are written and outputs checked with npy_tool (no numpy).
 set -u
 
-ETCH=${1:?usage: run_cli_tests.sh ETCH NPY_TOOL FIXTURES_DIR}
-NPY=${2:?missing NPY_TOOL}
-FIX=${3:?missing FIXTURES_DIR}/pte
+abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+ETCH=$(abspath "${1:?usage: run_cli_tests.sh ETCH NPY_TOOL FIXTURES_DIR}")
+NPY=$(abspath "${2:?missing NPY_TOOL}")
+FIX=$(abspath "${3:?missing FIXTURES_DIR}")/pte
+for f in "$ETCH" "$NPY"; do
+    [ -x "$f" ] || { echo "not an executable: $f" >&2; echo "0 passed, 1 failed"; exit 1; }
+done
+[ -f "$FIX/add.pte" ] || { echo "no fixtures in $FIX" >&2; echo "0 passed, 1 failed"; exit 1; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/etch_cli.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
