@@ -161,8 +161,8 @@ etch_status etch_module_load_method(etch_module *mod, const char *name, etch_met
         return st;
     if (etch_method_meta_needs_external_data(&meta) && !mod->data_map)
         return etch_err(ETCH_ERR_NOT_FOUND,
-                        "method '%s' needs external tensor data: open the module with a .ptd "
-                        "file (data_path)",
+                        "method '%s' needs external tensor data (a .ptd file) and the module "
+                        "was opened without one (etch_module_options.data_path)",
                         name);
 
     module_method mm;

@@ -116,6 +116,8 @@ has_out 'arena 1: [0-9]+ bytes'
 has_out 'method pool: [0-9]+ bytes'
 expect 0 "$ETCH" info "$FIX/add_constant_segment.pte"
 has_out '^extended header: yes'
+has_out '^header length: 32 bytes'
+has_out '^segment base offset: [0-9]+'
 has_out '^segments: 1'
 expect 0 "$ETCH" info "$FIX/linear_constant_buffer.pte"; has_out 'legacy inline constant_buffer'
 expect 0 "$ETCH" info "$FIX/addmul_external.pte";        has_out 'needs external data: yes'

@@ -225,12 +225,10 @@ int cmd_info(int argc, char **argv) {
     etch_program_get_header(prog, &h);
     printf("file: %s\n", path);
     printf("identifier: %s%s\n", h.identifier, h.bundled ? " (inside a BP08 bundled program)" : "");
-    printf("extended header: %s", h.has_extended_header ? "yes" : "no");
-    if (h.has_extended_header)
-        printf(" (eh00, %u bytes)", h.header_length);
-    printf("\n");
+    printf("extended header: %s\n", h.has_extended_header ? "yes (eh00)" : "no");
+    printf("header length: %u bytes\n", h.header_length);
     printf("program image: %llu bytes\n", (unsigned long long)h.file_size);
-    printf("flatbuffer: %llu bytes\n", (unsigned long long)h.program_size);
+    printf("program size: %llu bytes (flatbuffer)\n", (unsigned long long)h.program_size);
     printf("segment base offset: %llu\n", (unsigned long long)h.segment_base_offset);
     printf("segment data size: %llu bytes\n", (unsigned long long)h.segment_data_size);
     printf("segments: %zu\n", h.num_segments);
