@@ -167,8 +167,8 @@ expect 0 "$ETCH" run "$FIX/bundled_add_mul.bpte" --print-output;   has_out 'Tens
 
 expect 2 "$ETCH" run "$ADD" --inputs one.npy;              has_err 'takes 2 inputs, --inputs names 1 file'
 expect 2 "$ETCH" run "$ADD" --inputs one.npy,two.npy,one.npy; has_err 'names 3 files'
-expect 1 "$ETCH" run "$ADD" --inputs one.npy,d1.npy;       has_err '^error: InvalidArgument: input 1.*dtype Double'
-expect 1 "$ETCH" run "$ADD" --inputs one.npy,one_2d.npy;   has_err '^error: [A-Za-z]+: input 1'
+expect 1 "$ETCH" run "$ADD" --inputs one.npy,d1.npy;       has_err "^error: InvalidArgument: 'd1.npy': input 1: dtype Double"
+expect 1 "$ETCH" run "$ADD" --inputs one.npy,one_2d.npy;   has_err "^error: [A-Za-z]+: 'one_2d.npy': input 1"
 expect 1 "$ETCH" run "$ADD" --inputs one.npy,nope.npy;     has_err '^error: AccessFailed: input 1.*nope\.npy'
 printf 'garbage' >bad.npy
 expect 1 "$ETCH" run "$ADD" --inputs one.npy,bad.npy;      has_err '^error: InvalidArgument: input 1.*bad magic'

@@ -270,9 +270,10 @@ static int set_inputs(run_state *s, const run_opts *o, etch_method *m) {
             v = *cur;
         }
         if ((st = etch_method_set_input(m, i, &v)) != ETCH_OK) {
+            /* The runtime's message already names the input. */
             if (o->inputs)
-                return cli_fail_ctx(st, "input %zu ('%s')", i, files[i]);
-            return cli_fail_ctx(st, "input %zu", i);
+                return cli_fail_ctx(st, "'%s'", files[i]);
+            return cli_fail(st);
         }
     }
     return CLI_OK;
