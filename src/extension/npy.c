@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "etch/npy.h"
 #include "runtime/error.h"
@@ -233,80 +234,82 @@ static void *alloc_data(size_t nbytes) {
     return p;
 }
 
-etch_status etch_npy_read_buffer(const void *data, size_t size, etch_npy *out) {
-    const uint8_t *b = (const uint8_t *)data;
-    if (!out || (!data && size))
-        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "npy: NULL argument");
+/* Largest header accepted: numpy's own reader refuses more than 10000 bytes by default. */
+#define NPY_MAX_HEADER (1u << 20)
+
+/* The fixed prefix: magic, version, header length. `b` holds `size` >= 8 bytes (or fewer, to
+ * report truncation); on success *prefix is 10 or 12 and *hlen the dict's length. */
+static etch_status parse_prefix(const uint8_t *b, size_t size, unsigned *major, size_t *prefix,
+                                size_t *hlen) {
     if (size < NPY_MAGIC_LEN + 2 || memcmp(b, NPY_MAGIC, NPY_MAGIC_LEN) != 0)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "npy: not a .npy file (bad magic)");
-    unsigned major = b[6], minor = b[7];
-    size_t prefix, hlen;
-    if (major == 1 && minor == 0) {
-        if (size < 10)
-            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "npy: truncated header");
-        hlen = (size_t)b[8] | ((size_t)b[9] << 8);
-        prefix = 10;
-    } else if ((major == 2 || major == 3) && minor == 0) {
-        if (size < 12)
-            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "npy: truncated header");
-        hlen = (size_t)b[8] | ((size_t)b[9] << 8) | ((size_t)b[10] << 16) |
-               ((size_t)b[11] << 24);
-        prefix = 12;
+    unsigned minor = b[7];
+    *major = b[6];
+    if (*major == 1 && minor == 0) {
+        *prefix = 10;
+    } else if ((*major == 2 || *major == 3) && minor == 0) {
+        *prefix = 12;
     } else {
-        return etch_err(ETCH_ERR_NOT_SUPPORTED, "npy: unsupported format version %u.%u", major,
+        return etch_err(ETCH_ERR_NOT_SUPPORTED, "npy: unsupported format version %u.%u", *major,
                         minor);
     }
-    if (hlen > size - prefix)
-        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
-                        "npy: truncated header (%zu header bytes declared, %zu available)", hlen,
-                        size - prefix);
-    const char *text = (const char *)b + prefix;
+    if (size < *prefix)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "npy: truncated header");
+    *hlen = (size_t)b[8] | ((size_t)b[9] << 8);
+    if (*prefix == 12)
+        *hlen |= ((size_t)b[10] << 16) | ((size_t)b[11] << 24);
+    return ETCH_OK;
+}
+
+/* The header dict → dtype, shape and data size. */
+static etch_status parse_text(const char *text, size_t hlen, unsigned major, npy_header *h,
+                              int *dtype, uint64_t *nbytes) {
     for (size_t i = 0; i < hlen; i++)
         if (text[i] == 0 || ((unsigned char)text[i] >= 0x80 && major < 3))
             return bad_header("non-ASCII or NUL byte");
-
-    npy_header h;
-    memset(&h, 0, sizeof h);
-    etch_status st = parse_header(text, hlen, &h);
+    memset(h, 0, sizeof *h);
+    etch_status st = parse_header(text, hlen, h);
     if (st != ETCH_OK)
         return st;
-    int dtype = 0;
-    if ((st = descr_to_dtype(h.descr, &dtype)) != ETCH_OK)
+    if ((st = descr_to_dtype(h->descr, dtype)) != ETCH_OK)
         return st;
-
-    size_t elem = etch_dtype_size(dtype);
-    uint64_t numel = 1;
-    for (size_t i = 0; i < h.dim; i++) {
-        uint64_t s = (uint64_t)h.sizes[i];
-        if (s && numel > (UINT64_MAX / elem) / s)
-            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "npy: shape element count overflows");
-        numel *= s;
-    }
-    uint64_t nbytes = numel * elem;
-    size_t avail = size - prefix - hlen;
-    if (nbytes > avail)
-        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
-                        "npy: truncated data: shape needs %llu bytes, file has %zu",
-                        (unsigned long long)nbytes, avail);
-    if (nbytes < avail)
-        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
-                        "npy: data size mismatch: shape needs %llu bytes, file has %zu",
-                        (unsigned long long)nbytes, avail);
-    if (h.fortran && h.dim > 1) {
-        /* A Fortran-order array with at most one non-unit dim has the same bytes as C order,
-         * but numpy only writes fortran_order=True for genuinely column-major data. */
+    if (h->fortran && h->dim > 1) {
+        /* A 0-d or 1-d array has the same bytes in either order. */
         return etch_err(ETCH_ERR_NOT_SUPPORTED,
                         "npy: Fortran-order arrays are not supported; save with "
                         "np.ascontiguousarray(a)");
     }
+    size_t elem = etch_dtype_size(*dtype);
+    uint64_t numel = 1;
+    for (size_t i = 0; i < h->dim; i++) {
+        uint64_t s = (uint64_t)h->sizes[i];
+        if (s && numel > (UINT64_MAX / elem) / s)
+            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "npy: shape element count overflows");
+        numel *= s;
+    }
+    *nbytes = numel * elem;
+    return ETCH_OK;
+}
 
-    void *buf = alloc_data((size_t)nbytes);
-    if (!buf)
-        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "npy: cannot allocate %llu bytes",
+static etch_status check_data_size(uint64_t nbytes, uint64_t avail) {
+    if (nbytes > avail)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "npy: truncated data: shape needs %llu bytes, file has %llu",
+                        (unsigned long long)nbytes, (unsigned long long)avail);
+    if (nbytes < avail)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "npy: data size mismatch: shape needs %llu bytes, file has %llu",
+                        (unsigned long long)nbytes, (unsigned long long)avail);
+    if (nbytes > SIZE_MAX - 16)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "npy: %llu bytes do not fit in memory",
                         (unsigned long long)nbytes);
-    memcpy(buf, b + prefix + hlen, (size_t)nbytes);
+    return ETCH_OK;
+}
+
+/* Wrap the (already filled) buffer; frees it on failure. */
+static etch_status finish(const npy_header *h, int dtype, void *buf, etch_npy *out) {
     etch_tensor t;
-    st = etch_tensor_init(&t, (etch_dtype)dtype, h.dim, h.sizes, buf);
+    etch_status st = etch_tensor_init(&t, (etch_dtype)dtype, h->dim, h->sizes, buf);
     if (st != ETCH_OK) {
         free(buf);
         etch_err_prefix("npy");
@@ -316,49 +319,116 @@ etch_status etch_npy_read_buffer(const void *data, size_t size, etch_npy *out) {
     return ETCH_OK;
 }
 
+etch_status etch_npy_read_buffer(const void *data, size_t size, etch_npy *out) {
+    const uint8_t *b = (const uint8_t *)data;
+    if (!out || (!data && size))
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "npy: NULL argument");
+    unsigned major;
+    size_t prefix, hlen;
+    etch_status st = parse_prefix(b, size, &major, &prefix, &hlen);
+    if (st != ETCH_OK)
+        return st;
+    if (hlen > size - prefix)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "npy: truncated header (%zu header bytes declared, %zu available)", hlen,
+                        size - prefix);
+    npy_header h;
+    int dtype = 0;
+    uint64_t nbytes = 0;
+    if ((st = parse_text((const char *)b + prefix, hlen, major, &h, &dtype, &nbytes)) != ETCH_OK ||
+        (st = check_data_size(nbytes, size - prefix - hlen)) != ETCH_OK)
+        return st;
+    void *buf = alloc_data((size_t)nbytes);
+    if (!buf)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "npy: cannot allocate %llu bytes",
+                        (unsigned long long)nbytes);
+    memcpy(buf, b + prefix + hlen, (size_t)nbytes);
+    return finish(&h, dtype, buf, out);
+}
+
+/* Reads the file's parts straight into their final buffers: the data is never copied twice,
+ * and nothing is allocated for it before the header and the file size agree. */
+static etch_status read_stream(FILE *f, etch_npy *out) {
+    uint8_t pre[12];
+    size_t got = fread(pre, 1, 8, f);
+    unsigned major;
+    size_t prefix = 8, hlen = 0;
+    etch_status st = parse_prefix(pre, got, &major, &prefix, &hlen);
+    if (st == ETCH_ERR_INVALID_ARGUMENT && got == 8 && prefix > 8) /* need the length bytes */
+        st = ETCH_OK;
+    if (st != ETCH_OK)
+        return st;
+    got += fread(pre + 8, 1, prefix - 8, f);
+    if ((st = parse_prefix(pre, got, &major, &prefix, &hlen)) != ETCH_OK)
+        return st;
+    if (hlen > NPY_MAX_HEADER)
+        return etch_err(ETCH_ERR_NOT_SUPPORTED, "npy: header of %zu bytes is too large (max %u)",
+                        hlen, NPY_MAX_HEADER);
+    char *text = malloc(hlen ? hlen : 1);
+    if (!text)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "npy: out of memory");
+    size_t tgot = fread(text, 1, hlen, f);
+    npy_header h;
+    int dtype = 0;
+    uint64_t nbytes = 0;
+    if (tgot != hlen)
+        st = etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                      "npy: truncated header (%zu header bytes declared, %zu available)", hlen,
+                      tgot);
+    else
+        st = parse_text(text, hlen, major, &h, &dtype, &nbytes);
+    free(text);
+    if (st != ETCH_OK)
+        return st;
+
+    /* Regular files: compare sizes before allocating (an absurd shape must not allocate). */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) {
+        uint64_t used = (uint64_t)prefix + hlen;
+        uint64_t avail = (uint64_t)sb.st_size > used ? (uint64_t)sb.st_size - used : 0;
+        if ((st = check_data_size(nbytes, avail)) != ETCH_OK)
+            return st;
+    } else if (nbytes > SIZE_MAX - 16) {
+        return check_data_size(nbytes, 0);
+    }
+    void *buf = alloc_data((size_t)nbytes);
+    if (!buf)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "npy: cannot allocate %llu bytes",
+                        (unsigned long long)nbytes);
+    size_t dgot = nbytes ? fread(buf, 1, (size_t)nbytes, f) : 0;
+    if (ferror(f)) {
+        free(buf);
+        return etch_err(ETCH_ERR_ACCESS_FAILED, "read error: %s", strerror(errno));
+    }
+    uint64_t extra = 0;
+    if (dgot == nbytes) {
+        uint8_t tail[256];
+        size_t n;
+        while ((n = fread(tail, 1, sizeof tail, f)) > 0)
+            extra += n;
+    }
+    if ((st = check_data_size(nbytes, dgot + extra)) != ETCH_OK) {
+        free(buf);
+        return st;
+    }
+    return finish(&h, dtype, buf, out);
+}
+
 etch_status etch_npy_read_file(const char *path, etch_npy *out) {
     if (!path || !out)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "npy: NULL argument");
     FILE *f = fopen(path, "rb");
     if (!f)
         return etch_err(ETCH_ERR_ACCESS_FAILED, "cannot open '%s': %s", path, strerror(errno));
-    /* Read in growing chunks: works for pipes too and never trusts a size up front. */
-    size_t cap = 4096, len = 0;
-    uint8_t *buf = malloc(cap);
-    etch_status st = ETCH_OK;
-    while (buf) {
-        if (len == cap) {
-            if (cap > SIZE_MAX / 2) {
-                st = etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "'%s' is too large", path);
-                break;
-            }
-            uint8_t *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                st = etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "cannot read '%s': out of memory",
-                              path);
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (n == 0) {
-            if (ferror(f))
-                st = etch_err(ETCH_ERR_ACCESS_FAILED, "cannot read '%s': %s", path,
-                              strerror(errno));
-            break;
-        }
-    }
-    if (!buf)
-        st = etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "cannot read '%s': out of memory", path);
+    struct stat sb;
+    etch_status st;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode))
+        st = etch_err(ETCH_ERR_ACCESS_FAILED, "is a directory");
+    else
+        st = read_stream(f, out);
     fclose(f);
-    if (st == ETCH_OK) {
-        st = etch_npy_read_buffer(buf, len, out);
-        if (st != ETCH_OK)
-            etch_err_prefix("%s", path);
-    }
-    free(buf);
+    if (st != ETCH_OK)
+        etch_err_prefix("%s", path);
     return st;
 }
 

@@ -52,19 +52,43 @@ static bool contains(const uint8_t *hay, size_t n, const char *needle) {
     return false;
 }
 
-/* Expect read_buffer to fail with `want` and a message containing `needle`. */
-static void expect_bad(const void *data, size_t size, etch_status want, const char *needle,
-                       int line) {
+static const char *tmp_path(const char *name);
+
+static void expect_bad_one(bool from_file, const void *data, size_t size, etch_status want,
+                           const char *needle, int line) {
     etch_npy a;
     memset(&a, 0, sizeof a);
-    etch_status st = etch_npy_read_buffer(data, size, &a);
-    CHECK_MSG(st == want, "line %d: got %s (%s), want %s", line, etch_status_str(st),
-              etch_last_error(), etch_status_str(want));
-    CHECK_MSG(strstr(etch_last_error(), needle) != NULL, "line %d: message '%s' lacks '%s'",
-              line, etch_last_error(), needle);
+    etch_status st;
+    if (from_file) {
+        const char *p = tmp_path("bad.npy");
+        FILE *f = fopen(p, "wb");
+        if (f) {
+            if (size)
+                fwrite(data, 1, size, f);
+            fclose(f);
+        }
+        st = etch_npy_read_file(p, &a);
+        CHECK_MSG(st == ETCH_OK || strstr(etch_last_error(), "bad.npy") != NULL,
+                  "line %d: message '%s' does not name the file", line, etch_last_error());
+    } else {
+        st = etch_npy_read_buffer(data, size, &a);
+    }
+    CHECK_MSG(st == want, "line %d (%s): got %s (%s), want %s", line,
+              from_file ? "file" : "buffer", etch_status_str(st), etch_last_error(),
+              etch_status_str(want));
+    CHECK_MSG(strstr(etch_last_error(), needle) != NULL, "line %d (%s): message '%s' lacks '%s'",
+              line, from_file ? "file" : "buffer", etch_last_error(), needle);
     CHECK_MSG(a.tensor.data == NULL, "line %d: out touched on failure", line);
     if (st == ETCH_OK)
         etch_npy_free(&a);
+}
+
+/* Expect reading the bytes (from memory, and from a file) to fail with `want` and a message
+ * containing `needle`. */
+static void expect_bad(const void *data, size_t size, etch_status want, const char *needle,
+                       int line) {
+    expect_bad_one(false, data, size, want, needle, line);
+    expect_bad_one(true, data, size, want, needle, line);
 }
 
 static void expect_bad_dict(int major, const char *dict, size_t data_size, etch_status want,
@@ -325,8 +349,9 @@ static void test_malformed(void) {
     img[8] = 54;
     expect_bad(img, n, ETCH_ERR_INVALID_ARGUMENT, "malformed header", __LINE__);
     n = build_npy(img, sizeof img, 2, good, "\0\0\0\0\0\0\0\0", 8);
-    img[11] = 0x80; /* 2 GiB header */
-    expect_bad(img, n, ETCH_ERR_INVALID_ARGUMENT, "truncated header", __LINE__);
+    img[11] = 0x80; /* 2 GiB header: a file is refused before reading it */
+    expect_bad_one(false, img, n, ETCH_ERR_INVALID_ARGUMENT, "truncated header", __LINE__);
+    expect_bad_one(true, img, n, ETCH_ERR_NOT_SUPPORTED, "too large", __LINE__);
 
     /* Data size. */
     n = build_npy(img, sizeof img, 1, good, "\0\0\0\0\0\0\0\0", 8);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    fflush(stdout); /* keep the report after what was already printed */
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "etch%s%s: error: ", cmd ? " " : "", cmd ? cmd : "");
@@ -28,6 +29,7 @@ static int cli_fail_msg(etch_status st, const char *fmt, ...)
     ;
 
 static int cli_fail_msg(etch_status st, const char *fmt, ...) {
+    fflush(stdout); /* keep the report after what was already printed */
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "error: %s: ", etch_status_str(st));
@@ -38,11 +40,13 @@ static int cli_fail_msg(etch_status st, const char *fmt, ...) {
 }
 
 int cli_fail(etch_status st) {
+    fflush(stdout); /* keep the report after what was already printed */
     fprintf(stderr, "error: %s: %s\n", etch_status_str(st), etch_last_error());
     return CLI_FAIL;
 }
 
 int cli_fail_ctx(etch_status st, const char *fmt, ...) {
+    fflush(stdout); /* keep the report after what was already printed */
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "error: %s: ", etch_status_str(st));
