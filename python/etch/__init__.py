@@ -1,3 +1,39 @@
-"""etch: Python tooling for the etch runtime (serialization of .pte/.ptd/.bpte files, and
-later the exporter).  Subpackages are imported explicitly, e.g. ``from etch import
-serialize``."""
+"""etch: export PyTorch models to ``.pte`` programs and run them on the etch C runtime.
+
+    import etch
+    program = etch.export(model, (x,))          # nn.Module + example inputs -> Program
+    program.save("model.pte")
+    print(program.summary())
+    y = etch.runtime.load("model.pte").forward(x)
+    open("model.bpte", "wb").write(etch.bundle(program, [((x,), (y,))]))
+
+Subpackages load on first use, so ``from etch import serialize`` (pure Python, no torch) stays
+light: ``etch.serialize`` reads and writes .pte/.ptd/.bpte files; ``etch.export``,
+``etch.bundle``, ``etch.Program`` and ``etch.runtime`` need torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+__all__ = ["export", "bundle", "Program", "runtime", "serialize", "ExportError"]
+
+_LAZY = {
+    "export": ("etch.exporter", "export"),
+    "ExportError": ("etch.exporter", "ExportError"),
+    "Program": ("etch.program", "Program"),
+    "bundle": ("etch.bundling", "bundle"),
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        mod, attr = _LAZY[name]
+        value = getattr(importlib.import_module(mod), attr)
+        globals()[name] = value
+        return value
+    if name in ("runtime", "serialize", "passes", "capture", "memory_plan", "ops", "opcheck"):
+        return importlib.import_module("etch." + name)
+    raise AttributeError("module 'etch' has no attribute %r" % name)

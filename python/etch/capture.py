@@ -1,0 +1,207 @@
+"""Graph capture: ``nn.Module`` + example inputs -> :class:`~etch.graph.ExportedGraph` in
+functional ATen form.
+
+All capture goes through :func:`capture`.  With torch 1.13 (Debian's ``1.13.0a0``) it traces
+with ``make_fx`` over ``functorch.functionalize(remove='mutations_and_views')``, so the graph
+has no in-place ops and every view is a ``*_copy`` op, and decomposes operators that the
+portable operator set lacks (:mod:`etch.decomp`).  Walls of 1.13 handled here:
+
+* tracing happens under ``torch.enable_grad()`` with the model in eval mode; the fused
+  inference fast paths of ``MultiheadAttention`` / ``TransformerEncoderLayer`` are switched off
+  for the duration of the trace (functionalized tensors do not report ``requires_grad``, which
+  would otherwise select them);
+* parameters and buffers are lifted to inputs with
+  ``torch.nn.utils.stateless.functional_call`` and become constants afterwards; a buffer the
+  model writes to (``copy_`` into it after functionalization) becomes mutable state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.fx
+from torch.utils import _pytree as pytree
+
+from . import decomp as _decomp
+from .graph import ExportedGraph
+
+__all__ = ["capture", "CaptureError"]
+
+
+class CaptureError(RuntimeError):
+    """The model could not be captured into a graph the exporter supports."""
+
+
+@contextlib.contextmanager
+def _no_fused_fast_paths():
+    """Make nn.MultiheadAttention / nn.TransformerEncoderLayer take their composite path.
+
+    Their fast-path checks call ``torch.overrides.has_torch_function(tensor_args)``; answering
+    True for calls from ``torch.nn.modules`` sends them down the regular (decomposable) path.
+    Every other caller sees the original function."""
+    import torch.overrides as ov
+    orig = ov.has_torch_function
+
+    def patched(args):
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller.startswith("torch.nn.modules."):
+            return True
+        return orig(args)
+
+    ov.has_torch_function = patched
+    try:
+        yield
+    finally:
+        ov.has_torch_function = orig
+
+
+def _state_of(model: torch.nn.Module) -> Tuple[List[str], List[torch.Tensor]]:
+    """Every parameter and buffer under every name (tied weights appear under each name, so
+    functional_call replaces all of them)."""
+    names, tensors = [], []
+    seen = set()
+    for kind in ("named_parameters", "named_buffers"):
+        try:
+            items = getattr(model, kind)(remove_duplicate=False)
+        except TypeError:   # older signature
+            items = getattr(model, kind)()
+        for name, t in items:
+            if name in seen or t is None:
+                continue
+            seen.add(name)
+            names.append(name)
+            tensors.append(t.detach())
+    return names, tensors
+
+
+def _flatten_inputs(example_inputs) -> Tuple[List[torch.Tensor], Any]:
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    if not isinstance(example_inputs, (tuple, list)):
+        raise TypeError("example_inputs must be a tensor or a tuple of tensors")
+    flat, spec = pytree.tree_flatten(tuple(example_inputs))
+    for i, x in enumerate(flat):
+        if not isinstance(x, torch.Tensor):
+            raise CaptureError("example input %d is a %s; only tensor inputs are supported"
+                               % (i, type(x).__name__))
+    return flat, spec
+
+
+def _trace(model: torch.nn.Module, names: List[str], state: List[torch.Tensor],
+           in_spec, flat_inputs: List[torch.Tensor], table: Dict) -> Tuple[torch.fx.GraphModule, Any]:
+    import functorch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    n_state = len(state)
+    out_box: Dict[str, Any] = {}
+
+    def fn(*flat):
+        params = dict(zip(names, flat[:n_state]))
+        args = pytree.tree_unflatten(list(flat[n_state:]), in_spec)
+        out = torch.nn.utils.stateless.functional_call(model, params, tuple(args))
+        leaves, spec = pytree.tree_flatten(out)
+        out_box["spec"] = spec
+        for i, x in enumerate(leaves):
+            if not isinstance(x, torch.Tensor):
+                raise CaptureError("output %d is a %s; only tensor outputs are supported"
+                                   % (i, type(x).__name__))
+        return leaves
+
+    with _no_fused_fast_paths(), torch.enable_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gm = make_fx(functorch.functionalize(fn, remove="mutations_and_views"),
+                     decomposition_table=table, tracing_mode="real")(*state, *flat_inputs)
+    return gm, out_box.get("spec")
+
+
+def _to_exported(gm: torch.fx.GraphModule, names: List[str], state: List[torch.Tensor],
+                 flat_inputs: List[torch.Tensor], buffer_names: set, in_spec, out_spec,
+                 dynamic_shapes) -> ExportedGraph:
+    # A graph of its own (no owning module: get_attr targets name our constants).
+    graph = torch.fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out)
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(state) + len(flat_inputs):
+        raise CaptureError("traced graph has %d inputs, expected %d"
+                           % (len(placeholders), len(state) + len(flat_inputs)))
+    constants: Dict[str, torch.Tensor] = {}
+    mutable: Dict[str, torch.Tensor] = {}
+    # Mutated state: functionalization writes the final value back with copy_.
+    mutated = set()
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target is torch.ops.aten.copy_.default:
+            dst = n.args[0]
+            if dst in placeholders[:len(state)]:
+                mutated.add(dst)
+            elif dst in placeholders:
+                raise CaptureError("the model writes into its input %s in place; return the "
+                                   "new value instead" % dst.name)
+    for ph, name, t in zip(placeholders, names, state):
+        with graph.inserting_before(ph), warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # get_attr without an owning module: intended
+            ga = graph.get_attr(name)
+        ph.replace_all_uses_with(ga)
+        graph.erase_node(ph)
+        if ph in mutated:
+            if name not in buffer_names:
+                raise CaptureError("the model changes parameter %s in place" % name)
+            mutable[name] = t.clone()
+        else:
+            constants[name] = t
+    # Tensors the trace captured by value (torch.tensor(...) in forward and the like).
+    for n in list(graph.nodes):
+        if n.op == "get_attr" and n.target not in constants and n.target not in mutable:
+            val = getattr(gm, n.target, None)
+            if not isinstance(val, torch.Tensor):
+                raise CaptureError("unsupported attribute %s in the traced graph" % n.target)
+            constants[n.target] = val.detach()
+    # Placeholders that were inputs keep their order; rename them input_<i>.
+    for i, ph in enumerate(n for n in graph.nodes if n.op == "placeholder"):
+        ph.target = "input_%d" % i
+    graph.lint()
+    return ExportedGraph(graph, constants, flat_inputs, mutable=mutable, in_spec=in_spec,
+                         out_spec=out_spec, dynamic_shapes=dynamic_shapes)
+
+
+def capture(model: torch.nn.Module, example_inputs, *,
+            dynamic_shapes: Optional[Sequence[Optional[Dict[int, int]]]] = None,
+            progress: Optional[Callable[[str], None]] = None) -> ExportedGraph:
+    """Capture `model` (called as ``model(*example_inputs)``) into an ExportedGraph in
+    functional ATen form, decomposed towards the portable operator set."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError("etch.export needs an nn.Module, got %s" % type(model).__name__)
+    flat_inputs, in_spec = _flatten_inputs(example_inputs)
+    if dynamic_shapes is not None:
+        if isinstance(dynamic_shapes, dict):
+            dynamic_shapes = [dynamic_shapes]
+        dynamic_shapes = list(dynamic_shapes)
+        if len(dynamic_shapes) != len(flat_inputs):
+            raise ValueError("dynamic_shapes has %d entries for %d inputs"
+                             % (len(dynamic_shapes), len(flat_inputs)))
+    was_training = model.training
+    model.eval()
+    try:
+        names, state = _state_of(model)
+        buffer_names = {n for n, _ in model.named_buffers()}
+        say = progress or (lambda s: None)
+        table = _decomp.initial_table()
+        tried = set()
+        for _ in range(8):
+            say("tracing")
+            gm, out_spec = _trace(model, names, state, in_spec, flat_inputs, table)
+            extra = _decomp.missing_decompositions(gm.graph, tried)
+            if not extra:
+                break
+            say("decomposing %s" % ", ".join(sorted(str(op) for op in extra)))
+            tried |= set(extra)
+            table.update(_decomp.table_for(extra))
+        eg = _to_exported(gm, names, state, flat_inputs, buffer_names, in_spec, out_spec,
+                          dynamic_shapes)
+    finally:
+        model.train(was_training)
+    return eg

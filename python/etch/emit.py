@@ -1,0 +1,423 @@
+"""Emission: an optimized :class:`~etch.graph.ExportedGraph` -> one ``ExecutionPlan`` of the
+``.pte`` schema (values, instructions, operators, planned memory) plus its constant data.
+
+Each ``call_function`` node becomes one ``KernelCall`` of its out-variant (:mod:`etch.ops`)
+with the arguments in the out-schema's order, every default filled in, the out tensors in the
+``out`` slots and one return slot (§5.4): the out tensor again, or a ``TensorList`` of the outs
+when there are several.  Argument encodings follow §5.4/§5.8: ``int[]`` -> ``IntList`` of
+``Int`` values, ``Scalar`` -> ``Int``/``Double``/``Bool``, dtypes / memory formats / layouts ->
+``Int``, ``None`` -> ``Null`` (an empty ``BYTE[0]`` tensor where a non-optional tensor is None).
+
+Elided aliases get their own ``Tensor`` value with the allocation of their source and no
+instruction.  Memory planning (:mod:`etch.memory_plan`) covers inputs, outputs, mutable state
+and every intermediate; all of them live in arena 1.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.fx
+
+from . import ops as _ops
+from .graph import ExportedGraph, TensorSpec
+from .memory_plan import MemoryPlan, Storage, plan_memory
+from .serialize import schema as S
+
+aten = torch.ops.aten
+
+__all__ = ["emit_method", "EmittedMethod", "EmitError", "ConstantTable"]
+
+
+class EmitError(RuntimeError):
+    pass
+
+
+class ConstantTable:
+    """Constant tensor blobs shared by all methods of a program (index 0 = placeholder);
+    identical bytes share an index."""
+
+    def __init__(self):
+        self.blobs: List[bytes] = [b""]
+        self._index: Dict[bytes, int] = {}
+
+    def add(self, t: torch.Tensor) -> int:
+        data = _tensor_bytes(t)
+        idx = self._index.get(data)
+        if idx is None:
+            idx = len(self.blobs)
+            self.blobs.append(data)
+            self._index[data] = idx
+        return idx
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(b) for b in self.blobs)
+
+
+def _tensor_bytes(t: torch.Tensor) -> bytes:
+    t = t.detach().contiguous().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().tobytes()
+    return t.numpy().tobytes()
+
+
+@dataclass
+class EmittedMethod:
+    plan: S.ExecutionPlan
+    memory: MemoryPlan
+    op_calls: Dict[str, int] = field(default_factory=dict)   # operator -> KernelCalls
+    num_instructions: int = 0
+
+
+# ---- container metadata (ExecuTorch's compact pytree strings; opaque to the runtime) ------
+
+
+def _tree_str(spec) -> str:
+    from torch.utils._pytree import LeafSpec
+    if spec is None or isinstance(spec, LeafSpec):
+        return "$"
+    kids = spec.children_specs
+    counts = "".join("#%d" % c.num_leaves for c in kids)
+    inner = ",".join(_tree_str(c) for c in kids)
+    if spec.type in (tuple,):
+        return "T%d%s(%s)" % (len(kids), counts, inner)
+    if spec.type in (list,):
+        return "L%d%s(%s)" % (len(kids), counts, inner)
+    if spec.type in (dict,):
+        keys = ",".join("'%s':%s" % (k, _tree_str(c)) for k, c in zip(spec.context, kids))
+        return "D%d%s(%s)" % (len(kids), counts, keys)
+    return "T%d%s(%s)" % (len(kids), counts, inner)
+
+
+def _container_meta(eg: ExportedGraph) -> S.ContainerMetadata:
+    n_in = eg.in_spec.num_leaves if eg.in_spec is not None else len(eg.input_nodes)
+    inp = "T2#%d#0(%s,D0())" % (n_in, _tree_str(eg.in_spec) if eg.in_spec is not None
+                                 else "T%d%s(%s)" % (n_in, "#1" * n_in, ",".join("$" * n_in)))
+    out = _tree_str(eg.out_spec) if eg.out_spec is not None else "$"
+    return S.ContainerMetadata(inp, out)
+
+
+# ---- value table -----------------------------------------------------------------------
+
+
+class _Values:
+    def __init__(self):
+        self.values: List[S.EValue] = []
+        self._cache: Dict[Any, int] = {}
+
+    def add(self, val, key=None) -> int:
+        if key is not None and key in self._cache:
+            return self._cache[key]
+        idx = len(self.values)
+        self.values.append(S.EValue(val))
+        if key is not None:
+            self._cache[key] = idx
+        return idx
+
+    def null(self) -> int:
+        return self.add(S.Null(), ("null",))
+
+    def int(self, v: int) -> int:
+        return self.add(S.Int(int(v)), ("int", int(v)))
+
+    def double(self, v: float) -> int:
+        v = float(v)
+        return self.add(S.Double(v), ("double", v.hex()))
+
+    def bool(self, v: bool) -> int:
+        return self.add(S.Bool(bool(v)), ("bool", bool(v)))
+
+    def string(self, v: str) -> int:
+        return self.add(S.String(v), ("str", v))
+
+    def int_list(self, items: Sequence[int]) -> int:
+        idx = [self.int(v) for v in items]
+        return self.add(S.IntList(idx), ("intlist", tuple(idx)))
+
+    def empty_tensor(self) -> int:
+        return self.add(S.Tensor(scalar_type=S.ScalarType.BYTE, sizes=[0], dim_order=[0]),
+                        ("empty_tensor",))
+
+
+def _tensor(spec: TensorSpec, alloc: Optional[Tuple[int, int]] = None,
+            buffer_idx: int = 0) -> S.Tensor:
+    rank = len(spec.shape)
+    return S.Tensor(
+        scalar_type=S.ScalarType(_ops.scalar_type(spec.dtype)),
+        sizes=list(spec.shape),
+        dim_order=list(range(rank)),
+        data_buffer_idx=buffer_idx,
+        allocation_info=S.AllocationDetails.at(*alloc) if alloc is not None else None,
+        shape_dynamism=S.TensorShapeDynamism.DYNAMIC_BOUND if spec.dynamic
+        else S.TensorShapeDynamism.STATIC)
+
+
+# ---- instruction selection ----------------------------------------------------------------
+
+
+def _root(n):
+    while isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target is _ops.alias:
+        n = n.args[0]
+    return n
+
+
+def _is_elided_alias(eg: ExportedGraph, n: torch.fx.Node) -> bool:
+    if not (n.op == "call_function" and n.target is _ops.alias):
+        return False
+    return not eg.spec(n).is_dynamic and not eg.spec(_root(n)).is_dynamic
+
+
+@dataclass
+class _Instr:
+    node: torch.fx.Node
+    variant: _ops.OutVariant
+    reads: List[Any] = field(default_factory=list)     # storage keys
+    writes: List[Any] = field(default_factory=list)
+
+
+def _flat_nodes(a) -> List[torch.fx.Node]:
+    out: List[torch.fx.Node] = []
+    torch.fx.node.map_arg(a, out.append)
+    return out
+
+
+def _variant(node: torch.fx.Node) -> _ops.OutVariant:
+    if node.target is aten.copy_.default:
+        return _ops.OutVariant("aten::copy_", node.target._schema)
+    v = _ops.out_variant(node.target)
+    if v is None:
+        raise EmitError("no out-variant kernel for %s (node %s)"
+                        % (_ops.op_name(node.target), node.name))
+    return v
+
+
+def emit_method(eg: ExportedGraph, constants: ConstantTable,
+                alignment: int = 16) -> EmittedMethod:
+    """Emit one method; constant tensors go into `constants`."""
+    g = eg.graph
+    # ---- storage of every tensor-valued node (key: (root node, result index)) ----
+    storage_of: Dict[Any, Any] = {}     # (node, i) -> storage key, for non-constant tensors
+
+    def key_of(n: torch.fx.Node, i: int = 0):
+        if n.op == "call_function" and n.target is operator.getitem:
+            return key_of(n.args[0], n.args[1])
+        if n.op == "call_function" and n.target is _ops.alias:
+            return key_of(_root(n))
+        if n.op == "call_function" and n.target is aten.copy_.default:
+            return key_of(n.args[0])
+        return (n, i)
+
+    instrs: List[_Instr] = []
+    for n in g.nodes:
+        if n.op != "call_function" or n.target is operator.getitem or _is_elided_alias(eg, n):
+            continue
+        ins = _Instr(n, _variant(n))
+        for d in _flat_nodes((n.args, n.kwargs)):
+            if not eg.is_constant(d):
+                ins.reads.append(key_of(d))
+        spec = eg.spec(n)
+        if n.target is aten.copy_.default or n.target is _ops.alias:
+            ins.writes.append(key_of(n))
+        elif isinstance(spec, tuple):
+            ins.writes.extend((n, i) for i in range(len(spec)))
+        else:
+            ins.writes.append((n, 0))
+        instrs.append(ins)
+
+    last = max(len(instrs) - 1, 0)
+    spans: Dict[Any, List[int]] = {}
+
+    def touch(k, t):
+        s = spans.setdefault(k, [t, t])
+        s[0] = min(s[0], t)
+        s[1] = max(s[1], t)
+
+    for n in eg.input_nodes:
+        touch((n, 0), 0)
+    for n in g.nodes:
+        if n.op == "get_attr" and eg.is_mutable(n):
+            touch((n, 0), 0)
+            touch((n, 0), last)
+    for t, ins in enumerate(instrs):
+        for k in ins.writes + ins.reads:
+            touch(k, t)
+    for o in eg.outputs:
+        if isinstance(o, torch.fx.Node):
+            touch(key_of(o), last)
+
+    def nbytes_of(k) -> int:
+        n, i = k
+        spec = eg.spec(n)
+        if isinstance(spec, tuple):
+            spec = spec[i]
+        return spec.nbytes
+
+    storages = [Storage(k, nbytes_of(k), s[0], s[1]) for k, s in spans.items()]
+    mem = plan_memory(storages, alignment)
+    offset = {s.key: s.offset for s in mem.storages}
+
+    # ---- values ----
+    V = _Values()
+    tensor_idx: Dict[Any, int] = {}       # (node, i) -> value index
+
+    def spec_at(n, i=0) -> TensorSpec:
+        spec = eg.spec(n)
+        return spec[i] if isinstance(spec, tuple) else spec
+
+    def tensor_value(n: torch.fx.Node, i: int = 0) -> int:
+        """The Tensor value of result i of n (created on first use)."""
+        if n.op == "call_function" and n.target is operator.getitem:
+            return tensor_value(n.args[0], n.args[1])
+        if (n, i) in tensor_idx:
+            return tensor_idx[(n, i)]
+        spec = spec_at(n, i)
+        if eg.is_constant(n):
+            idx = V.add(_tensor(spec, buffer_idx=constants.add(eg.constant_value(n))))
+        elif n.op == "call_function" and n.target is _ops.alias and not _is_elided_alias(eg, n):
+            idx = V.add(_tensor(spec))          # unbound: et_view binds it
+        elif n.op == "call_function" and n.target is aten.copy_.default:
+            idx = tensor_value(n.args[0])
+        else:
+            k = key_of(n, i)
+            idx = V.add(_tensor(spec, (1, offset[k])))
+        tensor_idx[(n, i)] = idx
+        return idx
+
+    inputs = [tensor_value(n) for n in eg.input_nodes]
+
+    op_index: Dict[str, int] = {}
+    operators: List[S.Operator] = []
+    instructions: List[S.Instruction] = []
+    op_calls: Dict[str, int] = {}
+
+    for ins in instrs:
+        n, var = ins.node, ins.variant
+        args = _bind(n)
+        spec = eg.spec(n)
+        results = list(range(len(spec))) if isinstance(spec, tuple) else [0]
+        kernel_args: List[int] = []
+        outs: List[int] = []
+        k = 0
+        for a in var.schema.arguments:
+            if _ops._is_out_arg(a):
+                if str(a.type).startswith("List[Tensor"):
+                    items = [tensor_value(n, i) for i in results]
+                    idx = V.add(S.TensorList(items))
+                    k = len(results)
+                else:
+                    idx = tensor_value(n, results[k])
+                    k += 1
+                outs.append(idx)
+                kernel_args.append(idx)
+                continue
+            if a.name in args:
+                v = args[a.name]
+            elif a.has_default_value():
+                v = a.default_value
+            else:
+                raise EmitError("%s: no value for argument %r" % (n.name, a.name))
+            kernel_args.append(_encode(V, v, a, tensor_value))
+        if outs:
+            ret = outs[0] if len(outs) == 1 else V.add(S.TensorList(outs))
+        else:
+            ret = tensor_value(n)
+        kernel_args.append(ret)
+        name = var.name
+        if name not in op_index:
+            op_index[name] = len(operators)
+            nm, _, ov = name.partition(".")
+            operators.append(S.Operator(nm, ov))
+        op_calls[name] = op_calls.get(name, 0) + 1
+        instructions.append(S.Instruction(S.KernelCall(op_index[name], kernel_args)))
+
+    # Elided aliases that nothing above touched (e.g. outputs): make sure they have values.
+    outputs = []
+    for o in eg.outputs:
+        if not isinstance(o, torch.fx.Node):
+            raise EmitError("output %r is not a tensor" % (o,))
+        outputs.append(tensor_value(o))
+
+    plan = S.ExecutionPlan(
+        name=eg.name,
+        container_meta_type=_container_meta(eg),
+        values=V.values,
+        inputs=inputs,
+        outputs=outputs,
+        chains=[S.Chain(inputs=[], outputs=[], instructions=instructions)],
+        operators=operators,
+        delegates=[],
+        non_const_buffer_sizes=[0, mem.arena_size],
+    )
+    return EmittedMethod(plan, mem, op_calls, len(instructions))
+
+
+def _bind(node: torch.fx.Node) -> Dict[str, Any]:
+    schema = _ops.schema_of(node.target)
+    out: Dict[str, Any] = {}
+    for i, a in enumerate(schema.arguments):
+        if a.name in node.kwargs:
+            out[a.name] = node.kwargs[a.name]
+        elif not a.kwarg_only and i < len(node.args):
+            out[a.name] = node.args[i]
+    return out
+
+
+def _encode(V: _Values, v: Any, arg, tensor_value) -> int:
+    """Value index for argument `v` of schema argument `arg`."""
+    t = arg.type
+    ts = str(t)
+    optional = ts.startswith("Optional[")
+    base = ts[len("Optional["):-1] if optional else ts
+    if isinstance(v, torch.fx.Node):
+        return tensor_value(v)
+    if v is None:
+        if base == "Tensor" and not optional:
+            return V.empty_tensor()
+        return V.null()
+    if base.startswith("List["):
+        elem = base[len("List["):-1]
+        if isinstance(v, (int, float, bool)) and not isinstance(v, (list, tuple)):
+            v = [v] * (arg.N or 1)
+        v = list(v)
+        if elem in ("int", "SymInt"):
+            return V.int_list([_int(x) for x in v])
+        if elem == "float":
+            return V.add(S.DoubleList([float(x) for x in v]))
+        if elem == "bool":
+            return V.add(S.BoolList([bool(x) for x in v]))
+        if elem == "Tensor":
+            return V.add(S.TensorList([tensor_value(x) for x in v]))
+        if elem == "Optional[Tensor]":
+            return V.add(S.OptionalTensorList([-1 if x is None else tensor_value(x) for x in v]))
+        raise EmitError("unsupported list type %s for argument %s" % (ts, arg.name))
+    if isinstance(v, torch.dtype):
+        return V.int(_ops.scalar_type(v))
+    if isinstance(v, torch.memory_format):
+        return V.int(_ops.MEMORY_FORMAT[v])
+    if isinstance(v, torch.layout):
+        return V.int(_ops.LAYOUT[v])
+    if isinstance(v, torch.device):
+        return V.null()
+    if isinstance(v, bool):
+        return V.bool(v)
+    if isinstance(v, int):
+        if base == "float":
+            return V.double(float(v))
+        return V.int(v)
+    if isinstance(v, float):
+        if base in ("int", "SymInt"):
+            return V.int(int(v))
+        return V.double(v)
+    if isinstance(v, str):
+        return V.string(v)
+    raise EmitError("cannot encode %r for argument %s (%s)" % (v, arg.name, ts))
+
+
+def _int(x) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise EmitError("expected an int in an int list, got %r" % (x,))
+    return x

@@ -1,0 +1,74 @@
+"""``etch.export``: nn.Module -> :class:`~etch.program.Program`.
+
+Pipeline: capture (:mod:`etch.capture`) -> passes (:mod:`etch.passes`) -> emission with
+memory planning (:mod:`etch.emit`) -> operator check against the C runtime
+(:mod:`etch.opcheck`) -> :class:`~etch.program.Program` (serialized on demand).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional, Sequence
+
+import torch
+
+from . import decomp as _decomp
+from . import ops as _ops
+from . import passes as _passes
+from .capture import CaptureError, capture
+from .emit import ConstantTable, emit_method
+from .program import Program
+
+__all__ = ["export", "ExportError"]
+
+
+class ExportError(RuntimeError):
+    pass
+
+
+def export(model: torch.nn.Module, example_inputs, *,
+           dynamic_shapes: Optional[Sequence[Optional[Dict[int, int]]]] = None,
+           allow_etch_ops: bool = False, check_ops="auto", optimize: bool = True,
+           progress: Optional[Callable[[str], None]] = None) -> Program:
+    """Export `model` for etch / ExecuTorch runtimes.
+
+    example_inputs: a tensor or a tuple of tensors (the method is called with them).
+    dynamic_shapes: per input, None or ``{dim: max_size}``.
+    allow_etch_ops: permit operators outside ExecuTorch's namespaces (listed by summary()).
+    check_ops: ``True`` — fail unless every operator is registered in the C library
+        (``ETCH_LIB`` or ``<repo>/build/libetch.so``) with a signature matching its call;
+        ``"auto"`` — check when the library is found; ``False`` — skip.
+    """
+    say = progress or (lambda s: None)
+    eg = capture(model, example_inputs, dynamic_shapes=dynamic_shapes, progress=say)
+    eg.propagate()
+    if optimize:
+        _passes.optimize(eg, progress=say)
+    else:
+        from .passes import normalize, views, dce
+        for fn in (normalize.run, dce.run, views.run, dce.run):
+            fn(eg)
+            eg.propagate()
+        eg.prune()
+    missing = _decomp.unsupported_ops(eg.graph)
+    if missing:
+        raise ExportError("no portable kernel for: %s" % ", ".join(missing))
+    say("emitting")
+    constants = ConstantTable()
+    method = emit_method(eg, constants)
+    program = Program([method], constants, eg.log)
+    if not allow_etch_ops and program.etch_only_operators:
+        raise ExportError("etch-only operators (pass allow_etch_ops=True to keep them): %s"
+                          % ", ".join(program.etch_only_operators))
+    if check_ops:
+        from . import opcheck
+        lib = opcheck.find_library()
+        if lib is None:
+            if check_ops is True:
+                raise ExportError("operator check requested but libetch was not found "
+                                  "(set ETCH_LIB)")
+        else:
+            say("checking operators")
+            opcheck.check_program(program.program, opcheck.registry(lib))
+    say("serializing")
+    program.buffer  # noqa: B018  (serialize now so errors surface here)
+    return program

@@ -1,0 +1,180 @@
+"""Run ``.pte`` programs through the etch C runtime from Python (ctypes over ``libetch.so``,
+module API of include/etch/module.h).
+
+    m = etch.runtime.load("model.pte")       # or load(program.buffer) / load(program)
+    y = m.forward(x)                          # torch tensors in, torch tensors out (copies)
+    ys = m.run_method("forward", x, y)        # always a list of outputs
+
+The library is ``ETCH_LIB`` if set, else ``<repo>/build/libetch.so``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Dict, List, Optional, Union
+
+import torch
+
+from . import _lib
+from . import ops as _ops
+
+__all__ = ["load", "Module", "RuntimeError_"]
+
+
+class RuntimeError_(RuntimeError):
+    """A call into the C runtime failed; the message carries etch_last_error()."""
+
+
+class Module:
+    """An open program; methods load on first use."""
+
+    def __init__(self, source, lib_path: Optional[str] = None, num_threads: int = 1):
+        self._lib = _lib.load(lib_path)
+        self._handle = ctypes.c_void_p()
+        self._methods: Dict[str, ctypes.c_void_p] = {}
+        opts = self._lib.etch_module_default_options()
+        opts.num_threads = num_threads
+        self._opts = opts
+        if hasattr(source, "buffer") and not isinstance(source, (bytes, bytearray)):
+            source = source.buffer
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            # The module borrows the memory: keep an aligned copy alive with it.
+            data = bytes(source)
+            self._keep = ctypes.create_string_buffer(data, len(data))
+            st = self._lib.etch_module_open_buffer(ctypes.cast(self._keep, ctypes.c_void_p),
+                                                   len(data), ctypes.byref(opts),
+                                                   ctypes.byref(self._handle))
+            what = "<buffer of %d bytes>" % len(data)
+        else:
+            what = str(source)
+            st = self._lib.etch_module_open(what.encode(), ctypes.byref(opts),
+                                            ctypes.byref(self._handle))
+        self._check(st, "open %s" % what)
+
+    def _check(self, st: int, what: str) -> None:
+        if st != 0:
+            raise RuntimeError_("%s: %s: %s" % (what, _lib.status_name(self._lib, st),
+                                                _lib.last_error(self._lib)))
+
+    def close(self) -> None:
+        if self._handle:
+            self._lib.etch_module_close(self._handle)
+            self._handle = ctypes.c_void_p()
+            self._methods.clear()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _method(self, name: Optional[str]) -> ctypes.c_void_p:
+        if name is None:
+            p = ctypes.c_char_p()
+            self._check(self._lib.etch_module_default_method(self._handle, ctypes.byref(p)),
+                        "default method")
+            name = p.value.decode()
+        m = self._methods.get(name)
+        if m is None:
+            m = ctypes.c_void_p()
+            self._check(self._lib.etch_module_load_method(self._handle, name.encode(),
+                                                          ctypes.byref(m)),
+                        "load method %s" % name)
+            self._methods[name] = m
+        return m
+
+    def forward(self, *inputs: torch.Tensor):
+        """Run `forward` (or the only method); one output is returned bare, several as a
+        list."""
+        outs = self.run_method(None, *inputs)
+        return outs[0] if len(outs) == 1 else outs
+
+    __call__ = forward
+
+    def run_method(self, name: Optional[str], *inputs: Any) -> List[Any]:
+        m = self._method(name)
+        lib = self._lib
+        n_in = lib.etch_method_num_inputs(m)
+        if len(inputs) != n_in:
+            raise ValueError("method takes %d inputs, %d given" % (n_in, len(inputs)))
+        keep = []
+        for i, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor):
+                t = x.detach().contiguous().cpu()
+                keep.append(t)
+                et = _lib.etch_tensor()
+                sizes = (ctypes.c_int64 * max(t.dim(), 1))(*t.shape)
+                st = lib.etch_tensor_init(ctypes.byref(et), _ops.scalar_type(t.dtype), t.dim(),
+                                          sizes, ctypes.c_void_p(t.data_ptr()))
+                self._check(st, "input %d" % i)
+                self._check(lib.etch_method_set_input_tensor(m, i, ctypes.byref(et)),
+                            "set input %d" % i)
+            else:
+                v = _lib.etch_value()
+                if x is None:
+                    v.tag = _lib.TAG_NONE
+                elif isinstance(x, bool):
+                    v.tag, v.u.b = _lib.TAG_BOOL, x
+                elif isinstance(x, int):
+                    v.tag, v.u.i = _lib.TAG_INT, x
+                elif isinstance(x, float):
+                    v.tag, v.u.d = _lib.TAG_DOUBLE, x
+                else:
+                    raise TypeError("input %d: unsupported %s" % (i, type(x).__name__))
+                self._check(lib.etch_method_set_input(m, i, ctypes.byref(v)),
+                            "set input %d" % i)
+        self._check(lib.etch_method_execute(m), "execute")
+        del keep
+        return [_to_python(lib.etch_method_output(m, i))
+                for i in range(lib.etch_method_num_outputs(m))]
+
+
+def _to_python(vp) -> Any:
+    if not vp:
+        return None
+    v = vp.contents
+    if v.tag == _lib.TAG_TENSOR:
+        return tensor_to_torch(v.u.tensor.contents)
+    if v.tag == _lib.TAG_INT:
+        return int(v.u.i)
+    if v.tag == _lib.TAG_DOUBLE:
+        return float(v.u.d)
+    if v.tag == _lib.TAG_BOOL:
+        return bool(v.u.b)
+    if v.tag == _lib.TAG_NONE:
+        return None
+    if v.tag == _lib.TAG_STRING:
+        return ctypes.string_at(v.u.str.ptr, v.u.str.len).decode()
+    raise NotImplementedError("output of value kind %d" % v.tag)
+
+
+def tensor_to_torch(t: "_lib.etch_tensor") -> torch.Tensor:
+    """A torch copy of an etch tensor (any dim order)."""
+    dtype = _ops.TORCH_DTYPE.get(t.dtype)
+    if dtype is None:
+        raise NotImplementedError("etch dtype %d has no torch equivalent" % t.dtype)
+    dim = t.dim
+    sizes = [t.sizes[i] for i in range(dim)]
+    strides = [t.strides[i] for i in range(dim)]
+    numel = 1
+    for s in sizes:
+        numel *= s
+    esize = torch.empty((), dtype=dtype).element_size()
+    if numel == 0:
+        return torch.empty(sizes, dtype=dtype)
+    span = 1 + sum((s - 1) * st for s, st in zip(sizes, strides))
+    raw = ctypes.string_at(t.data, span * esize)
+    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype) if esize else None
+    return torch.as_strided(flat, sizes, strides).clone()
+
+
+def load(source: Union[str, bytes, Any], lib_path: Optional[str] = None,
+         num_threads: int = 1) -> Module:
+    """Open a program: a path, the bytes of a .pte/.bpte, or an etch.Program."""
+    return Module(source, lib_path, num_threads)
