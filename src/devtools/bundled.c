@@ -389,7 +389,7 @@ static void wrap_tensor(const bundled_value *v, etch_tensor *t) {
 }
 
 etch_status etch_bundled_load_inputs(const etch_bundled *b, etch_method *method, size_t test) {
-    const bundled_case *bc;
+    const bundled_case *bc = NULL;
     etch_status st = find_case(b, method, test, &bc);
     if (st != ETCH_OK)
         return st;
@@ -618,7 +618,7 @@ etch_status etch_bundled_verify_outputs(const etch_bundled *b, const etch_method
     etch_bundled_report local;
     etch_bundled_report *r = report ? report : &local;
     memset(r, 0, sizeof *r);
-    const bundled_case *bc;
+    const bundled_case *bc = NULL;
     etch_status st = find_case(b, method, test, &bc);
     if (st != ETCH_OK) {
         snprintf(r->message, sizeof r->message, "%s", etch_last_error());

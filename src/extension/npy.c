@@ -323,8 +323,8 @@ etch_status etch_npy_read_buffer(const void *data, size_t size, etch_npy *out) {
     const uint8_t *b = (const uint8_t *)data;
     if (!out || (!data && size))
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "npy: NULL argument");
-    unsigned major;
-    size_t prefix, hlen;
+    unsigned major = 0;
+    size_t prefix = 0, hlen = 0;
     etch_status st = parse_prefix(b, size, &major, &prefix, &hlen);
     if (st != ETCH_OK)
         return st;

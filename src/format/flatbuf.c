@@ -125,7 +125,7 @@ bool fb_table_field(const fb_table *t, unsigned slot, fb_table *out) {
     memset(out, 0, sizeof *out);
     out->buf = t->buf;
     size_t p = field_pos(t, slot, 4);
-    size_t target;
+    size_t target = 0;
     if (!p || !follow(t->buf, p, &target))
         return false;
     return load_table(t->buf, target, out, "sub-table out of bounds");
@@ -133,7 +133,7 @@ bool fb_table_field(const fb_table *t, unsigned slot, fb_table *out) {
 
 static bool load_vec(const fb_buf *b, size_t at, size_t elem_size, size_t elem_align,
                      fb_vec *out) {
-    size_t target;
+    size_t target = 0;
     if (!follow(b, at, &target))
         return false;
     if ((target & 3) || !in_range(b, target, 4))
@@ -184,7 +184,7 @@ bool fb_vec_table(const fb_vec *v, uint32_t i, fb_table *out) {
     out->buf = v->buf;
     if (i >= v->len)
         return fb_fail(v->buf, v->pos, "vector index out of range");
-    size_t at = v->pos + 4 * (size_t)i, target;
+    size_t at = v->pos + 4 * (size_t)i, target = 0;
     if (!follow(v->buf, at, &target))
         return false;
     return load_table(v->buf, target, out, "vector element out of bounds");
