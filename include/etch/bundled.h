@@ -49,7 +49,8 @@ typedef struct etch_bundled_report {
 } etch_bundled_report;
 
 /* ETCH_OK when every output matches; ETCH_ERR_INVALID_ARGUMENT (with the report filled)
- * when one does not. */
+ * when one does not, or for a bad case index / negative tolerance; ETCH_ERR_NOT_FOUND when no
+ * suite names the method; ETCH_ERR_NOT_SUPPORTED for a case without expected outputs. */
 etch_status etch_bundled_verify_outputs(const etch_bundled *b, const etch_method *method,
                                         size_t test, double rtol, double atol,
                                         etch_bundled_report *report);
