@@ -216,6 +216,12 @@ void etch_pk_binary(etch_kernel_context *ctx, etch_pk_binop op, etch_tensor *a,
     if (op == ETCH_PK_DIV && !etch_pk_is_float(common))
         common = ETCH_DTYPE_FLOAT; /* true division of integers gives the default dtype */
 
+    if ((op == ETCH_PK_DIV_TRUNC || op == ETCH_PK_DIV_FLOOR) && common == ETCH_DTYPE_BOOL) {
+        etch_kernel_fail(ctx, ETCH_ERR_NOT_SUPPORTED, "division with rounding_mode is not "
+                                                      "supported for Bool");
+        return;
+    }
+
     bin_state st;
     st.op = op;
     st.fdom = etch_pk_is_float(common);

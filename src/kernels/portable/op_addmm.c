@@ -1,6 +1,7 @@
 /* aten::addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1,
  *                 Tensor(a!) out): out = beta * self + alpha * (mat1 @ mat2), self broadcast to
- * [n, p]. Every dtype but Bool (see op_mm.c); beta == 0 ignores self's values. */
+ * [n, p]. Every dtype but Bool (see op_mm.c); beta == 0 ignores self's values. For integral
+ * dtypes a floating beta/alpha truncates toward zero, as torch casts it. */
 #include "kernels/portable/portable.h"
 
 ETCH_PK_KERNEL(addmm_out) {
@@ -32,12 +33,6 @@ ETCH_PK_KERNEL(addmm_out) {
         !etch_pk_check_same_dtype(ctx, a, "mat1", bias, "self") ||
         !etch_pk_check_same_dtype(ctx, a, "mat1", out, "out"))
         return;
-    if (!etch_pk_is_float(a->dtype) &&
-        (beta->tag == ETCH_VALUE_DOUBLE || alpha->tag == ETCH_VALUE_DOUBLE)) {
-        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
-                         "for integral tensors, beta and alpha must not be floating point");
-        return;
-    }
     if (a->sizes[1] != b->sizes[0]) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
                          "mat1 [%lld, %lld] and mat2 [%lld, %lld] cannot be multiplied",

@@ -1,5 +1,5 @@
 /* aten::relu.out(Tensor self, *, Tensor(a!) out): max(x, 0); NaN stays NaN. Every real dtype
- * but Bool; out may be any dtype self casts to safely. Any dim order. */
+ * but Bool; out may have another dtype (converted like copy_, as torch's relu.out). Any dim order. */
 #include "kernels/portable/portable.h"
 
 #define CHUNK 128
@@ -37,11 +37,6 @@ ETCH_PK_KERNEL(relu_out) {
         return;
     if (in->dtype == ETCH_DTYPE_BOOL) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_TYPE, "relu does not support Bool inputs");
-        return;
-    }
-    if (!etch_pk_can_cast(in->dtype, out->dtype)) {
-        etch_kernel_fail(ctx, ETCH_ERR_INVALID_TYPE, "result type %s cannot be cast to out dtype %s",
-                         etch_dtype_name(in->dtype), etch_dtype_name(out->dtype));
         return;
     }
     if (etch_pk_resize(ctx, out, in->dim, in->sizes) != ETCH_OK)

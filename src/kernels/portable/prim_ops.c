@@ -363,8 +363,9 @@ ETCH_PK_KERNEL(prim_et_copy_index) {
         etch_kernel_fail(ctx, ETCH_ERR_NOT_SUPPORTED, "copy_to and copy_from must be contiguous");
         return;
     }
-    if (index < 0) {
-        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "index %lld is negative", (long long)index);
+    if (index < 0 || index == INT64_MAX) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "index %lld is out of range",
+                         (long long)index);
         return;
     }
     int64_t sizes[ETCH_MAX_DIMS];
@@ -372,12 +373,8 @@ ETCH_PK_KERNEL(prim_et_copy_index) {
     for (unsigned i = 0; i < from->dim; i++)
         sizes[i + 1] = from->sizes[i];
     if (to->dynamism != ETCH_SHAPE_STATIC) {
-        if (index == INT64_MAX || etch_pk_resize(ctx, to, to->dim, sizes) != ETCH_OK) {
-            if (!etch_kernel_failed(ctx))
-                etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "index %lld too large",
-                                 (long long)index);
+        if (etch_pk_resize(ctx, to, to->dim, sizes) != ETCH_OK)
             return;
-        }
     } else {
         bool ok = index < to->sizes[0];
         for (unsigned i = 0; ok && i < from->dim; i++)
