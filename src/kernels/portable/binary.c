@@ -68,8 +68,10 @@ static void bin_inner(void *arg, char **p, const int64_t *s, int64_t n) {
             double x[CHUNK], y[CHUNK];
             etch_pk_load_row_f64(x, pa, s[1], m, st->a_dt);
             etch_pk_load_row_f64(y, pb, s[2], m, st->b_dt);
-            etch_pk_round_row_f64(x, m, st->common);
-            etch_pk_round_row_f64(y, m, st->common);
+            if (st->a_dt != st->common)
+                etch_pk_round_row_f64(x, m, st->common);
+            if (st->b_dt != st->common)
+                etch_pk_round_row_f64(y, m, st->common);
             double al = st->alpha_d;
             switch (st->op) {
             case ETCH_PK_ADD:
@@ -100,14 +102,17 @@ static void bin_inner(void *arg, char **p, const int64_t *s, int64_t n) {
                     x[i] = floor_div_f64(x[i], y[i], st->opmath);
                 break;
             }
-            etch_pk_round_row_f64(x, m, st->common);
+            if (st->out_dt != st->common) /* else the store itself rounds the same way */
+                etch_pk_round_row_f64(x, m, st->common);
             etch_pk_store_row_f64(po, s[0], x, m, st->out_dt);
         } else {
             int64_t x[CHUNK], y[CHUNK];
             etch_pk_load_row_i64(x, pa, s[1], m, st->a_dt);
             etch_pk_load_row_i64(y, pb, s[2], m, st->b_dt);
-            etch_pk_round_row_i64(x, m, st->common);
-            etch_pk_round_row_i64(y, m, st->common);
+            if (st->a_dt != st->common)
+                etch_pk_round_row_i64(x, m, st->common);
+            if (st->b_dt != st->common)
+                etch_pk_round_row_i64(y, m, st->common);
             int64_t al = st->alpha_i;
             switch (st->op) {
             case ETCH_PK_ADD:
@@ -133,7 +138,8 @@ static void bin_inner(void *arg, char **p, const int64_t *s, int64_t n) {
                     x[i] = y[i] ? floor_div_i64(x[i], y[i]) : 0;
                 break;
             }
-            etch_pk_round_row_i64(x, m, st->common);
+            if (st->out_dt != st->common)
+                etch_pk_round_row_i64(x, m, st->common);
             etch_pk_store_row_i64(po, s[0], x, m, st->out_dt);
         }
     }
