@@ -126,7 +126,9 @@ RD_FN(rd_u64, uint64_t)
 RD_FN(rd_i64, int64_t)
 RD_FN(rd_f64, double)
 
-enum { K_NONE, K_TIN, K_TOUT, K_INT, K_DOUBLE, K_BOOL, K_INTLIST, K_STRING, K_REF, K_TLIST, K_RESULT };
+enum {
+    K_NONE, K_TIN, K_TOUT, K_INT, K_DOUBLE, K_BOOL, K_INTLIST, K_STRING, K_REF, K_TLIST, K_RESULT
+};
 
 typedef struct slot {
     int kind;
@@ -291,7 +293,8 @@ static bool compare_out(const char *label, const slot *s, double rtol_case) {
             ok = fabs(g - w) <= rtol * fmax(1.0, fabs(w));
         if (!ok) {
             if (verbose_failures-- > 0)
-                fprintf(stderr, "[%s] element %zu of %zu: got %.9g, want %.9g\n", label, i, n, g, w);
+                fprintf(stderr, "[%s] element %zu of %zu: got %.9g, want %.9g\n", label, i, n, g,
+                        w);
             return false;
         }
     }
@@ -425,8 +428,8 @@ static void run_case(rd *r, int *ncase) {
 
     if (expect_fail) {
         CHECK_MSG(ctx.status != ETCH_OK, "[%s] succeeded but must fail", label);
-        CHECK_MSG(ctx.status == ETCH_OK || etch_last_error()[0] != 0, "[%s] failed without a message",
-                  label);
+        CHECK_MSG(ctx.status == ETCH_OK || etch_last_error()[0] != 0,
+                  "[%s] failed without a message", label);
     } else {
         CHECK_MSG(ctx.status == ETCH_OK, "[%s] failed: %s (%s)", label, etch_status_str(ctx.status),
                   etch_last_error());
@@ -456,7 +459,8 @@ static void run_case(rd *r, int *ncase) {
     for (uint32_t i = 0; i < nargs; i++) {
         slot *a = &s[i];
         if (a->kind == K_TIN && a->bytes)
-            CHECK_MSG(memcmp(a->data, a->orig, a->bytes) == 0, "[%s] input %u was modified", label, i);
+            CHECK_MSG(memcmp(a->data, a->orig, a->bytes) == 0, "[%s] input %u was modified", label,
+                      i);
         if (a->kind == K_TOUT) {
             bool intact = true;
             for (size_t g = 0; g < GUARD; g++)
@@ -794,7 +798,8 @@ static void test_in_place(void) {
 
 /* A "thread pool" that runs the chunks in reverse order, in small pieces: results must not
  * depend on how parallel_for splits the work. */
-static void fake_parallel_for(void *self, int64_t n, int64_t grain, etch_parallel_fn fn, void *arg) {
+static void fake_parallel_for(void *self, int64_t n, int64_t grain, etch_parallel_fn fn,
+                              void *arg) {
     (void)self;
     int64_t step = grain > 0 ? grain : 1;
     for (int64_t end = n; end > 0; end -= step)

@@ -178,7 +178,8 @@ static const char *op_word(etch_pk_binop op) {
 void etch_pk_binary(etch_kernel_context *ctx, etch_pk_binop op, etch_tensor *a,
                     etch_tensor *b_tensor, const etch_value *b_scalar, const etch_value *alpha,
                     etch_tensor *out) {
-    if (!etch_pk_check_real(ctx, a, "self") || (b_tensor && !etch_pk_check_real(ctx, b_tensor, "other")) ||
+    if (!etch_pk_check_real(ctx, a, "self") ||
+        (b_tensor && !etch_pk_check_real(ctx, b_tensor, "other")) ||
         !etch_pk_check_real(ctx, out, "out"))
         return;
 

@@ -26,7 +26,8 @@ ETCH_PK_KERNEL(bmm_out) {
         return;
     if (a->sizes[0] != b->sizes[0] || a->sizes[2] != b->sizes[1]) {
         char x[ETCH_PK_SHAPE_BUF], y[ETCH_PK_SHAPE_BUF];
-        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "self %s and mat2 %s cannot be batch-multiplied",
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "self %s and mat2 %s cannot be batch-multiplied",
                          etch_pk_shape_str(x, sizeof x, 3, a->sizes),
                          etch_pk_shape_str(y, sizeof y, 3, b->sizes));
         return;

@@ -33,7 +33,9 @@ static inline float ld_f32(const char *p) { float v; memcpy(&v, p, 4); return v;
 static inline double ld_f64(const char *p) { double v; memcpy(&v, p, 8); return v; }
 
 /* ceil(a / b) for b > 0 and any sign of a */
-static inline int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+static inline int64_t ceil_div(int64_t a, int64_t b) {
+    return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
 
 #define ACCUM_LOOP(LD)                                                                       \
     for (int64_t i = i0; i < i1; i++)                                                        \
@@ -82,15 +84,17 @@ static void conv_planes(void *arg, int64_t p0, int64_t p1) {
                         if (ih < 0 || ih >= j->IH)
                             continue;
                         const char *in_row = in_c + ih * j->is[2];
-                        const char *w_row = j->transposed
-                                                ? j->w + ic * j->ws[0] + ocl * j->ws[1] + kh * j->ws[2]
-                                                : j->w + oc * j->ws[0] + icl * j->ws[1] + kh * j->ws[2];
+                        /* weight [C_out, C_in/g, ...] or, transposed, [C_in, C_out/g, ...] */
+                        const char *w_row =
+                            j->transposed ? j->w + ic * j->ws[0] + ocl * j->ws[1] + kh * j->ws[2]
+                                          : j->w + oc * j->ws[0] + icl * j->ws[1] + kh * j->ws[2];
                         for (int64_t kw = 0; kw < j->KW; kw++) {
                             double wv = etch_pk_load_f64(w_row + kw * j->ws[3], j->dtype);
                             int64_t off = kw * j->dw - j->pw;
                             if (!j->transposed) {
                                 /* iw = ow * sw + off must lie in [0, IW) */
-                                int64_t lo = ceil_div(-off, j->sw), hi = ceil_div(j->IW - off, j->sw);
+                                int64_t lo = ceil_div(-off, j->sw);
+                                int64_t hi = ceil_div(j->IW - off, j->sw);
                                 if (lo < ow0)
                                     lo = ow0;
                                 if (hi > ow0 + own)
@@ -188,7 +192,8 @@ ETCH_PK_KERNEL(convolution_out) {
         return;
     for (unsigned i = 0; i < in->dim; i++)
         if (in->sizes[i] > LIMIT || w->sizes[i] > LIMIT) {
-            etch_kernel_fail(ctx, ETCH_ERR_NOT_SUPPORTED, "tensor sizes beyond 2^30 are not supported");
+            etch_kernel_fail(ctx, ETCH_ERR_NOT_SUPPORTED,
+                             "tensor sizes beyond 2^30 are not supported");
             return;
         }
     if (groups <= 0 || groups > LIMIT) {

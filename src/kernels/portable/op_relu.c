@@ -1,5 +1,6 @@
 /* aten::relu.out(Tensor self, *, Tensor(a!) out): max(x, 0); NaN stays NaN. Every real dtype
- * but Bool; out may have another dtype (converted like copy_, as torch's relu.out). Any dim order. */
+ * but Bool; out may have another dtype (converted like copy_, as torch's relu.out). Any dim
+ * order. */
 #include "kernels/portable/portable.h"
 
 #define CHUNK 128

@@ -235,6 +235,8 @@ static inline int64_t wrap_to(int64_t v, int dtype) {
     }
 }
 
+static inline void st_u16(char *p, uint16_t h) { memcpy(p, &h, 2); }
+
 static inline void st_i64_bits(char *p, int dtype, int64_t v) {
     int64_t w = wrap_to(v, dtype);
     switch (dtype) {
@@ -242,15 +244,16 @@ static inline void st_i64_bits(char *p, int dtype, int64_t v) {
     case ETCH_DTYPE_CHAR: { int8_t x = (int8_t)w; memcpy(p, &x, 1); break; }
     case ETCH_DTYPE_SHORT: { int16_t x = (int16_t)w; memcpy(p, &x, 2); break; }
     case ETCH_DTYPE_INT: { int32_t x = (int32_t)w; memcpy(p, &x, 4); break; }
-    default: memcpy(p, &w, 8); break;
+    case ETCH_DTYPE_LONG: memcpy(p, &w, 8); break;
+    default: break; /* not a real dtype: callers reject these before storing */
     }
 }
 
 void etch_pk_store_i64(void *vp, int dtype, int64_t v) {
     char *p = (char *)vp;
     switch (dtype) {
-    case ETCH_DTYPE_HALF: { uint16_t h = etch_pk_f32_to_half((float)v); memcpy(p, &h, 2); break; }
-    case ETCH_DTYPE_BFLOAT16: { uint16_t h = etch_pk_f32_to_bf16((float)v); memcpy(p, &h, 2); break; }
+    case ETCH_DTYPE_HALF: st_u16(p, etch_pk_f32_to_half((float)v)); break;
+    case ETCH_DTYPE_BFLOAT16: st_u16(p, etch_pk_f32_to_bf16((float)v)); break;
     case ETCH_DTYPE_FLOAT: { float f = (float)v; memcpy(p, &f, 4); break; }
     case ETCH_DTYPE_DOUBLE: { double d = (double)v; memcpy(p, &d, 8); break; }
     default: st_i64_bits(p, dtype, v); break;
@@ -260,8 +263,8 @@ void etch_pk_store_i64(void *vp, int dtype, int64_t v) {
 void etch_pk_store_f64(void *vp, int dtype, double v) {
     char *p = (char *)vp;
     switch (dtype) {
-    case ETCH_DTYPE_HALF: { uint16_t h = etch_pk_f32_to_half((float)v); memcpy(p, &h, 2); break; }
-    case ETCH_DTYPE_BFLOAT16: { uint16_t h = etch_pk_f32_to_bf16((float)v); memcpy(p, &h, 2); break; }
+    case ETCH_DTYPE_HALF: st_u16(p, etch_pk_f32_to_half((float)v)); break;
+    case ETCH_DTYPE_BFLOAT16: st_u16(p, etch_pk_f32_to_bf16((float)v)); break;
     case ETCH_DTYPE_FLOAT: { float f = (float)v; memcpy(p, &f, 4); break; }
     case ETCH_DTYPE_DOUBLE: memcpy(p, &v, 8); break;
     case ETCH_DTYPE_BOOL: { uint8_t b = v != 0; memcpy(p, &b, 1); break; }
@@ -617,7 +620,8 @@ bool etch_pk_view_shape(etch_kernel_context *ctx, const int64_t *size, size_t le
         }
         out[infer] = numel / known;
     } else if (known != numel) {
-        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "shape %s is invalid for input of size %lld",
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "shape %s is invalid for input of size %lld",
                          etch_pk_shape_str(b, sizeof b, len, size), (long long)numel);
         return false;
     }
