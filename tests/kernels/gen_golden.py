@@ -587,11 +587,11 @@ def gen_mm():
     W.case("aten::mm.out", "mm rank", [In(a.reshape(30)), In(b), Out(torch.float32, None, shape=[5, 4]), Ref(2)], fail=True)
     W.case("aten::mm.out", "mm static wrong", [In(a), In(b), Out(torch.float32, None, shape=[4, 5]), Ref(2)], fail=True)
 
-    for dt in [torch.float32, torch.float64, torch.bfloat16, torch.int32]:
+    for dt in [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32, torch.int64]:
         for bs, m, k, n in [(2, 3, 4, 5), (1, 1, 1, 1), (0, 2, 2, 2), (3, 0, 2, 2), (2, 2, 0, 3), (4, 7, 9, 70)]:
             a = rand([bs, m, k], dt, lo=-8 if dt in INTS else None, hi=8 if dt in INTS else None)
             b = rand([bs, k, n], dt, lo=-8 if dt in INTS else None, hi=8 if dt in INTS else None)
-            ref = torch.bmm(a, b) if dt in INTS else mm_ref(torch.bmm, a, b)
+            ref = torch.bmm(a.long(), b.long()).to(dt) if dt in INTS else mm_ref(torch.bmm, a, b)
             W.case("aten::bmm.out", "bmm %s %d %d %d %d" % (dt, bs, m, k, n), [In(a), In(b), Out(dt, ref), Ref(2)])
     a = rand([3, 4, 5], torch.float32)
     b = rand([3, 5, 2], torch.float32)
@@ -600,7 +600,8 @@ def gen_mm():
     W.case("aten::bmm.out", "bmm inner mismatch", [In(a), In(a), Out(torch.float32, None, shape=[3, 4, 5]), Ref(2)], fail=True)
     W.case("aten::bmm.out", "bmm rank", [In(a[0]), In(b[0]), Out(torch.float32, None, shape=[4, 2]), Ref(2)], fail=True)
 
-    for dt in [torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.int64]:
+    for dt in [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32, torch.int64,
+               torch.int8]:
         for bshape in [[6], [1, 6], [4, 1], [4, 6], [], [1]]:
             for beta, alpha in [(1, 1), (2, 3), (0.5, -1.5), (0, 1)]:
                 isint = dt in INTS
@@ -610,7 +611,8 @@ def gen_mm():
                 if beta == 0 and not isint:
                     bias = torch.full(bshape, float("nan"), dtype=dt)
                 if isint:
-                    ref = torch.ops.aten.addmm.out(bias, a, b, beta=beta, alpha=alpha, out=torch.empty(0, dtype=dt))
+                    ref = torch.ops.aten.addmm.out(bias.long(), a.long(), b.long(), beta=beta, alpha=alpha,
+                                                   out=torch.empty(0, dtype=torch.int64)).to(dt)
                 else:
                     ref = mm_ref(lambda x, y, z: torch.addmm(x, y, z, beta=beta, alpha=alpha), bias, a, b)
                 W.case("aten::addmm.out", "addmm %s %s %r %r" % (dt, bshape, beta, alpha),
@@ -842,7 +844,7 @@ def wrap64(v):
 
 def gen_prim():
     ints = [0, 1, -1, 7, -7, 3, -3, 2 ** 62, -(2 ** 63), 2 ** 63 - 1, 100]
-    dbls = [0.0, -0.0, 2.5, -2.5, 7.0, -3.25, 1e300, 0.1, float("inf")]
+    dbls = [0.0, -0.0, 2.5, -2.5, 7.0, -3.25, 1e300, 0.1, float("inf"), 2.0 ** 63, -(2.0 ** 63), 100.5]
     bools = [True, False]
     vals = [(Int(v), v) for v in ints] + [(Dbl(v), v) for v in dbls] + [(Bool(v), v) for v in bools]
 

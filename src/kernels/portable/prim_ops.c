@@ -189,10 +189,32 @@ ETCH_PK_KERNEL(prim_mod_int) {
     set_int(args[2], imod(a, b));
 }
 
+/* Int vs Double compared exactly, as Python does (converting the Int could round). */
+static int compare_int_double(int64_t i, double d) {
+    if (d != d)
+        return 2;
+    if (d >= 9223372036854775808.0)
+        return -1;
+    if (d < -9223372036854775808.0)
+        return 1;
+    double t = trunc(d); /* |t| < 2^63: exact as an int64 */
+    int64_t ti = (int64_t)t;
+    if (i != ti)
+        return i < ti ? -1 : 1;
+    double frac = d - t;
+    return frac > 0 ? -1 : frac < 0;
+}
+
 /* -1, 0, 1 for a < b, ==, >; 2 when unordered (NaN) */
 static int compare(const num *a, const num *b) {
     if (!a->dbl && !b->dbl)
         return a->i < b->i ? -1 : a->i > b->i;
+    if (!a->dbl) /* Int vs Double */
+        return compare_int_double(a->i, b->d);
+    if (!b->dbl) {
+        int c = compare_int_double(b->i, a->d);
+        return c == 2 ? 2 : -c;
+    }
     if (a->d != a->d || b->d != b->d)
         return 2;
     return a->d < b->d ? -1 : a->d > b->d;
