@@ -87,6 +87,8 @@ static bool allocate(etch_pool *pool, const plan_view *v, etch_method *m) {
     }
     bool *input_set = NULL;
     ALLOC_INTO(input_set, bool, v->inputs.len);
+    etch_tensor **tensors = NULL;
+    ALLOC_INTO(tensors, etch_tensor *, v->values.len);
     etch_op_rt *ops = NULL;
     ALLOC_INTO(ops, etch_op_rt, v->ops.len);
     etch_delegate_rt *dels = NULL;
@@ -95,6 +97,7 @@ static bool allocate(etch_pool *pool, const plan_view *v, etch_method *m) {
     ALLOC_INTO(chains, etch_chain, v->chains.len);
     if (m) {
         m->input_set = input_set;
+        m->tensors = tensors;
         m->ops = ops;
         m->nops = v->ops.len;
         m->delegates = dels;
@@ -140,7 +143,7 @@ static bool allocate(etch_pool *pool, const plan_view *v, etch_method *m) {
             etch_tensor *t = NULL;
             ALLOC_INTO(t, etch_tensor, 1);
             if (m)
-                values[i].u.tensor = t;
+                values[i].u.tensor = tensors[i] = t;
         } else if (kind == KT_INT_LIST || kind == KT_TENSOR_LIST ||
                    kind == KT_OPTIONAL_TENSOR_LIST) {
             fb_vec items;
@@ -627,6 +630,7 @@ etch_status etch_method_load(const etch_program *p, const char *name,
     m->temp_size = mem->temp ? mem->temp_size : 0;
     m->threadpool = opts ? opts->threadpool : NULL;
     const etch_data_map *ext = opts ? opts->external_data : NULL;
+    m->external_data = ext;
     if ((st = parse_values(m, &v, mem, ext)) || (st = resolve_operators(m, &v)) ||
         (st = build_chains(m, &v)))
         return st;
@@ -785,12 +789,26 @@ etch_status etch_method_reset(etch_method *m) {
         fb_table_field(&ev, EVALUE_VAL, &val);
         etch_tensor_desc d;
         etch_pte_tensor_desc(&val, &d);
-        etch_tensor *t = m->values[i].u.tensor;
-        /* restore the serialized shape of dynamic tensors and initial mutable values */
+        /* A MoveCall may have replaced this value by another value's tensor, and a FreeCall
+         * may have cleared its data pointer: give the value its own tensor back, with its
+         * serialized shape and (for planned tensors) its own planned storage, then restore
+         * the initial value. Writing through the current value instead would copy the
+         * initial bytes into whatever tensor was moved in (possibly smaller, or unbound). */
+        etch_tensor *t = m->tensors[i];
+        m->values[i].tag = ETCH_VALUE_TENSOR;
+        m->values[i].u.tensor = t;
         for (int k = 0; k < d.rank; k++)
             t->sizes[k] = d.sizes[k];
         etch_tensor_update_strides(t);
-        if (d.planned && d.data_buffer_idx > 0 && !d.external) {
+        if (!d.planned)
+            continue;
+        /* memory id and range were checked when the method was loaded */
+        t->data = (uint8_t *)m->arenas[d.memory_id - 1] + d.memory_offset;
+        etch_data_entry e;
+        if (d.external) {
+            if (m->external_data && etch_data_map_find(m->external_data, d.fqn, &e) == ETCH_OK)
+                memcpy(t->data, e.data, (size_t)d.nbytes);
+        } else if (d.data_buffer_idx > 0) {
             uint64_t off = fb_vec_u64(&pte->mutable_offsets, d.data_buffer_idx);
             memcpy(t->data, pte->mutable_segment.data + off, (size_t)d.nbytes);
         }

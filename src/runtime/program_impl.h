@@ -72,6 +72,7 @@ struct etch_method {
     etch_method_meta meta;
     const char *name;
     etch_value *values;
+    etch_tensor **tensors; /* tensors[i]: value i's own tensor (a MoveCall may alias values[i]) */
     uint32_t nvalues;
     const int32_t *inputs; /* value indices (verified) */
     uint32_t ninputs;
@@ -85,6 +86,7 @@ struct etch_method {
     etch_delegate_rt *delegates;
     uint32_t ndelegates;
     void *const *arenas;
+    const etch_data_map *external_data; /* for restoring external mutable tensors at reset */
     etch_kernel_context ctx;
     uint8_t *temp;
     size_t temp_size;
