@@ -21,9 +21,12 @@ The programs call the test kernels and the test backend that test_runtime.c regi
   test::accumulate_(W self, T other) -> W                 self += other (in place)
   test::alias.default(T self, V out) -> V                 out binds to self's data
   test::sym_size.int(T self, I dim) -> R                  r = self.size(dim)
+  test::assert_positive.out(T self, W out) -> W           out = self; fails on a negative
+  test::scratch.out(T self, I nbytes, W out) -> W         out = self, using nbytes of temp
 
   backend "TestBackend": blob "scale:<k>", compile spec "bias" = float32;
-      args = (in, out): out = in * k + bias.  Blob "bad" fails init.
+      args = (in, out): out = in * k + bias.  Blob "bad" fails init; k == -999 fails
+      execute.
   backend "UnavailableBackend": registered, is_available() is false.
 """
 
@@ -36,8 +39,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"
 
 from etch.serialize import (AllocationDetails, DelegateCall, EValue, FreeCall,  # noqa: E402
                             Instruction, IntList, JumpFalseCall, MoveCall, ProgramBuilder,
-                            PtdEntry, ScalarType, TensorShapeDynamism, serialize_program,
-                            serialize_ptd)
+                            PtdEntry, ScalarType, SerializeConfig, TensorShapeDynamism,
+                            serialize_program, serialize_ptd)
 from etch.serialize import ptd as ptd_mod  # noqa: E402
 
 F32 = ScalarType.FLOAT
@@ -132,11 +135,50 @@ def gen_kernels(g):
     m.kernel("test::add.out", [x, y, two, t, t])
     m.kernel("test::mul.out", [t, c, out, out])
     m.inputs, m.outputs = [x, y], [out]
-    g.pte("kernels.pte", pb)
+
+    # inputs and outputs without planned memory: set_input borrows, set_output_data binds
+    m = pb.method("unbound")
+    x = m.tensor(F32, [2, 2], planned=False)
+    out = m.tensor(F32, [2, 2], planned=False)
+    c = m.tensor(F32, [2, 2], constant=f32(c_vals))  # shares forward's constant data
+    m.kernel("test::add.out", [x, c, m.int(1), out, out])
+    m.inputs, m.outputs = [x], [out]
+
+    # a kernel that fails on negative input, and scratch memory from the temp arena
+    m = pb.method("checked")
+    x = m.tensor(F32, [2])
+    t = m.tensor(F32, [2])
+    out = m.tensor(F32, [2])
+    m.kernel("test::assert_positive.out", [x, t, t])
+    m.kernel("test::scratch.out", [t, m.int(3000), out, out])   # twice 3000 bytes of a
+    m.kernel("test::scratch.out", [out, m.int(3000), out, out])  # 4096-byte temp arena
+    m.inputs, m.outputs = [x], [out]
+
+    # Int / Double / Bool / String / None inputs (must equal the exported values)
+    m = pb.method("scalar_inputs")
+    i, d, b, s, n = m.int(3), m.double(0.5), m.bool(True), m.string("abc"), m.null()
+    x = m.tensor(F32, [2])
+    out = m.tensor(F32, [2])
+    m.kernel("test::add.out", [x, x, i, out, out])
+    m.inputs, m.outputs = [i, d, b, s, n, x], [out]
+
+    program, data = pb.build()
+    g.write("kernels.pte", serialize_program(program, data))
+    legacy = serialize_program(program, data, SerializeConfig(constant_segment=False))
+    assert legacy[8:12] != b"eh00"
+    g.write("kernels_legacy.pte", legacy)
+    old_header = bytearray(serialize_program(program, data))
+    assert old_header[8:12] == b"eh00"
+    struct.pack_into("<I", old_header, 12, 24)   # an older 24-byte eh00 header
+    struct.pack_into("<Q", old_header, 32, 0)    # (its segment_data_size field is unused)
+    g.write("kernels_hdr24.pte", bytes(old_header))
     xs, ys = [1, 2, 3, 4], [10, 20, 30, 40]
     g.h.floats("KERNELS_X", xs)
     g.h.floats("KERNELS_Y", ys)
     g.h.floats("KERNELS_OUT", [(a + 2 * b) * k for a, b, k in zip(xs, ys, c_vals)])
+    g.h.floats("UNBOUND_OUT", [a + k for a, k in zip(xs, c_vals)])
+    g.h.floats("SCALAR_INPUTS_X", [2.25, -1.5])
+    g.h.floats("SCALAR_INPUTS_OUT", [v + 3 * v for v in (2.25, -1.5)])
 
 
 def gen_delegate(g):
@@ -230,7 +272,26 @@ def gen_control(g):
     m.inputs, m.outputs = [x], [out]
     g.h.floats("SKIP_X", [2, 5])
     g.h.floats("SKIP_OUT", [4, 10])
-    g.pte("control.pte", pb)
+
+    # two chains run in order
+    m = pb.method("chains")
+    x = m.tensor(F32, [2])
+    t = m.tensor(F32, [2])
+    out = m.tensor(F32, [2])
+    one = m.int(1)
+    m.kernel("test::add.out", [x, x, one, t, t])
+    m.jump_false(m.bool(False), 2)  # chain-relative: jumps to the end of chain 0
+    m.kernel("test::mul.out", [t, t, out, out])
+    m.inputs, m.outputs = [x], [out]
+    g.h.floats("CHAINS_X", [1, -3])
+    g.h.floats("CHAINS_OUT", [4, 36])
+
+    def split_chains(program, data):
+        from etch.serialize import Chain
+        plan = program.method("chains")
+        ins = plan.chains[0].instructions
+        plan.chains = [Chain([], [], ins[:2]), Chain([], [], ins[2:])]
+    g.pte("control.pte", pb, split_chains)
 
 
 def gen_values(g):
@@ -304,7 +365,28 @@ def gen_mutable(g):
     state = m.tensor(F32, [4], initial=f32(init), fqn="state")
     m.kernel("test::accumulate_", [state, x, state])
     m.inputs, m.outputs = [x], [state]
+
+    # the state is freed after its update (valid, if odd): reset must give it back its memory
+    m = pb.method("free_state")
+    x = m.tensor(F32, [4])
+    state = m.tensor(F32, [4], initial=f32(init))
+    out = m.tensor(F32, [4])
+    m.kernel("test::accumulate_", [state, x, state])
+    m.kernel("test::add.out", [state, x, m.int(0), out, out])
+    m.free(state)
+    m.inputs, m.outputs = [x], [out]
+
+    # a Move replaces the 8-element state by a 1-element tensor at the end of the arena:
+    # reset must restore the state's own storage and shape, not write through the alias
+    m = pb.method("moved_state")
+    x = m.tensor(F32, [1])
+    state = m.tensor(F32, [8], initial=f32(range(1, 9)))
+    small = m.tensor(F32, [1])
+    m.kernel("test::add.out", [x, x, m.int(1), small, small])
+    m.move(small, state)
+    m.inputs, m.outputs = [x], [state, small]
     g.pte("mutable.pte", pb)
+    g.h.floats("MOVED_STATE_INIT", list(range(1, 9)))
     xs = [1, 2, 3, 4]
     g.h.floats("MUTABLE_X", xs)
     g.h.floats("MUTABLE_INIT", init)
@@ -345,7 +427,16 @@ def gen_external(g):
     m.kernel("test::mul.out", [x, w, t, t])
     m.kernel("test::add.out", [t, b, m.int(1), out, out])
     m.inputs, m.outputs = [x], [out]
+
+    # the external mutable bias accumulates; reset restores it from the .ptd
+    m = pb.method("accumulate")
+    b = m.tensor(F32, [2, 2], external="linear.bias", planned=True)
+    x = m.tensor(F32, [2, 2])
+    m.kernel("test::accumulate_", [b, x, b])
+    m.inputs, m.outputs = [x], [b]
     g.pte("external.pte", pb)
+    g.h.floats("EXTERNAL_BIAS", b_vals)
+    g.h.floats("EXTERNAL_BIAS_PLUS_X", [c + a for c, a in zip(b_vals, [1, 2, 3, 4])])
     layout = ptd_mod.TensorLayout(F32, [2, 2], [0, 1])
     good = [PtdEntry("linear.weight", f32(w_vals), layout),
             PtdEntry("linear.bias", f32(b_vals), layout)]
@@ -531,13 +622,45 @@ def gen_negative(g):
     h.negative("neg_unbound_read.pte", "EXECUTE", "ETCH_ERR_INVALID_STATE", "no data")
 
 
+def gen_negative_more(g):
+    h = g.h
+    pb = ProgramBuilder()
+    m = pb.method("forward")
+    x = m.tensor(F32, [2])
+    out = m.tensor(F32, [2, 2], dynamism=DYN)
+    m.kernel("test::full.out", [m.int_list_of([3, 3]), m.double(1.0), out, out])
+    m.inputs, m.outputs = [x], [out]
+    g.pte("neg_kernel_resize.pte", pb)
+    h.negative("neg_kernel_resize.pte", "EXECUTE", "ETCH_ERR_NOT_SUPPORTED", "test::full.out",
+               "cannot resize output to [3, 3]", "instruction 0")
+
+    pb, m = simple()
+    m.kernel("test::scratch.out", [0, m.int(5000), 1, 1])
+    g.pte("neg_temp_exhausted.pte", pb)
+    h.negative("neg_temp_exhausted.pte", "EXECUTE", "ETCH_ERR_MEMORY_ALLOCATION_FAILED",
+               "test::scratch.out", "5000")
+
+    pb, m = simple()
+    m.delegate("TestBackend", b"scale:1", [0, 1])
+    m.delegate("TestBackend", b"scale:-999", [0, 1])  # its execute fails
+    g.pte("neg_delegate_execute.pte", pb)
+    h.negative("neg_delegate_execute.pte", "EXECUTE", "ETCH_ERR_INVALID_ARGUMENT",
+               "TestBackend", "instruction 2")
+
+    pb, m = simple()
+    m.kernel("test::add.out", [0, 0, 2, 1])  # a kernel without a signature check is not
+    g.pte("neg_arg_count_chained.pte", pb)   # reached: the signature is checked at load
+    h.negative("neg_arg_count_chained.pte", "LOAD", "ETCH_ERR_INVALID_PROGRAM",
+               "instruction 1", "takes 5")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     g = Gen(sys.argv[1])
     os.makedirs(g.outdir, exist_ok=True)
     for gen in (gen_kernels, gen_delegate, gen_control, gen_values, gen_dynamic, gen_mutable,
-                gen_multi, gen_external, gen_negative):
+                gen_multi, gen_external, gen_negative, gen_negative_more):
         gen(g)
     tmp = os.path.join(g.outdir, "expected.h.tmp")
     with open(tmp, "w") as f:

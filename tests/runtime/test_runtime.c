@@ -186,7 +186,37 @@ static void k_sym_size(etch_kernel_context *ctx, etch_value **a, size_t n) {
     set_result(a[2], t->sizes[d]);
 }
 
+static void k_assert_positive(etch_kernel_context *ctx, etch_value **a, size_t n) {
+    (void)n;
+    etch_tensor *self = a[0]->u.tensor, *out = a[1]->u.tensor;
+    for (int64_t i = 0; i < etch_tensor_numel(self); i++)
+        if (((const float *)self->data)[i] < 0) {
+            etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "negative value at %lld",
+                             (long long)i);
+            return;
+        }
+    if (etch_kernel_resize_like(ctx, out, self) == ETCH_OK)
+        memmove(out->data, self->data, etch_tensor_nbytes(self));
+}
+
+static void k_scratch(etch_kernel_context *ctx, etch_value **a, size_t n) {
+    (void)n;
+    etch_tensor *self = a[0]->u.tensor, *out = a[2]->u.tensor;
+    uint8_t *tmp = etch_kernel_temp_alloc(ctx, (size_t)a[1]->u.i, 16);
+    if (!tmp)
+        return; /* failure recorded by the allocator */
+    if ((uintptr_t)tmp & 15) {
+        etch_kernel_fail(ctx, ETCH_ERR_INTERNAL, "temp memory not aligned");
+        return;
+    }
+    memset(tmp, 0x5A, (size_t)a[1]->u.i);
+    if (etch_kernel_resize_like(ctx, out, self) == ETCH_OK)
+        memmove(out->data, self->data, etch_tensor_nbytes(self));
+}
+
 static const etch_kernel test_kernel_table[] = {
+    {"test::assert_positive.out", "TWW", k_assert_positive},
+    {"test::scratch.out", "TIWW", k_scratch},
     {"test::add.out", "TTSWW", k_add},
     {"test::mul.out", "TTWW", k_mul},
     {"test::add_int.Scalar", "IIR", k_add_int},
@@ -243,6 +273,8 @@ static etch_status tb_execute(void *user_data, void *handle, etch_kernel_context
     if (nargs != 2 || args[0]->tag != ETCH_VALUE_TENSOR || args[1]->tag != ETCH_VALUE_TENSOR)
         return ETCH_ERR_INVALID_ARGUMENT;
     etch_tensor *in = args[0]->u.tensor, *out = args[1]->u.tensor;
+    if (s->scale == -999.0f)
+        return ETCH_ERR_INVALID_ARGUMENT;
     etch_status st = etch_kernel_resize_like(ctx, out, in);
     if (st)
         return st;
@@ -392,26 +424,199 @@ static bool contains(const char *hay, const char *needle) { return strstr(hay, n
 /* ---- generated programs ------------------------------------------------------------------ */
 
 static void test_kernels(void) {
+    /* the same program with its constants in a segment, in the legacy constant_buffer, and
+     * behind an older 24-byte extended header */
+    static const char *files[] = {"kernels.pte", "kernels_legacy.pte", "kernels_hdr24.pte"};
+    for (int f = 0; f < 3; f++) {
+        loaded L;
+        if (!open_gen(&L, files[f], NULL, "forward")) {
+            unload(&L);
+            continue;
+        }
+        etch_program_header h;
+        etch_program_get_header(L.prog, &h);
+        CHECK(strcmp(h.identifier, "ET12") == 0 && !h.bundled);
+        CHECK(h.has_extended_header == (f != 1));
+        CHECK(h.header_length == (f == 0 ? 32u : f == 2 ? 24u : 0u));
+        CHECK(h.legacy_constant_buffer == (f == 1));
+        CHECK(h.constant_bytes >= 16);
+        if (f != 1)
+            CHECK(h.segment_base_offset % 128 == 0 && h.segment_base_offset >= h.program_size);
+        int64_t sz[2] = {2, 2};
+        CHECK_STATUS(etch_method_execute(L.m), ETCH_ERR_INVALID_STATE); /* inputs not set */
+        CHECK(contains(etch_last_error(), "input 0"));
+        CHECK_OK(set_floats(L.m, 0, KERNELS_X, 2, sz));
+        CHECK_OK(set_floats(L.m, 1, KERNELS_Y, 2, sz));
+        CHECK_OK(etch_method_execute(L.m));
+        check_output(L.m, 0, KERNELS_OUT, 4, 2, sz, files[f]);
+        CHECK_OK(etch_method_execute(L.m)); /* again, same inputs */
+        check_output(L.m, 0, KERNELS_OUT, 4, 2, sz, files[f]);
+        /* wrong dtype / wrong kind of input / out of range / planned output */
+        int32_t ints[4] = {0};
+        etch_tensor it;
+        etch_tensor_init(&it, ETCH_DTYPE_INT, 2, sz, ints);
+        CHECK_STATUS(etch_method_set_input_tensor(L.m, 0, &it), ETCH_ERR_INVALID_ARGUMENT);
+        etch_value iv = {.tag = ETCH_VALUE_INT, .u.i = 3};
+        CHECK_STATUS(etch_method_set_input(L.m, 1, &iv), ETCH_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(etch_method_set_input_tensor(L.m, 2, &it), ETCH_ERR_INVALID_ARGUMENT);
+        float buf[4];
+        CHECK_STATUS(etch_method_set_output_data(L.m, 0, buf, sizeof buf),
+                     ETCH_ERR_INVALID_STATE);
+        unload(&L);
+    }
+}
+
+static void test_unbound_io(void) {
     loaded L;
-    if (!open_gen(&L, "kernels.pte", NULL, "forward"))
+    if (!open_gen(&L, "kernels.pte", NULL, "unbound"))
         RETURN_UNLOADED(&L);
+    etch_method_meta meta;
+    etch_value_info info;
+    CHECK_OK(etch_program_method_meta(L.prog, "unbound", &meta));
+    CHECK_OK(etch_method_meta_input(&meta, 0, &info));
+    CHECK(!info.planned && !info.constant);
     int64_t sz[2] = {2, 2};
-    CHECK_STATUS(etch_method_execute(L.m), ETCH_ERR_INVALID_STATE); /* inputs not set */
-    CHECK_OK(set_floats(L.m, 0, KERNELS_X, 2, sz));
-    CHECK_OK(set_floats(L.m, 1, KERNELS_Y, 2, sz));
+    float x[4];
+    memcpy(x, KERNELS_X, sizeof x);
+    CHECK_OK(set_floats(L.m, 0, x, 2, sz));
+    CHECK(etch_method_input(L.m, 0)->u.tensor->data == x); /* borrowed, not copied */
+    CHECK_STATUS(etch_method_execute(L.m), ETCH_ERR_INVALID_STATE); /* output has no memory */
+    CHECK(contains(etch_last_error(), "no data"));
+    float out[4] = {0};
+    CHECK_STATUS(etch_method_set_output_data(L.m, 0, out, sizeof out - 1),
+                 ETCH_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(etch_method_set_output_data(L.m, 1, out, sizeof out),
+                 ETCH_ERR_INVALID_ARGUMENT);
+    CHECK_OK(etch_method_set_output_data(L.m, 0, out, sizeof out));
     CHECK_OK(etch_method_execute(L.m));
-    check_output(L.m, 0, KERNELS_OUT, 4, 2, sz, "kernels");
-    CHECK_OK(etch_method_execute(L.m)); /* again, same inputs */
-    check_output(L.m, 0, KERNELS_OUT, 4, 2, sz, "kernels again");
-    /* wrong dtype / wrong kind of input */
-    int32_t ints[4] = {0};
-    etch_tensor it;
-    etch_tensor_init(&it, ETCH_DTYPE_INT, 2, sz, ints);
-    CHECK_STATUS(etch_method_set_input_tensor(L.m, 0, &it), ETCH_ERR_INVALID_ARGUMENT);
-    etch_value iv = {.tag = ETCH_VALUE_INT, .u.i = 3};
-    CHECK_STATUS(etch_method_set_input(L.m, 1, &iv), ETCH_ERR_INVALID_ARGUMENT);
-    CHECK_STATUS(etch_method_set_input_tensor(L.m, 2, &it), ETCH_ERR_INVALID_ARGUMENT);
+    check_output(L.m, 0, UNBOUND_OUT, 4, 2, sz, "unbound");
+    for (int i = 0; i < 4; i++)
+        CHECK(out[i] == UNBOUND_OUT[i]); /* written into the caller's buffer */
+    x[0] += 100; /* the borrowed input is read again by the next run */
+    CHECK_OK(etch_method_execute(L.m));
+    CHECK(out[0] == UNBOUND_OUT[0] + 100);
     unload(&L);
+}
+
+static void test_kernel_failure(void) {
+    loaded L;
+    if (!open_gen(&L, "kernels.pte", NULL, "checked"))
+        RETURN_UNLOADED(&L);
+    float good[2] = {1, 2}, bad[2] = {1, -2};
+    CHECK_OK(set_floats1(L.m, 0, good, 2));
+    CHECK_OK(etch_method_execute(L.m)); /* two 3000-byte scratch uses in a 4096 arena */
+    check_output(L.m, 0, good, 2, 0, NULL, "checked");
+    CHECK_OK(set_floats1(L.m, 0, bad, 2));
+    CHECK_STATUS(etch_method_execute(L.m), ETCH_ERR_INVALID_ARGUMENT);
+    const char *msg = etch_last_error();
+    CHECK_MSG(contains(msg, "test::assert_positive.out") && contains(msg, "negative value at 1") &&
+                  contains(msg, "instruction 0") && contains(msg, "checked"),
+              "message: %s", msg);
+    CHECK_OK(set_floats1(L.m, 0, good, 2)); /* the method runs again from the start */
+    CHECK_OK(etch_method_execute(L.m));
+    check_output(L.m, 0, good, 2, 0, NULL, "checked after a failure");
+    unload(&L);
+}
+
+static void test_scalar_inputs(void) {
+    loaded L;
+    if (!open_gen(&L, "kernels.pte", NULL, "scalar_inputs"))
+        RETURN_UNLOADED(&L);
+    CHECK(etch_method_num_inputs(L.m) == 6);
+    etch_value v;
+    memset(&v, 0, sizeof v);
+    CHECK_STATUS(etch_method_execute(L.m), ETCH_ERR_INVALID_STATE);
+    v.tag = ETCH_VALUE_INT, v.u.i = 4;
+    CHECK_STATUS(etch_method_set_input(L.m, 0, &v), ETCH_ERR_INVALID_ARGUMENT);
+    CHECK(contains(etch_last_error(), "exported with 3"));
+    v.u.i = 3;
+    CHECK_OK(etch_method_set_input(L.m, 0, &v));
+    v.tag = ETCH_VALUE_DOUBLE, v.u.d = 0.6;
+    CHECK_STATUS(etch_method_set_input(L.m, 1, &v), ETCH_ERR_INVALID_ARGUMENT);
+    v.u.d = 0.50005; /* within atol 1e-4 */
+    CHECK_OK(etch_method_set_input(L.m, 1, &v));
+    v.tag = ETCH_VALUE_BOOL, v.u.b = false;
+    CHECK_STATUS(etch_method_set_input(L.m, 2, &v), ETCH_ERR_INVALID_ARGUMENT);
+    v.u.b = true;
+    CHECK_OK(etch_method_set_input(L.m, 2, &v));
+    v.tag = ETCH_VALUE_STRING, v.u.str.ptr = "abd", v.u.str.len = 3;
+    CHECK_STATUS(etch_method_set_input(L.m, 3, &v), ETCH_ERR_INVALID_ARGUMENT);
+    v.u.str.ptr = "abc";
+    CHECK_OK(etch_method_set_input(L.m, 3, &v));
+    v.tag = ETCH_VALUE_INT; /* an Int where a String is expected */
+    CHECK_STATUS(etch_method_set_input(L.m, 3, &v), ETCH_ERR_INVALID_ARGUMENT);
+    /* input 4 is None: it needs no set_input */
+    CHECK_OK(set_floats1(L.m, 5, SCALAR_INPUTS_X, 2));
+    CHECK_OK(etch_method_execute(L.m));
+    check_output(L.m, 0, SCALAR_INPUTS_OUT, 2, 0, NULL, "scalar inputs");
+    unload(&L);
+}
+
+static void test_memory_errors(void) {
+    loaded L;
+    char path[1024];
+    memset(&L, 0, sizeof L);
+    path_of(path, sizeof path, gen_dir, "kernels.pte");
+    CHECK_OK(etch_program_open_file(path, NULL, &L.prog));
+    if (!L.prog)
+        return;
+    etch_method_meta meta;
+    CHECK_OK(etch_program_method_meta(L.prog, "forward", &meta));
+    CHECK(etch_method_meta_num_arenas(&meta) == 1);
+    size_t need = etch_method_meta_arena_size(&meta, 0), pool_size =
+        etch_method_meta_pool_size(&meta);
+    CHECK(need == 4 * 16);
+    uint8_t *arena = alloc16(need + 16), *pool = alloc16(pool_size);
+    void *arenas[1] = {arena};
+    size_t sizes[1] = {need - 1};
+    etch_method *m = NULL;
+    etch_method_memory mem = {pool, pool_size, arenas, sizes, 1, NULL, 0};
+    CHECK_STATUS(etch_method_load(L.prog, "forward", &mem, NULL, &m),
+                 ETCH_ERR_MEMORY_ALLOCATION_FAILED);
+    CHECK(contains(etch_last_error(), "needs 64"));
+    sizes[0] = need;
+    mem.pool_size = pool_size / 2;
+    CHECK_STATUS(etch_method_load(L.prog, "forward", &mem, NULL, &m),
+                 ETCH_ERR_MEMORY_ALLOCATION_FAILED);
+    CHECK(contains(etch_last_error(), "too small"));
+    mem.pool_size = pool_size;
+    mem.num_arenas = 0;
+    CHECK_STATUS(etch_method_load(L.prog, "forward", &mem, NULL, &m), ETCH_ERR_INVALID_ARGUMENT);
+    mem.num_arenas = 1;
+    arenas[0] = arena + 8;
+    CHECK_STATUS(etch_method_load(L.prog, "forward", &mem, NULL, &m), ETCH_ERR_INVALID_ARGUMENT);
+    CHECK(m == NULL);
+    CHECK_STATUS(etch_method_load(L.prog, "backward", &mem, NULL, &m), ETCH_ERR_NOT_FOUND);
+    arenas[0] = arena;
+    CHECK_OK(etch_method_load(L.prog, "forward", &mem, NULL, &m)); /* exact sizes suffice */
+    etch_method_free(m);
+    free(arena);
+    free(pool);
+    unload(&L);
+}
+
+static void test_operator_meta(void) {
+    char path[1024];
+    etch_program *p = NULL;
+    path_of(path, sizeof path, gen_dir, "neg_missing_ops.pte");
+    CHECK_OK(etch_program_open_file(path, NULL, &p));
+    if (!p)
+        return;
+    etch_method_meta meta;
+    CHECK_OK(etch_program_method_meta(p, "forward", &meta));
+    CHECK(etch_method_meta_num_operators(&meta) == 3);
+    const char *names[3] = {"test::add.out", "test::missing_first.out", "test::missing_second"};
+    bool avail[3] = {true, false, false};
+    size_t calls[3] = {1, 2, 1};
+    for (size_t i = 0; i < 3; i++) {
+        etch_operator_info oi;
+        CHECK_OK(etch_method_meta_operator(&meta, i, &oi));
+        CHECK_MSG(strcmp(oi.name, names[i]) == 0 && oi.available == avail[i] &&
+                      oi.num_calls == calls[i],
+                  "operator %zu: %s available=%d calls=%zu", i, oi.name, oi.available,
+                  oi.num_calls);
+    }
+    etch_program_close(p);
 }
 
 static void test_delegate(void) {
@@ -504,6 +709,19 @@ static void test_free(void) {
     CHECK_OK(etch_method_execute(L.m));
     CHECK(observed == 2);
     check_output(L.m, 0, SKIP_OUT, 2, 0, NULL, "skip");
+    unload(&L);
+}
+
+static void test_chains(void) {
+    loaded L;
+    if (!open_gen(&L, "control.pte", NULL, "chains"))
+        RETURN_UNLOADED(&L);
+    etch_method_meta meta;
+    CHECK_OK(etch_program_method_meta(L.prog, "chains", &meta));
+    CHECK(etch_method_meta_num_instructions(&meta) == 3);
+    CHECK_OK(set_floats1(L.m, 0, CHAINS_X, 2));
+    CHECK_OK(etch_method_execute(L.m));
+    check_output(L.m, 0, CHAINS_OUT, 2, 0, NULL, "two chains");
     unload(&L);
 }
 
@@ -622,6 +840,32 @@ static void test_mutable(void) {
     check_output(L.m, 0, MUTABLE_ONCE, 4, 0, NULL, "state after reset and one run");
     unload(&L);
 
+    /* a freed state gets its memory back at reset */
+    if (!open_gen(&L, "mutable.pte", NULL, "free_state"))
+        RETURN_UNLOADED(&L);
+    CHECK_OK(set_floats1(L.m, 0, MUTABLE_X, 4));
+    CHECK_OK(etch_method_execute(L.m));
+    check_output(L.m, 0, MUTABLE_ONCE, 4, 0, NULL, "freed state, first run");
+    CHECK_STATUS(etch_method_execute(L.m), ETCH_ERR_INVALID_STATE); /* its data is gone */
+    CHECK_OK(etch_method_reset(L.m));
+    CHECK_OK(set_floats1(L.m, 0, MUTABLE_X, 4));
+    CHECK_OK(etch_method_execute(L.m));
+    check_output(L.m, 0, MUTABLE_ONCE, 4, 0, NULL, "freed state, after reset");
+    unload(&L);
+
+    /* reset after a Move replaced the state by a smaller tensor */
+    if (!open_gen(&L, "mutable.pte", NULL, "moved_state"))
+        RETURN_UNLOADED(&L);
+    float one = 1.5f, three = 3.0f;
+    CHECK_OK(set_floats1(L.m, 0, &one, 1));
+    CHECK_OK(etch_method_execute(L.m));
+    check_output(L.m, 0, &three, 1, 0, NULL, "moved state aliases the small tensor");
+    CHECK_OK(etch_method_reset(L.m));
+    int64_t eight = 8, single = 1;
+    check_output(L.m, 0, MOVED_STATE_INIT, 8, 1, &eight, "state after reset");
+    check_output(L.m, 1, &three, 1, 1, &single, "small tensor after reset");
+    unload(&L);
+
     /* a second load of the same program starts from the initial value again */
     if (!open_gen(&L, "mutable.pte", NULL, "forward"))
         RETURN_UNLOADED(&L);
@@ -708,6 +952,19 @@ static void test_external(void) {
     CHECK_OK(etch_method_execute(L.m));
     check_output(L.m, 0, EXTERNAL_OUT, 4, 2, sz, "external");
     CHECK(etch_data_map_count(L.map) == 2);
+    unload(&L);
+
+    if (!open_gen(&L, "external.pte", "external.ptd", "accumulate"))
+        RETURN_UNLOADED(&L);
+    check_output(L.m, 0, EXTERNAL_BIAS, 4, 2, sz, "external mutable, loaded");
+    CHECK_OK(set_floats(L.m, 0, EXTERNAL_X, 2, sz));
+    CHECK_OK(etch_method_execute(L.m));
+    check_output(L.m, 0, EXTERNAL_BIAS_PLUS_X, 4, 2, sz, "external mutable, one run");
+    etch_data_entry e;
+    CHECK_OK(etch_data_map_find(L.map, "linear.bias", &e));
+    CHECK(memcmp(e.data, EXTERNAL_BIAS, sizeof EXTERNAL_BIAS) == 0); /* the map is untouched */
+    CHECK_OK(etch_method_reset(L.m));
+    check_output(L.m, 0, EXTERNAL_BIAS, 4, 2, sz, "external mutable after reset");
     unload(&L);
 }
 
@@ -884,10 +1141,16 @@ int main(int argc, char **argv) {
     CHECK_OK(etch_backends_register(&unavailable_backend));
 
     test_kernels();
+    test_unbound_io();
+    test_kernel_failure();
+    test_scalar_inputs();
+    test_memory_errors();
+    test_operator_meta();
     test_delegate();
     test_loop();
     test_cond();
     test_free();
+    test_chains();
     test_values();
     test_dynamic();
     test_mutable();
