@@ -214,7 +214,7 @@ static bool read_tensor_head(rd *r, etch_tensor *t, int kind, slot *s) {
 static bool sig_accepts(char c, const etch_value *v) {
     uint32_t tag = v->tag;
     switch (c) {
-    case 'T': case 'W': return tag == ETCH_VALUE_TENSOR;
+    case 'T': case 'W': case 'V': return tag == ETCH_VALUE_TENSOR;
     case 't': return tag == ETCH_VALUE_TENSOR || tag == ETCH_VALUE_NONE;
     case 'S': return tag == ETCH_VALUE_INT || tag == ETCH_VALUE_DOUBLE || tag == ETCH_VALUE_BOOL;
     case 's': return tag == ETCH_VALUE_NONE || sig_accepts('S', v);
@@ -222,11 +222,14 @@ static bool sig_accepts(char c, const etch_value *v) {
     case 'i': return tag == ETCH_VALUE_INT || tag == ETCH_VALUE_NONE;
     case 'B': return tag == ETCH_VALUE_BOOL;
     case 'b': return tag == ETCH_VALUE_BOOL || tag == ETCH_VALUE_NONE;
-    case 'D': return tag == ETCH_VALUE_DOUBLE;
-    case 'd': return tag == ETCH_VALUE_DOUBLE || tag == ETCH_VALUE_NONE;
+    case 'D': return tag == ETCH_VALUE_DOUBLE || tag == ETCH_VALUE_INT;
+    case 'd': return tag == ETCH_VALUE_DOUBLE || tag == ETCH_VALUE_INT || tag == ETCH_VALUE_NONE;
     case 'L': return tag == ETCH_VALUE_INT_LIST;
     case 'l': return tag == ETCH_VALUE_INT_LIST || tag == ETCH_VALUE_NONE;
     case 'X': case 'Y': return tag == ETCH_VALUE_TENSOR_LIST;
+    case 'O': return tag == ETCH_VALUE_OPTIONAL_TENSOR_LIST;
+    case 'F': return tag == ETCH_VALUE_DOUBLE_LIST;
+    case 'Q': return tag == ETCH_VALUE_BOOL_LIST;
     case 'N': return tag == ETCH_VALUE_STRING;
     case 'n': return tag == ETCH_VALUE_STRING || tag == ETCH_VALUE_NONE;
     case 'R': case '?': return true;

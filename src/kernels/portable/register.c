@@ -62,8 +62,8 @@ static const etch_kernel portable_kernels[] = {
     K("executorch_prim::mod.int", "IIR", prim_mod_int),
     /* copy_to, copy_from, index (ExecuTorch passes exactly these three) */
     K("executorch_prim::et_copy_index.tensor", "WTI*", prim_et_copy_index),
-    /* self, size, out: out is an alias made here, so it may arrive without data */
-    K("executorch_prim::et_view.default", "TL?*", prim_et_view),
+    /* self, size, out: out becomes a view of self's data, so it may arrive unbound */
+    K("executorch_prim::et_view.default", "TLV*", prim_et_view),
 };
 
 const etch_kernel *etch_kernels_portable_table(size_t *count) {
