@@ -830,6 +830,11 @@ static etch_status check_tensor_arg(const etch_method *m, const etch_instr *in, 
     if ((mode == ARG_WRITE || mode == ARG_LIST_WRITE) && (t->flags & ETCH_TENSOR_CONSTANT))
         return etch_err(ETCH_ERR_INVALID_PROGRAM, "%s: argument %u writes into a constant",
                         m->ops[in->a].name, k);
+    /* load time refuses a view output that is a constant, but a MoveCall can put a constant's
+     * tensor into that value later: rebinding it would change the constant for every use */
+    if (mode == ARG_VIEW && (t->flags & ETCH_TENSOR_CONSTANT))
+        return etch_err(ETCH_ERR_INVALID_PROGRAM, "%s: argument %u would rebind a constant",
+                        m->ops[in->a].name, k);
     return ETCH_OK;
 }
 
