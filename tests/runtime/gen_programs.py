@@ -23,6 +23,8 @@ The programs call the test kernels and the test backend that test_runtime.c regi
   test::sym_size.int(T self, I dim) -> R                  r = self.size(dim)
   test::assert_positive.out(T self, W out) -> W           out = self; fails on a negative
   test::scratch.out(T self, I nbytes, W out) -> W         out = self, using nbytes of temp
+  test::variadic.out(W out, ? any, ...)                   out = [nargs, tag of arg 1]
+  test::unchecked(...)  (no signature)                    args[0] (tensor) += args[1] (Int)
 
   backend "TestBackend": blob "scale:<k>", compile spec "bias" = float32;
       args = (in, out): out = in * k + bias.  Blob "bad" fails init; k == -999 fails
@@ -41,6 +43,7 @@ from etch.serialize import (AllocationDetails, DelegateCall, EValue, FreeCall,  
                             Instruction, IntList, JumpFalseCall, MoveCall, ProgramBuilder,
                             PtdEntry, ScalarType, SerializeConfig, TensorShapeDynamism,
                             serialize_program, serialize_ptd)
+from etch.serialize import bundled  # noqa: E402
 from etch.serialize import ptd as ptd_mod  # noqa: E402
 
 F32 = ScalarType.FLOAT
@@ -173,6 +176,18 @@ def gen_kernels(g):
     struct.pack_into("<Q", old_header, 32, 0)    # (its segment_data_size field is unused)
     g.write("kernels_hdr24.pte", bytes(old_header))
     xs, ys = [1, 2, 3, 4], [10, 20, 30, 40]
+    expect = [(a + 2 * b) * k for a, b, k in zip(xs, ys, c_vals)]
+    wrong = list(expect)
+    wrong[3] += 1.0
+    cases = [bundled.BundledMethodTestCase(
+        inputs=[bundled.tensor_value(F32, [2, 2], f32(xs)),
+                bundled.tensor_value(F32, [2, 2], f32(ys))],
+        expected_outputs=[bundled.tensor_value(F32, [2, 2], f32(e))]) for e in (expect, wrong)]
+    bp = bundled.BundledProgram(
+        version=bundled.BUNDLED_PROGRAM_VERSION,
+        method_test_suites=[bundled.BundledMethodTestSuite("forward", cases)],
+        program=serialize_program(program, data))
+    g.write("kernels.bpte", bundled.write_bpte(bp))
     g.h.floats("KERNELS_X", xs)
     g.h.floats("KERNELS_Y", ys)
     g.h.floats("KERNELS_OUT", [(a + 2 * b) * k for a, b, k in zip(xs, ys, c_vals)])
@@ -192,6 +207,7 @@ def gen_delegate(g):
     m.delegate("TestBackend", b"scale:3", [t, out], inline=True,
                compile_specs=[("bias", f32([-0.5])), ("unused", b"")])
     m.inputs, m.outputs = [x], [out]
+    pb.named("shared.weights", bytes(range(40)), alignment=256)
     g.pte("delegate.pte", pb)
     xs = [1, 2, 3, 4]
     g.h.floats("DELEGATE_X", xs)
@@ -352,6 +368,22 @@ def gen_dynamic(g):
     m.kernel("test::sym_size.int", [x, zero, rows])
     m.kernel("test::mul.out", [y, y, y2, y2])
     m.inputs, m.outputs = [x, y], [out, rows, y2, guard]
+
+    # a non-contiguous (dim order [1, 0]) input
+    m = pb.method("transposed")
+    x = m.tensor(F32, [2, 3], dim_order=[1, 0])
+    out = m.tensor(F32, [2, 3], dim_order=[1, 0])
+    m.kernel("test::add.out", [x, x, m.int(1), out, out])
+    m.inputs, m.outputs = [x], [out]
+
+    # signature "W?*" (variadic) and a kernel registered without a signature
+    m = pb.method("variadic")
+    out = m.tensor(F32, [2])
+    s = m.string("xyz")
+    m.kernel("test::variadic.out", [out, s])
+    m.kernel("test::variadic.out", [out, s, m.null(), m.int(4), m.double_list([1.0]), out])
+    m.kernel("test::unchecked", [out, m.int(3)])
+    m.outputs = [out]
     g.pte("dynamic.pte", pb)
     g.h.floats("DYNAMIC_GUARD", [9, 9, 9, 9])
 
@@ -597,6 +629,15 @@ def gen_negative(g):
     # caught when the method runs
     pb, m = simple()
     c = m.tensor(F32, [2], constant=f32([1, 2]))
+    v = m.tensor(F32, [2], planned=False)
+    m.move(c, v)                                   # v now holds the constant's tensor
+    m.kernel("test::alias.default", [0, v, v])     # and a view kernel would rebind it
+    g.pte("neg_view_moved_constant.pte", pb)
+    h.negative("neg_view_moved_constant.pte", "EXECUTE", "ETCH_ERR_INVALID_PROGRAM",
+               "test::alias.default", "constant")
+
+    pb, m = simple()
+    c = m.tensor(F32, [2], constant=f32([1, 2]))
     m.kernel("test::add.out", [0, 0, 2, c, c])
     g.pte("neg_write_constant.pte", pb)
     h.negative("neg_write_constant.pte", "EXECUTE", "ETCH_ERR_INVALID_PROGRAM",
@@ -652,6 +693,12 @@ def gen_negative_more(g):
     g.pte("neg_arg_count_chained.pte", pb)   # reached: the signature is checked at load
     h.negative("neg_arg_count_chained.pte", "LOAD", "ETCH_ERR_INVALID_PROGRAM",
                "instruction 1", "takes 5")
+
+    pb, m = simple()
+    m.kernel("test::variadic.out", [1])
+    g.pte("neg_variadic_short.pte", pb)
+    h.negative("neg_variadic_short.pte", "LOAD", "ETCH_ERR_INVALID_PROGRAM",
+               "test::variadic.out", "takes 2 or more")
 
 
 def main():

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <etch/bundled.h>
 #include <etch/etch.h>
 #include <etch/kernels.h>
 
@@ -214,7 +215,25 @@ static void k_scratch(etch_kernel_context *ctx, etch_value **a, size_t n) {
         memmove(out->data, self->data, etch_tensor_nbytes(self));
 }
 
+static void k_variadic(etch_kernel_context *ctx, etch_value **a, size_t n) {
+    (void)ctx;
+    float *o = fdata(a[0]);
+    o[0] = (float)n;
+    o[1] = (float)a[1]->tag;
+}
+
+static void k_unchecked(etch_kernel_context *ctx, etch_value **a, size_t n) {
+    if (n != 2 || a[0]->tag != ETCH_VALUE_TENSOR || a[1]->tag != ETCH_VALUE_INT) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "bad arguments");
+        return;
+    }
+    for (int64_t i = 0; i < etch_tensor_numel(a[0]->u.tensor); i++)
+        fdata(a[0])[i] += (float)a[1]->u.i;
+}
+
 static const etch_kernel test_kernel_table[] = {
+    {"test::variadic.out", "W?*", k_variadic},
+    {"test::unchecked", NULL, k_unchecked},
     {"test::assert_positive.out", "TWW", k_assert_positive},
     {"test::scratch.out", "TIWW", k_scratch},
     {"test::add.out", "TTSWW", k_add},
@@ -466,6 +485,57 @@ static void test_kernels(void) {
     }
 }
 
+static void test_bundled(void) {
+    char path[1024];
+    path_of(path, sizeof path, gen_dir, "kernels.bpte");
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fseek(f, 0, SEEK_END);
+    size_t size = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = alloc16(size);
+    CHECK(fread(buf, 1, size, f) == size);
+    fclose(f);
+    etch_bundled *b = NULL;
+    CHECK_OK(etch_bundled_open_buffer(buf, size, &b));
+    if (b) {
+        CHECK(etch_bundled_num_suites(b) == 1);
+        CHECK(strcmp(etch_bundled_suite_method(b, 0), "forward") == 0);
+        CHECK(etch_bundled_num_cases(b, "forward") == 2);
+        size_t psize = 0;
+        const void *image = etch_bundled_program(b, &psize);
+        CHECK(((uintptr_t)image & 31) == 0); /* force_align: 32 */
+        loaded L;
+        memset(&L, 0, sizeof L);
+        CHECK_OK(etch_program_open_buffer(image, psize, NULL, &L.prog));
+        if (L.prog && load_method(&L, "forward") == ETCH_OK) {
+            etch_bundled_report r;
+            CHECK_OK(etch_bundled_load_inputs(b, L.m, 0));
+            CHECK_OK(etch_method_execute(L.m));
+            CHECK_OK(etch_bundled_verify_outputs(b, L.m, 0, 1e-5, 1e-8, &r));
+            CHECK_OK(etch_bundled_load_inputs(b, L.m, 1));
+            CHECK_OK(etch_method_execute(L.m));
+            CHECK_STATUS(etch_bundled_verify_outputs(b, L.m, 1, 1e-5, 1e-8, &r),
+                         ETCH_ERR_INVALID_ARGUMENT); /* case 1 expects a wrong value */
+            CHECK(r.mismatches == 1);
+        }
+        unload(&L);
+        etch_bundled_close(b);
+    }
+    /* the program API opens a bundled program's embedded image */
+    etch_program *p = NULL;
+    CHECK_OK(etch_program_open_file(path, NULL, &p));
+    if (p) {
+        etch_program_header h;
+        etch_program_get_header(p, &h);
+        CHECK(h.bundled && h.has_extended_header);
+        etch_program_close(p);
+    }
+    free(buf);
+}
+
 static void test_unbound_io(void) {
     loaded L;
     if (!open_gen(&L, "kernels.pte", NULL, "unbound"))
@@ -636,6 +706,17 @@ static void test_delegate(void) {
           di.num_compile_specs == 1 && di.available);
     CHECK_OK(etch_method_meta_delegate(&meta, 1, &di));
     CHECK(di.inline_blob && di.blob_size == 7 && di.num_compile_specs == 2);
+    etch_program_header h;
+    etch_program_get_header(L.prog, &h);
+    CHECK(h.num_named_data == 1 && h.num_segments == 3 && h.has_extended_header);
+    for (size_t s = 0; s < h.num_segments; s++) {
+        uint64_t off = 0, size = 0;
+        CHECK_OK(etch_program_segment(L.prog, s, &off, &size));
+        CHECK(off % (s == 2 ? 256 : 128) == 0);
+        CHECK(size == (s == 0 ? 0 : s == 1 ? 7 : 40));
+    }
+    uint64_t off, size;
+    CHECK_STATUS(etch_program_segment(L.prog, 3, &off, &size), ETCH_ERR_INVALID_ARGUMENT);
     CHECK_OK(set_floats1(L.m, 0, DELEGATE_X, 4));
     int execs = tb_executes;
     CHECK_OK(etch_method_execute(L.m));
@@ -819,6 +900,36 @@ static void test_dynamic(void) {
     /* reset restores the serialized (bound) shape */
     CHECK_OK(etch_method_reset(L.m));
     CHECK(xin->sizes[0] == 4 && xin->sizes[1] == 4);
+    unload(&L);
+
+    /* an input in dim order [1, 0]: strides follow it, a contiguous tensor is refused */
+    if (!open_gen(&L, "dynamic.pte", NULL, "transposed"))
+        RETURN_UNLOADED(&L);
+    CHECK_OK(etch_program_method_meta(L.prog, "transposed", &meta));
+    CHECK_OK(etch_method_meta_input(&meta, 0, &info));
+    CHECK(info.dim_order[0] == 1 && info.dim_order[1] == 0);
+    xin = etch_method_input(L.m, 0)->u.tensor;
+    CHECK(xin->strides[0] == 1 && xin->strides[1] == 2 && !etch_tensor_is_contiguous(xin));
+    CHECK_STATUS(set_floats(L.m, 0, x, 2, s23), ETCH_ERR_NOT_SUPPORTED);
+    CHECK(contains(etch_last_error(), "dim order"));
+    etch_tensor tt;
+    etch_tensor_init(&tt, ETCH_DTYPE_FLOAT, 2, s23, x);
+    tt.dim_order[0] = 1, tt.dim_order[1] = 0;
+    etch_tensor_update_strides(&tt);
+    CHECK_OK(etch_method_set_input_tensor(L.m, 0, &tt));
+    CHECK_OK(etch_method_execute(L.m));
+    for (int i = 0; i < 6; i++)
+        want[i] = 2 * x[i];
+    check_output(L.m, 0, want, 6, 2, s23, "transposed");
+    CHECK(etch_method_output(L.m, 0)->u.tensor->strides[0] == 1);
+    unload(&L);
+
+    /* variadic signature, and a kernel that checks its own arguments */
+    if (!open_gen(&L, "dynamic.pte", NULL, "variadic"))
+        RETURN_UNLOADED(&L);
+    CHECK_OK(etch_method_execute(L.m));
+    float vwant[2] = {6 + 3, ETCH_VALUE_STRING + 3};
+    check_output(L.m, 0, vwant, 2, 0, NULL, "variadic");
     unload(&L);
 }
 
@@ -1141,6 +1252,7 @@ int main(int argc, char **argv) {
     CHECK_OK(etch_backends_register(&unavailable_backend));
 
     test_kernels();
+    test_bundled();
     test_unbound_io();
     test_kernel_failure();
     test_scalar_inputs();
