@@ -691,6 +691,12 @@ etch_status etch_method_set_input(etch_method *m, size_t i, const etch_value *v)
         int64_t n = etch_tensor_numel(s);
         if (n > 0 && !s->data)
             return etch_err(ETCH_ERR_INVALID_ARGUMENT, "input %zu: tensor has no data", i);
+        /* a FreeCall clears the pointer of a planned tensor too; copying would write to NULL */
+        if ((d->flags & ETCH_TENSOR_PLANNED) && !d->data)
+            return etch_err(ETCH_ERR_INVALID_STATE,
+                            "input %zu: its planned memory was released by a FreeCall (reset "
+                            "the method to restore it)",
+                            i);
         etch_status st = etch_tensor_resize(d, s->dim, s->sizes);
         if (st != ETCH_OK) {
             etch_err_prefix("input %zu", i);
