@@ -276,6 +276,14 @@ def gen_control(g):
     g.h.floats("FREE_X", [1.5, -2, 4])
     g.h.floats("FREE_OUT", [3, -4, 8])
 
+    # a planned input freed after its last use (valid, if odd)
+    m = pb.method("free_input")
+    x = m.tensor(F32, [3])
+    out = m.tensor(F32, [3])
+    m.kernel("test::add.out", [x, x, m.int(1), out, out])
+    m.free(x)
+    m.inputs, m.outputs = [x], [out]
+
     # a jump past the end finishes the chain; a forward Bool-value jump skips work
     m = pb.method("skip")
     x = m.tensor(F32, [2])

@@ -782,6 +782,20 @@ static void test_free(void) {
     }
     unload(&L);
 
+    /* a freed planned input: set_input must not copy through the cleared pointer */
+    if (!open_gen(&L, "control.pte", NULL, "free_input"))
+        RETURN_UNLOADED(&L);
+    CHECK_OK(set_floats1(L.m, 0, FREE_X, 3));
+    CHECK_OK(etch_method_execute(L.m));
+    check_output(L.m, 0, FREE_OUT, 3, 0, NULL, "free_input");
+    CHECK_STATUS(set_floats1(L.m, 0, FREE_X, 3), ETCH_ERR_INVALID_STATE);
+    CHECK(contains(etch_last_error(), "input 0"));
+    CHECK_OK(etch_method_reset(L.m)); /* gives the input its planned memory back */
+    CHECK_OK(set_floats1(L.m, 0, FREE_X, 3));
+    CHECK_OK(etch_method_execute(L.m));
+    check_output(L.m, 0, FREE_OUT, 3, 0, NULL, "free_input after reset");
+    unload(&L);
+
     if (!open_gen(&L, "control.pte", NULL, "skip"))
         RETURN_UNLOADED(&L);
     CHECK_OK(set_floats1(L.m, 0, SKIP_X, 2));
