@@ -593,6 +593,19 @@ static void test_scalar_inputs(void) {
     if (!open_gen(&L, "kernels.pte", NULL, "scalar_inputs"))
         RETURN_UNLOADED(&L);
     CHECK(etch_method_num_inputs(L.m) == 6);
+    const etch_method_meta *meta = etch_method_get_meta(L.m);
+    etch_value_info info;
+    CHECK_OK(etch_method_meta_input(meta, 0, &info));
+    CHECK(info.tag == ETCH_VALUE_INT && info.int_val == 3);
+    CHECK_OK(etch_method_meta_input(meta, 1, &info));
+    CHECK(info.tag == ETCH_VALUE_DOUBLE && info.double_val == 0.5);
+    CHECK_OK(etch_method_meta_input(meta, 2, &info));
+    CHECK(info.tag == ETCH_VALUE_BOOL && info.int_val == 1);
+    CHECK_OK(etch_method_meta_input(meta, 3, &info));
+    CHECK(info.tag == ETCH_VALUE_STRING);
+    CHECK_OK(etch_method_meta_input(meta, 4, &info));
+    CHECK(info.tag == ETCH_VALUE_NONE);
+    CHECK_STATUS(etch_method_meta_input(meta, 6, &info), ETCH_ERR_INVALID_ARGUMENT);
     etch_value v;
     memset(&v, 0, sizeof v);
     CHECK_STATUS(etch_method_execute(L.m), ETCH_ERR_INVALID_STATE);

@@ -97,11 +97,16 @@ def _layout(cls) -> List[Tuple[str, FieldSpec, int]]:
     return lay
 
 
+_default_values: Dict[type, Dict[str, Any]] = {}
+
+
 def _defaults(cls) -> Dict[str, Any]:
-    out = {}
-    for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING:
-            out[f.name] = f.default
+    """Field name -> plain default (fields with a default_factory are left out)."""
+    out = _default_values.get(cls)
+    if out is None:
+        out = {f.name: f.default for f in dataclasses.fields(cls)
+               if f.default is not dataclasses.MISSING}
+        _default_values[cls] = out
     return out
 
 
