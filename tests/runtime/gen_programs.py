@@ -75,6 +75,10 @@ class Header:
         body = ", ".join(c_float(v) for v in values)
         self.lines.append("static const float %s[%d] = {%s};" % (name, len(values), body))
 
+    def strings(self, name, values):
+        body = ", ".join('"%s"' % v for v in values)
+        self.lines.append("static const char *const %s[%d] = {%s};" % (name, len(values), body))
+
     def int(self, name, v):
         self.lines.append("#define %s %dLL" % (name, v))
 
@@ -520,6 +524,19 @@ def gen_negative(g):
     g.pte("neg_missing_ops.pte", pb)
     h.negative("neg_missing_ops.pte", "LOAD", "ETCH_ERR_OPERATOR_MISSING",
                "test::missing_first.out", "test::missing_second", "2 operators")
+
+    # a typical model on a build without its kernels: every missing name is reported once
+    names = ["cortex_m::quantize_per_tensor.out", "cortex_m::quantized_depthwise_conv2d.out",
+             "dim_order_ops::_clone_dim_order.out", "cortex_m::quantized_conv2d.out",
+             "cortex_m::pad.out", "cortex_m::quantized_avg_pool2d.out",
+             "cortex_m::quantized_linear.out", "cortex_m::dequantize_per_tensor.out",
+             "llama::sdpa_with_kv_cache.out", "llama::update_cache.out",
+             "quantized_decomposed::embedding_4bit.out", "aten::_upsample_bilinear2d_aa.out"]
+    pb, m = simple()
+    for name in names + names[:3]:
+        m.kernel(name, [0, 1])
+    g.pte("neg_many_missing_ops.pte", pb)
+    h.strings("MANY_MISSING_OPS", names)
 
     pb, m = simple()
     m.delegate("XnnpackBackend", b"\x01\x02", [0, 1])

@@ -678,6 +678,30 @@ static void test_memory_errors(void) {
     unload(&L);
 }
 
+static void test_many_missing_ops(void) {
+    loaded L;
+    char path[1024];
+    memset(&L, 0, sizeof L);
+    path_of(path, sizeof path, gen_dir, "neg_many_missing_ops.pte");
+    CHECK_OK(etch_program_open_file(path, NULL, &L.prog));
+    if (L.prog) {
+        CHECK_STATUS(load_method(&L, "forward"), ETCH_ERR_OPERATOR_MISSING);
+        const char *msg = etch_last_error();
+        size_t n = sizeof MANY_MISSING_OPS / sizeof MANY_MISSING_OPS[0];
+        char count[64];
+        snprintf(count, sizeof count, "%zu operators", n);
+        CHECK_MSG(contains(msg, count), "%s", msg);
+        for (size_t i = 0; i < n; i++) {
+            const char *at = strstr(msg, MANY_MISSING_OPS[i]);
+            CHECK_MSG(at != NULL, "error lacks %s: %s", MANY_MISSING_OPS[i], msg);
+            if (at) /* named once, though called twice */
+                CHECK(strstr(at + strlen(MANY_MISSING_OPS[i]), MANY_MISSING_OPS[i]) == NULL);
+        }
+        CHECK(!contains(msg, "test::add.out"));
+    }
+    unload(&L);
+}
+
 static void test_operator_meta(void) {
     char path[1024];
     etch_program *p = NULL;
@@ -1285,6 +1309,7 @@ int main(int argc, char **argv) {
     test_scalar_inputs();
     test_memory_errors();
     test_operator_meta();
+    test_many_missing_ops();
     test_delegate();
     test_loop();
     test_cond();
