@@ -191,15 +191,31 @@ def capture(model: torch.nn.Module, example_inputs, *,
         say = progress or (lambda s: None)
         table = _decomp.initial_table()
         tried = set()
-        for _ in range(8):
-            say("tracing")
-            gm, out_spec = _trace(model, names, state, in_spec, flat_inputs, table)
+
+        def trace(tbl):
+            return _trace(model, names, state, in_spec, flat_inputs, tbl)
+
+        say("tracing")
+        gm, out_spec = trace(table)
+        for _ in range(16):
             extra = _decomp.missing_decompositions(gm.graph, tried)
             if not extra:
                 break
-            say("decomposing %s" % ", ".join(sorted(str(op) for op in extra)))
             tried |= set(extra)
-            table.update(_decomp.table_for(extra))
+            say("decomposing %s" % ", ".join(sorted(str(op) for op in extra)))
+            trial = dict(table)
+            trial.update(_decomp.table_for(extra))
+            gm2, spec2 = trace(trial)
+            if not _decomp.has_prims(gm2.graph):
+                table, gm, out_spec = trial, gm2, spec2
+                continue
+            # Some decomposition lowers to prims (no kernels): keep only the good ones.
+            for op in extra:
+                trial = dict(table)
+                trial.update(_decomp.table_for([op]))
+                gm2, spec2 = trace(trial)
+                if not _decomp.has_prims(gm2.graph):
+                    table, gm, out_spec = trial, gm2, spec2
         eg = _to_exported(gm, names, state, flat_inputs, buffer_names, in_spec, out_spec,
                           dynamic_shapes)
     finally:

@@ -87,5 +87,11 @@ def unsupported_ops(graph: torch.fx.Graph) -> List[str]:
     return names
 
 
+def has_prims(graph: torch.fx.Graph) -> bool:
+    """True when a decomposition produced torch prims (which have no kernels)."""
+    return any(n.op == "call_function" and _ops.op_name(n.target).startswith("prims::")
+               for n in graph.nodes)
+
+
 def table_for(ops: Iterable) -> Dict:
     return {op: decomposition_table[op] for op in ops if op in decomposition_table}

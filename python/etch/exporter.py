@@ -55,7 +55,7 @@ def export(model: torch.nn.Module, example_inputs, *,
     say("emitting")
     constants = ConstantTable()
     method = emit_method(eg, constants)
-    program = Program([method], constants, eg.log)
+    program = Program([method], constants, eg.log, graphs={eg.name: eg})
     if not allow_etch_ops and program.etch_only_operators:
         raise ExportError("etch-only operators (pass allow_etch_ops=True to keep them): %s"
                           % ", ".join(program.etch_only_operators))

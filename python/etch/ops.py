@@ -223,6 +223,7 @@ def out_variant(target) -> Optional[OutVariant]:
     fs = target._schema
     if _is_out_schema(fs):
         return OutVariant(_full_name(fs), fs)
+    full = [(a.name, str(a.type)) for a in fs.arguments]
     want = [(a.name, str(a.type)) for a in fs.arguments if a.name not in _TENSOR_OPTIONS]
     packet = target.overloadpacket
     best = None
@@ -232,8 +233,11 @@ def out_variant(target) -> Optional[OutVariant]:
             continue
         args = [a for a in s.arguments if not _is_out_arg(a)]
         have = [(a.name, str(a.type)) for a in args]
-        if have == want:
+        if have == full:
             return OutVariant(_full_name(s), s)
+        if have == want:
+            best = OutVariant(_full_name(s), s)
+            continue
         # Factory ops: the out overload may add arguments with defaults (arange's step).
         if best is None and _subsequence(want, have) and all(
                 a.default_value is not None or str(a.type).endswith("?")

@@ -21,8 +21,10 @@ __all__ = ["Program"]
 
 class Program:
     def __init__(self, methods: List[EmittedMethod], constants: ConstantTable,
-                 pass_log: Optional[List[str]] = None):
+                 pass_log: Optional[List[str]] = None, graphs: Optional[Dict] = None):
         self.methods = list(methods)
+        # method name -> the ExportedGraph it was emitted from (reference computations)
+        self.graphs = dict(graphs or {})
         self.constants = constants
         self.pass_log = list(pass_log or [])
         self._buffer: Optional[bytes] = None

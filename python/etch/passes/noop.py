@@ -26,6 +26,8 @@ def _same(eg, node, x) -> bool:
 
 
 def _const_is(eg, n, value) -> bool:
+    if isinstance(n, (int, float)) and not isinstance(n, bool):
+        return n == value
     if not eg.is_constant(n):
         return False
     c = eg.constant_value(n)

@@ -8,7 +8,8 @@
 * ``split`` / ``unsafe_split`` / ``split_with_sizes`` / ``unbind``
                                                       -> one ``slice_copy`` / ``select_copy``
                                                          per used piece
-* ``zeros_like`` / ``ones_like`` / ``full_like`` / ``new_*`` / ``empty_like`` -> ``full``
+* ``zeros_like`` / ``ones_like`` / ``full_like`` / ``new_*`` / ``empty_like`` / ``fill``
+                                                      -> ``full``
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def run(eg: ExportedGraph) -> int:
                           a["running_var"], float(a["momentum"]), float(a["eps"])))
         elif t in _SPLITS or t is aten.unbind_copy.int:
             _split(eg, node)
-        elif t in _LIKE or t in _NEW:
+        elif t in _LIKE or t in _NEW or t is aten.fill.Scalar:
             _full(eg, node)
         else:
             continue
@@ -119,7 +120,9 @@ def _split(eg: ExportedGraph, node) -> None:
 def _full(eg: ExportedGraph, node) -> None:
     a = bind_args(node)
     spec = eg.spec(node)
-    if node.target in _LIKE:
+    if node.target is aten.fill.Scalar:
+        value = node.args[1]      # the result does not depend on the input's values
+    elif node.target in _LIKE:
         value = _LIKE[node.target]
     else:
         value = _NEW[node.target]
