@@ -143,6 +143,8 @@ class Writer:
 
     def case(self, op, label, args, fail=False, rtol=0.0):
         assert label not in self.labels, label
+        if rtol == 0.0 and op in EXACT_OPS:
+            rtol = EXACT_RTOL
         self.labels.add(label)
         b = bytearray()
         b += s_str(op) + s_str(label) + struct.pack("<BdI", 1 if fail else 0, rtol, len(args))
@@ -203,6 +205,12 @@ class Writer:
 
 
 W = Writer()
+EXACT_RTOL = 1e-300  # "exact": any difference fails
+# Ops whose results are exactly determined by IEEE rules (copies, conversions, selections):
+# compared bit for bit. Accumulating ops (mm, convolution, sum) keep the dtype's tolerance.
+EXACT_OPS = {"aten::relu.out", "aten::_to_copy.out", "aten::clone.out", "aten::permute_copy.out",
+             "aten::view_copy.out", "aten::max_pool2d_with_indices.out",
+             "dim_order_ops::_clone_dim_order.out", "dim_order_ops::_to_dim_order_copy.out"}
 
 # ---- data -----------------------------------------------------------------------------------
 
@@ -282,7 +290,10 @@ def binary_case(name, a, b, out_dtype=None, alpha=None, label=None, a_order=None
         shape = okw.pop("shape", list(res.shape) if res is not None else [0])
         out = Out(out_dtype, None, shape=shape, order=out_order, **okw)
     args += [out, Ref(len(args))]
-    W.case(aname, label, args, fail=(res is None or force_fail))
+    # IEEE arithmetic makes these bit-exact, except a + alpha*b with alpha != 1, where torch
+    # may or may not fuse the multiply-add depending on the CPU
+    exact = alpha is None or alpha == 1 or isinstance(alpha, bool)
+    W.case(aname, label, args, fail=(res is None or force_fail), rtol=EXACT_RTOL if exact else 0.0)
 
 
 def scalar_value(v):
@@ -352,6 +363,11 @@ def gen_binary():
         b = torch.tensor([0, 1, -1, 0, 2, -3], dtype=torch.int32)
         if name == "div":
             binary_case(name, a, b, label="div int by zero")
+    # int64 beyond 2^53 converts to Float in one rounding
+    big = torch.tensor([(1 << 62) + (1 << 38) + 1, -(1 << 60) - (1 << 36) - 1, (1 << 53) + 1], dtype=torch.int64)
+    for name in BINOPS:
+        binary_case(name, big, torch.tensor([1.5, 2.0, 0.25]), label="%s big int64" % name)
+        binary_case(name, big, torch.tensor([1.5, 2.0, 0.25], dtype=torch.float16), label="%s big int64 half" % name)
     # alpha
     for name in ["add", "sub"]:
         for dt, alpha in [(torch.float32, 0.5), (torch.float32, 3), (torch.int32, 2), (torch.int32, 0.5),

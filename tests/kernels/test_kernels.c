@@ -8,7 +8,8 @@
  *
  * Tolerances for floating outputs, relative to max(1, |expected|): Float 1e-5, Double 1e-12,
  * Half 2e-3, BFloat16 1.6e-2 (about two units in the last place of the 16-bit types), unless
- * a case sets its own. NaN must match NaN, infinities must match exactly; integral and Bool
+ * a case sets its own (gen_golden.py marks elementwise arithmetic, conversions, copies and
+ * pooling as exact: any difference from torch fails). NaN must match NaN, infinities must match exactly; integral and Bool
  * outputs must match exactly. Each case also checks that inputs were not modified and that
  * nothing was written past an output's capacity.
  */

@@ -58,6 +58,22 @@ static int64_t trunc_div_i64(int64_t a, int64_t b) {
     return a / b;
 }
 
+/* Load a row converted to the computation dtype. Long goes straight to float when common is
+ * narrower than double (int64 -> double -> float could round twice). */
+static void load_common(double *dst, const char *src, int64_t stride, int64_t m, int dtype,
+                        int common) {
+    if (dtype == ETCH_DTYPE_LONG && common != ETCH_DTYPE_DOUBLE) {
+        int64_t v[CHUNK];
+        etch_pk_load_row_i64(v, src, stride, m, dtype);
+        for (int64_t i = 0; i < m; i++)
+            dst[i] = (float)v[i];
+    } else {
+        etch_pk_load_row_f64(dst, src, stride, m, dtype);
+    }
+    if (dtype != common)
+        etch_pk_round_row_f64(dst, m, common);
+}
+
 static void bin_inner(void *arg, char **p, const int64_t *s, int64_t n) {
     const bin_state *st = (const bin_state *)arg;
     for (int64_t off = 0; off < n; off += CHUNK) {
@@ -66,21 +82,33 @@ static void bin_inner(void *arg, char **p, const int64_t *s, int64_t n) {
         char *po = p[0] + off * s[0];
         if (st->fdom) {
             double x[CHUNK], y[CHUNK];
-            etch_pk_load_row_f64(x, pa, s[1], m, st->a_dt);
-            etch_pk_load_row_f64(y, pb, s[2], m, st->b_dt);
-            if (st->a_dt != st->common)
-                etch_pk_round_row_f64(x, m, st->common);
-            if (st->b_dt != st->common)
-                etch_pk_round_row_f64(y, m, st->common);
+            load_common(x, pa, s[1], m, st->a_dt, st->common);
+            load_common(y, pb, s[2], m, st->b_dt, st->common);
             double al = st->alpha_d;
             switch (st->op) {
             case ETCH_PK_ADD:
-                for (int64_t i = 0; i < m; i++)
-                    x[i] = x[i] + al * y[i];
-                break;
             case ETCH_PK_SUB:
-                for (int64_t i = 0; i < m; i++)
-                    x[i] = x[i] - al * y[i];
+                if (st->op == ETCH_PK_SUB)
+                    al = -al;
+                if (al == 1.0 || al == -1.0) {
+                    for (int64_t i = 0; i < m; i++)
+                        x[i] = x[i] + al * y[i];
+                } else if (st->common == ETCH_DTYPE_DOUBLE) {
+                    /* one rounding, like torch's fused multiply-add */
+                    for (int64_t i = 0; i < m; i++)
+                        x[i] = fma(al, y[i], x[i]);
+                } else if (st->common != ETCH_DTYPE_FLOAT) {
+                    /* Half/BFloat16 arithmetic rounds the product first, as c10's types do */
+                    for (int64_t i = 0; i < m; i++)
+                        y[i] = al * y[i];
+                    etch_pk_round_row_f64(y, m, st->common);
+                    for (int64_t i = 0; i < m; i++)
+                        x[i] = x[i] + y[i];
+                } else {
+                    /* float operands: the double product is exact, so this rounds once */
+                    for (int64_t i = 0; i < m; i++)
+                        x[i] = x[i] + al * y[i];
+                }
                 break;
             case ETCH_PK_MUL:
                 for (int64_t i = 0; i < m; i++)
