@@ -416,22 +416,31 @@ static etch_status check_signature(const etch_method *m, const etch_op_rt *op, u
 }
 
 static etch_status resolve_operators(etch_method *m, const plan_view *v) {
-    char missing[768];
+    char missing[720];
     size_t o = 0;
-    unsigned nmissing = 0;
+    unsigned nmissing = 0, nlisted = 0;
     missing[0] = 0;
     for (uint32_t i = 0; i < v->ops.len; i++) {
         fb_table op;
         fb_vec_table(&v->ops, i, &op);
         etch_operator_full_name(&op, m->ops[i].name, sizeof m->ops[i].name);
         m->ops[i].kernel = etch_kernels_find(m->ops[i].name, strlen(m->ops[i].name));
-        if (!m->ops[i].kernel) {
-            nmissing++;
-            if (o < sizeof missing - 1)
-                o += (size_t)snprintf(missing + o, sizeof missing - o, "%s%s",
-                                      nmissing > 1 ? ", " : "", m->ops[i].name);
+        if (m->ops[i].kernel)
+            continue;
+        nmissing++;
+        /* list whole names only; what does not fit is counted below */
+        size_t len = strlen(m->ops[i].name) + 2;
+        if (o + len < sizeof missing) {
+            o += (size_t)snprintf(missing + o, sizeof missing - o, "%s%s", nlisted ? ", " : "",
+                                  m->ops[i].name);
+            nlisted++;
         }
     }
+    if (nmissing > nlisted)
+        return etch_err(ETCH_ERR_OPERATOR_MISSING,
+                        "method '%s': %u operators are missing from this build: %s and %u more "
+                        "('etch info' lists them all)",
+                        m->name, nmissing, missing, nmissing - nlisted);
     if (nmissing)
         return etch_err(ETCH_ERR_OPERATOR_MISSING,
                         "method '%s': %u operator%s missing from this build: %s", m->name,
