@@ -27,10 +27,17 @@ File format (little endian):
     8 REF u32:index     (the same value as an earlier argument: the return slot of out variants)
     9 TENSOR_LIST u32:n u32[n]:indices       (of earlier arguments)
    10 RESULT u8:tag [i64 | f64 | u8]         (slot the kernel overwrites; tag 0 = no check)
+   11 DOUBLE_LIST u32:n f64[n]               12 BOOL_LIST u32:n u8[n]
+   13 OPTIONAL_TENSOR_LIST u32:n i32[n]      (indices of earlier arguments; -1 = None)
+
+More cases live in modules named cases_<area>.py beside this script: each defines
+generate(g), called with this module, and adds cases through g.W.case(...).
 
 dtype numbers are c10::ScalarType's.
 """
+import importlib
 import math
+import os
 import struct
 import sys
 
@@ -114,6 +121,23 @@ class Result:
         self.v = v
 
 
+class DblList:
+    def __init__(self, v):
+        self.v = [float(x) for x in v]
+
+
+class BoolList:
+    def __init__(self, v):
+        self.v = [bool(x) for x in v]
+
+
+class OptTList:
+    """Indices of earlier arguments; None for an absent tensor."""
+
+    def __init__(self, idx):
+        self.idx = [-1 if i is None else int(i) for i in idx]
+
+
 NONE = None
 
 # ---- writer ---------------------------------------------------------------------------------
@@ -195,6 +219,12 @@ class Writer:
             if isinstance(v, int):
                 return struct.pack("<BBq", 10, 4, v)
             return struct.pack("<BBd", 10, 3, v)
+        if isinstance(a, DblList):
+            return struct.pack("<BI", 11, len(a.v)) + struct.pack("<%dd" % len(a.v), *a.v)
+        if isinstance(a, BoolList):
+            return struct.pack("<BI", 12, len(a.v)) + bytes(int(x) for x in a.v)
+        if isinstance(a, OptTList):
+            return struct.pack("<BI", 13, len(a.idx)) + struct.pack("<%di" % len(a.idx), *a.idx)
         raise TypeError(a)
 
     def save(self, path):
@@ -974,6 +1004,12 @@ def main():
     gen_pool()
     gen_sum()
     gen_prim()
+    # cases_<area>.py modules add the rest, in name order so the file stays reproducible
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    for name in sorted(f[:-3] for f in os.listdir(here)
+                       if f.startswith("cases_") and f.endswith(".py")):
+        importlib.import_module(name).generate(sys.modules[__name__])
     W.save(sys.argv[1])
     print("%d golden cases -> %s" % (len(W.cases), sys.argv[1]))
 

@@ -128,7 +128,8 @@ RD_FN(rd_i64, int64_t)
 RD_FN(rd_f64, double)
 
 enum {
-    K_NONE, K_TIN, K_TOUT, K_INT, K_DOUBLE, K_BOOL, K_INTLIST, K_STRING, K_REF, K_TLIST, K_RESULT
+    K_NONE, K_TIN, K_TOUT, K_INT, K_DOUBLE, K_BOOL, K_INTLIST, K_STRING, K_REF, K_TLIST, K_RESULT,
+    K_DOUBLELIST, K_BOOLLIST, K_OPTTLIST
 };
 
 typedef struct slot {
@@ -147,6 +148,8 @@ typedef struct slot {
     etch_value **item_ptrs;
     int64_t *scratch;
     char *str;
+    double *dbls;
+    uint8_t *bools;
     int res_tag;
     int64_t res_i;
     double res_d;
@@ -160,6 +163,8 @@ static void free_slots(slot *s, size_t n) {
         free(s[i].item_ptrs);
         free(s[i].scratch);
         free(s[i].str);
+        free(s[i].dbls);
+        free(s[i].bools);
     }
     free(s);
 }
@@ -394,6 +399,49 @@ static void run_case(rd *r, int *ncase) {
                     a->item_ptrs[k] = s[idx].ptr;
             }
             a->val.tag = ETCH_VALUE_TENSOR_LIST;
+            a->val.u.list.items = a->item_ptrs;
+            a->val.u.list.len = n;
+            break;
+        }
+        case K_DOUBLELIST:
+        case K_BOOLLIST: {
+            uint32_t n = rd_u32(r);
+            if (n > 64) {
+                r->bad = true;
+                break;
+            }
+            if (a->kind == K_DOUBLELIST) {
+                a->dbls = xcalloc(sizeof(double) * (n ? n : 1));
+                for (uint32_t k = 0; k < n; k++)
+                    a->dbls[k] = rd_f64(r);
+                a->val.tag = ETCH_VALUE_DOUBLE_LIST;
+                a->val.u.doubles.ptr = a->dbls;
+                a->val.u.doubles.len = n;
+            } else {
+                a->bools = xcalloc(n ? n : 1);
+                for (uint32_t k = 0; k < n; k++)
+                    a->bools[k] = rd_u8(r) != 0;
+                a->val.tag = ETCH_VALUE_BOOL_LIST;
+                a->val.u.bools.ptr = a->bools;
+                a->val.u.bools.len = n;
+            }
+            break;
+        }
+        case K_OPTTLIST: {
+            uint32_t n = rd_u32(r);
+            if (n > 64) {
+                r->bad = true;
+                break;
+            }
+            a->item_ptrs = xcalloc(sizeof(etch_value *) * (n ? n : 1));
+            for (uint32_t k = 0; k < n; k++) {
+                int32_t idx = (int32_t)rd_u32(r);
+                if (idx < -1 || idx >= (int32_t)i)
+                    r->bad = true;
+                else
+                    a->item_ptrs[k] = idx < 0 ? NULL : s[idx].ptr;
+            }
+            a->val.tag = ETCH_VALUE_OPTIONAL_TENSOR_LIST;
             a->val.u.list.items = a->item_ptrs;
             a->val.u.list.len = n;
             break;
