@@ -1,5 +1,8 @@
 /* The portable kernel table: one line per operator (name, signature, function). */
 #include "kernels/portable/portable.h"
+#include "kernels/portable/portable_math.h"
+#include "kernels/portable/portable_nn.h"
+#include "kernels/portable/portable_shape.h"
 
 #define K(name, sig, fn) {name, sig, etch_portable_##fn}
 
@@ -64,6 +67,10 @@ static const etch_kernel portable_kernels[] = {
     K("executorch_prim::et_copy_index.tensor", "WTI*", prim_et_copy_index),
     /* self, size, out: out becomes a view of self's data, so it may arrive unbound */
     K("executorch_prim::et_view.default", "TLV*", prim_et_view),
+    /* the operator families, one table file each */
+#include "kernels/portable/table_math.inc"
+#include "kernels/portable/table_nn.inc"
+#include "kernels/portable/table_shape.inc"
 };
 
 const etch_kernel *etch_kernels_portable_table(size_t *count) {
