@@ -27,6 +27,7 @@ import torch.fx
 from torch.utils import _pytree as pytree
 
 from . import decomp as _decomp
+from . import symbolic as _sym
 from .graph import ExportedGraph
 
 __all__ = ["capture", "CaptureError"]
@@ -120,7 +121,7 @@ def _trace(model: torch.nn.Module, names: List[str], state: List[torch.Tensor],
 
 def _to_exported(gm: torch.fx.GraphModule, names: List[str], state: List[torch.Tensor],
                  flat_inputs: List[torch.Tensor], buffer_names: set, in_spec, out_spec,
-                 dynamic_shapes) -> ExportedGraph:
+                 symbols=(), points=None, corners=(0,)) -> ExportedGraph:
     # A graph of its own (no owning module: get_attr targets name our constants).
     graph = torch.fx.Graph()
     out = graph.graph_copy(gm.graph, {})
@@ -165,7 +166,104 @@ def _to_exported(gm: torch.fx.GraphModule, names: List[str], state: List[torch.T
         ph.target = "input_%d" % i
     graph.lint()
     return ExportedGraph(graph, constants, flat_inputs, mutable=mutable, in_spec=in_spec,
-                         out_spec=out_spec, dynamic_shapes=dynamic_shapes)
+                         out_spec=out_spec, symbols=symbols, points=points, corners=corners)
+
+
+# ---- dynamic shapes: trace at several sizes, fit the size-dependent integers ---------------
+
+
+def _symbols(dynamic_shapes, flat_inputs) -> List[_sym.Symbol]:
+    syms = []
+    for i, spec in enumerate(dynamic_shapes or []):
+        if not spec:
+            continue
+        x = flat_inputs[i]
+        for d, mx in sorted(spec.items()):
+            if not -x.dim() <= d < x.dim():
+                raise ValueError("input %d has no dimension %d" % (i, d))
+            d0 = d % x.dim()
+            if int(mx) < 2:
+                raise ValueError("input %d dimension %d: the upper bound must be at least 2"
+                                 % (i, d))
+            syms.append(_sym.Symbol(len(syms), i, d0, int(mx)))
+    return syms
+
+
+def _resize(x: torch.Tensor, d: int, size: int) -> torch.Tensor:
+    """x with dimension d of the given size: cut, or tiled with its own values (keeps integer
+    inputs such as token ids valid)."""
+    n = x.shape[d]
+    if size <= n:
+        return x.narrow(d, 0, size).contiguous()
+    reps = [1] * x.dim()
+    reps[d] = -(-size // n)
+    return x.repeat(*reps).narrow(d, 0, size).contiguous()
+
+
+def _trace_points(symbols, flat_inputs):
+    """Symbol values of the trace points: the 2**k corners of {max, low} (all-max first) and,
+    when there is room, one point in between to check the fits.  Returns (envs, corners)."""
+    import itertools
+    lows = [max(1, (s.max + 1) // 2) if s.max >= 4 else s.max - 1 for s in symbols]
+    corners = [tuple(c) for c in itertools.product(*[(s.max, lo)
+                                                     for s, lo in zip(symbols, lows)])]
+    envs = list(corners)
+    if all(s.max - lo >= 2 for s, lo in zip(symbols, lows)):
+        envs.append(tuple(lo + 1 for lo in lows))
+    return envs, list(range(len(corners)))
+
+
+def _inputs_at(symbols, flat_inputs, env):
+    xs = list(flat_inputs)
+    for s, v in zip(symbols, env):
+        xs[s.input] = _resize(xs[s.input], s.dim, v)
+    return xs
+
+
+def _merge_graphs(graphs: List[torch.fx.Graph], envs, n_symbols: int, corners) -> None:
+    """Check that the traces have the same structure and replace, in graphs[0], every
+    integer argument that differs between them by its fitted SymExpr."""
+    lists = [list(g.nodes) for g in graphs]
+    n = len(lists[0])
+    if any(len(l) != n for l in lists):
+        raise CaptureError("the traced graph changes with the dynamic sizes (%s nodes); "
+                           "the model's structure depends on them"
+                           % "/".join(str(len(l)) for l in lists))
+    pos = [{node: i for i, node in enumerate(l)} for l in lists]
+
+    def merge(vals, where):
+        a0 = vals[0]
+        if isinstance(a0, torch.fx.Node):
+            for j, v in enumerate(vals[1:], 1):
+                if not isinstance(v, torch.fx.Node) or pos[j][v] != pos[0][a0]:
+                    raise CaptureError("graph structure differs between sizes at %s" % where)
+            return a0
+        if isinstance(a0, (list, tuple)):
+            if any(not isinstance(v, (list, tuple)) or len(v) != len(a0) for v in vals[1:]):
+                raise CaptureError("argument of %s changes length with the dynamic sizes"
+                                   % where)
+            out = [merge([v[i] for v in vals], where) for i in range(len(a0))]
+            return type(a0)(out)
+        if isinstance(a0, dict):
+            return {k: merge([v[k] for v in vals], where) for k in a0}
+        if isinstance(a0, int) and not isinstance(a0, bool):
+            if all(v == a0 for v in vals[1:]):
+                return a0
+            return _sym.fit(envs, [int(v) for v in vals], n_symbols, corners)
+        if any(v != a0 for v in vals[1:]):
+            raise CaptureError("argument %r of %s depends on the dynamic sizes in a way "
+                               "etch cannot express" % (a0, where))
+        return a0
+
+    for i in range(n):
+        nodes = [l[i] for l in lists]
+        n0 = nodes[0]
+        if any(m.op != n0.op or m.target != n0.target for m in nodes[1:]):
+            raise CaptureError("graph structure differs between sizes at node %s" % n0.name)
+        if n0.op != "call_function":
+            continue
+        n0.args = merge([m.args for m in nodes], n0.name)
+        n0.kwargs = merge([m.kwargs for m in nodes], n0.name)
 
 
 def capture(model: torch.nn.Module, example_inputs, *,
@@ -183,6 +281,10 @@ def capture(model: torch.nn.Module, example_inputs, *,
         if len(dynamic_shapes) != len(flat_inputs):
             raise ValueError("dynamic_shapes has %d entries for %d inputs"
                              % (len(dynamic_shapes), len(flat_inputs)))
+    symbols = _symbols(dynamic_shapes, flat_inputs)
+    envs, corners = _trace_points(symbols, flat_inputs) if symbols else ([()], [0])
+    if symbols:
+        flat_inputs = _inputs_at(symbols, flat_inputs, envs[0])    # at the upper bounds
     was_training = model.training
     model.eval()
     try:
@@ -216,8 +318,26 @@ def capture(model: torch.nn.Module, example_inputs, *,
                 gm2, spec2 = trace(trial)
                 if not _decomp.has_prims(gm2.graph):
                     table, gm, out_spec = trial, gm2, spec2
+        if not symbols:
+            return _to_exported(gm, names, state, flat_inputs, buffer_names, in_spec,
+                                out_spec)
+        graphs = [gm.graph]
+        points = [flat_inputs]
+        for k, env in enumerate(envs[1:], 1):
+            say("tracing at sizes %s" % (", ".join("%s=%d" % (s, v)
+                                                   for s, v in zip(symbols, env))))
+            xs = _inputs_at(symbols, flat_inputs, env)
+            try:
+                gk, _ = _trace(model, names, state, in_spec, xs, table)
+            except Exception as e:
+                raise CaptureError("tracing with %s failed: %s" % (
+                    ", ".join("input %d dim %d = %d" % (s.input, s.dim, v)
+                              for s, v in zip(symbols, env)), e)) from e
+            graphs.append(gk.graph)
+            points.append(xs)
+        _merge_graphs(graphs, envs, len(symbols), corners)
         eg = _to_exported(gm, names, state, flat_inputs, buffer_names, in_spec, out_spec,
-                          dynamic_shapes)
+                          symbols=symbols, points=points, corners=corners)
     finally:
         model.train(was_training)
     return eg

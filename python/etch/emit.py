@@ -9,7 +9,9 @@ when there are several.  Argument encodings follow §5.4/§5.8: ``int[]`` -> ``I
 ``Int``, ``None`` -> ``Null`` (an empty ``BYTE[0]`` tensor where a non-optional tensor is None).
 
 Elided aliases get their own ``Tensor`` value with the allocation of their source and no
-instruction.  Memory planning (:mod:`etch.memory_plan`) covers inputs, outputs, mutable state
+instruction.  Dynamically shaped aliases become ``executorch_prim::et_view.default`` calls
+whose out tensor is also given its source's allocation (et_view then points it at that very
+memory; a planned out keeps runtimes that require data on every argument happy).  Memory planning (:mod:`etch.memory_plan`) covers inputs, outputs, mutable state
 and every intermediate; all of them live in arena 1.
 """
 
@@ -23,6 +25,7 @@ import torch
 import torch.fx
 
 from . import ops as _ops
+from . import symbolic as _sym
 from .graph import ExportedGraph, TensorSpec
 from .memory_plan import MemoryPlan, Storage, plan_memory
 from .serialize import schema as S
@@ -277,8 +280,6 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
         spec = spec_at(n, i)
         if eg.is_constant(n):
             idx = V.add(_tensor(spec, buffer_idx=constants.add(eg.constant_value(n))))
-        elif n.op == "call_function" and n.target is _ops.alias and not _is_elided_alias(eg, n):
-            idx = V.add(_tensor(spec))          # unbound: et_view binds it
         elif n.op == "call_function" and n.target is aten.copy_.default:
             idx = tensor_value(n.args[0])
         else:
@@ -292,7 +293,71 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
     op_index: Dict[str, int] = {}
     operators: List[S.Operator] = []
     instructions: List[S.Instruction] = []
+    prologue: List[S.Instruction] = []
     op_calls: Dict[str, int] = {}
+
+    def call(name: str, args: List[int], into: List[S.Instruction]) -> None:
+        if name not in op_index:
+            op_index[name] = len(operators)
+            nm, _, ov = name.partition(".")
+            operators.append(S.Operator(nm, ov))
+        op_calls[name] = op_calls.get(name, 0) + 1
+        into.append(S.Instruction(S.KernelCall(op_index[name], args)))
+
+    # Sizes that depend on the dynamic dimensions are computed at the start of the method:
+    # aten::sym_size.int reads a dimension of an input, executorch_prim ops do the arithmetic.
+    sym_cache: Dict[Any, int] = {}
+
+    def fresh_int(v: int = 0) -> int:
+        return V.add(S.Int(int(v)))
+
+    def sym_value(x) -> int:
+        if isinstance(x, bool):
+            return V.bool(x)
+        if isinstance(x, int):
+            return V.int(x)
+        if x is _sym.UNKNOWN:
+            raise EmitError("a size that is not a polynomial of the dynamic dimensions is "
+                            "needed as an argument")
+        if x.is_constant:
+            return V.int(x.constant)
+        if x in sym_cache:
+            return sym_cache[x]
+        total = None
+        for mono, coef in sorted(x.terms.items(), key=lambda kv: sorted(kv[0])):
+            if not mono:
+                term = V.int(coef)
+            else:
+                term = None
+                for k in sorted(mono):
+                    sv = symbol_value(k)
+                    if term is None:
+                        term = sv
+                    else:
+                        r = fresh_int()
+                        call("executorch_prim::mul.Scalar", [term, sv, r], prologue)
+                        term = r
+                if coef != 1:
+                    r = fresh_int()
+                    call("executorch_prim::mul.Scalar", [term, V.int(coef), r], prologue)
+                    term = r
+            if total is None:
+                total = term
+            else:
+                r = fresh_int()
+                call("executorch_prim::add.Scalar", [total, term, r], prologue)
+                total = r
+        sym_cache[x] = total
+        return total
+
+    def symbol_value(k: int) -> int:
+        key = ("symbol", k)
+        if key not in sym_cache:
+            s = eg.symbols[k]
+            r = fresh_int(s.max)
+            call("aten::sym_size.int", [inputs[s.input], V.int(s.dim), r], prologue)
+            sym_cache[key] = r
+        return sym_cache[key]
 
     for ins in instrs:
         n, var = ins.node, ins.variant
@@ -320,19 +385,13 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
                 v = a.default_value
             else:
                 raise EmitError("%s: no value for argument %r" % (n.name, a.name))
-            kernel_args.append(_encode(V, v, a, tensor_value))
+            kernel_args.append(_encode(V, v, a, tensor_value, sym_value))
         if outs:
             ret = outs[0] if len(outs) == 1 else V.add(S.TensorList(outs))
         else:
             ret = tensor_value(n)
         kernel_args.append(ret)
-        name = var.name
-        if name not in op_index:
-            op_index[name] = len(operators)
-            nm, _, ov = name.partition(".")
-            operators.append(S.Operator(nm, ov))
-        op_calls[name] = op_calls.get(name, 0) + 1
-        instructions.append(S.Instruction(S.KernelCall(op_index[name], kernel_args)))
+        call(var.name, kernel_args, instructions)
 
     # Elided aliases that nothing above touched (e.g. outputs): make sure they have values.
     outputs = []
@@ -347,12 +406,12 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
         values=V.values,
         inputs=inputs,
         outputs=outputs,
-        chains=[S.Chain(inputs=[], outputs=[], instructions=instructions)],
+        chains=[S.Chain(inputs=[], outputs=[], instructions=prologue + instructions)],
         operators=operators,
         delegates=[],
         non_const_buffer_sizes=[0, mem.arena_size],
     )
-    return EmittedMethod(plan, mem, op_calls, len(instructions))
+    return EmittedMethod(plan, mem, op_calls, len(prologue) + len(instructions))
 
 
 def _bind(node: torch.fx.Node) -> Dict[str, Any]:
@@ -366,7 +425,7 @@ def _bind(node: torch.fx.Node) -> Dict[str, Any]:
     return out
 
 
-def _encode(V: _Values, v: Any, arg, tensor_value) -> int:
+def _encode(V: _Values, v: Any, arg, tensor_value, sym_value) -> int:
     """Value index for argument `v` of schema argument `arg`."""
     t = arg.type
     ts = str(t)
@@ -384,7 +443,12 @@ def _encode(V: _Values, v: Any, arg, tensor_value) -> int:
             v = [v] * (arg.N or 1)
         v = list(v)
         if elem in ("int", "SymInt"):
-            return V.int_list([_int(x) for x in v])
+            unknown = [i for i, x in enumerate(v) if x is _sym.UNKNOWN]
+            if len(unknown) > 1:
+                raise EmitError("argument %s has %d sizes that are not polynomials of the "
+                                "dynamic dimensions" % (arg.name, len(unknown)))
+            items = [V.int(-1) if x is _sym.UNKNOWN else sym_value(_int(x)) for x in v]
+            return V.add(S.IntList(items), ("intlist", tuple(items)))
         if elem == "float":
             return V.add(S.DoubleList([float(x) for x in v]))
         if elem == "bool":
@@ -404,6 +468,8 @@ def _encode(V: _Values, v: Any, arg, tensor_value) -> int:
         return V.null()
     if isinstance(v, bool):
         return V.bool(v)
+    if isinstance(v, _sym.SymExpr):
+        return sym_value(v)
     if isinstance(v, int):
         if base == "float":
             return V.double(float(v))
@@ -417,7 +483,9 @@ def _encode(V: _Values, v: Any, arg, tensor_value) -> int:
     raise EmitError("cannot encode %r for argument %s (%s)" % (v, arg.name, ts))
 
 
-def _int(x) -> int:
+def _int(x):
+    if isinstance(x, _sym.SymExpr):
+        return x
     if isinstance(x, bool) or not isinstance(x, int):
         raise EmitError("expected an int in an int list, got %r" % (x,))
     return x

@@ -26,21 +26,36 @@ import torch.fx
 from torch.utils import _pytree as pytree
 
 from . import ops as _ops
+from . import symbolic as _sym
 
 __all__ = ["TensorSpec", "ExportedGraph", "node_users_in_order", "is_tensor_spec"]
 
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """Static shape (the upper bound for dynamic dimensions) and dtype of a tensor value.
-    ``dynamic`` lists the dimensions whose size may change at run time."""
+    """Shape (the upper bound for dynamic dimensions) and dtype of a tensor value.
+
+    ``sym`` gives each dimension's size as a function of the method's dynamic dimensions: an
+    int (static), a :class:`~etch.symbolic.SymExpr`, or ``UNKNOWN`` (dynamic, not a
+    polynomial); None means all static."""
     shape: Tuple[int, ...]
     dtype: torch.dtype
-    dynamic: Tuple[int, ...] = ()
+    sym: Optional[Tuple[Any, ...]] = None
 
     @classmethod
-    def of(cls, t: torch.Tensor, dynamic: Sequence[int] = ()) -> "TensorSpec":
-        return cls(tuple(int(s) for s in t.shape), t.dtype, tuple(dynamic))
+    def of(cls, t: torch.Tensor) -> "TensorSpec":
+        return cls(tuple(int(s) for s in t.shape), t.dtype)
+
+    @property
+    def sizes(self) -> Tuple[Any, ...]:
+        """Per dimension: int, SymExpr or UNKNOWN."""
+        return self.sym if self.sym is not None else self.shape
+
+    @property
+    def dynamic(self) -> Tuple[int, ...]:
+        if self.sym is None:
+            return ()
+        return tuple(d for d, s in enumerate(self.sym) if not isinstance(s, int))
 
     @property
     def numel(self) -> int:
@@ -74,7 +89,9 @@ class ExportedGraph:
                  example_inputs: Sequence[torch.Tensor], *, name: str = "forward",
                  mutable: Optional[Dict[str, torch.Tensor]] = None,
                  in_spec: Any = None, out_spec: Any = None,
-                 dynamic_shapes: Optional[Sequence[Optional[Dict[int, int]]]] = None):
+                 symbols: Sequence[_sym.Symbol] = (),
+                 points: Optional[Sequence[Sequence[torch.Tensor]]] = None,
+                 corners: Sequence[int] = (0,)):
         self.graph = graph
         self.constants = dict(constants)
         self.mutable = dict(mutable or {})
@@ -82,8 +99,11 @@ class ExportedGraph:
         self.name = name
         self.in_spec = in_spec
         self.out_spec = out_spec
-        self.dynamic_shapes = list(dynamic_shapes) if dynamic_shapes else \
-            [None] * len(self.example_inputs)
+        # Dynamic dimensions and the input sets the graph is evaluated at to find shapes
+        # (points[0] is the example at the upper bounds; see etch.symbolic).
+        self.symbols = list(symbols)
+        self.points = [list(p) for p in points] if points else [self.example_inputs]
+        self.corners = list(corners)
         self.log: List[str] = []   # what passes did, for summaries
 
     # ---- structure -----------------------------------------------------------------------
@@ -144,7 +164,7 @@ class ExportedGraph:
         eg = ExportedGraph(g, self.constants, self.example_inputs, name=self.name,
                            mutable={k: v.clone() for k, v in self.mutable.items()},
                            in_spec=self.in_spec, out_spec=self.out_spec,
-                           dynamic_shapes=self.dynamic_shapes)
+                           symbols=self.symbols, points=self.points, corners=self.corners)
         eg.log = list(self.log)
         return eg
 
@@ -156,18 +176,33 @@ class ExportedGraph:
 
     # ---- reference interpreter -------------------------------------------------------------
 
+    def sym_env(self, inputs: Sequence[torch.Tensor]) -> List[int]:
+        """The value of every symbol for these inputs."""
+        return [int(inputs[s.input].shape[s.dim]) for s in self.symbols]
+
     def run(self, inputs: Sequence[torch.Tensor], state: Optional[Dict[str, torch.Tensor]] = None,
             record: bool = False) -> List[Any]:
         """Run the graph with torch; returns the flat outputs.  `state` (name -> tensor)
         holds mutable state and is updated in place (default: a copy of the initial values).
         With `record`, every node's value is kept in ``node.meta["value"]``."""
+        values = self._interpret(inputs, state)
+        if record:
+            for n, v in values.items():
+                n.meta["value"] = v
+        out = torch.fx.node.map_arg(self.output_node.args[0], values.__getitem__)
+        return list(out) if isinstance(out, (list, tuple)) else [out]
+
+    def _interpret(self, inputs: Sequence[torch.Tensor],
+                   state: Optional[Dict[str, torch.Tensor]] = None) -> Dict[Any, Any]:
         if state is None:
             state = {k: v.clone() for k, v in self.mutable.items()}
-        env: Dict[torch.fx.Node, Any] = {}
+        env = self.sym_env(inputs) if self.symbols else []
+        values: Dict[torch.fx.Node, Any] = {}
         it = iter(inputs)
 
         def load(a):
-            return torch.fx.node.map_arg(a, lambda n: env[n])
+            a = torch.fx.node.map_arg(a, values.__getitem__)
+            return _sym.evaluate(a, env) if env else a
 
         with torch.no_grad():
             for n in self.graph.nodes:
@@ -183,45 +218,23 @@ class ExportedGraph:
                     else:
                         v = n.target(*args, **kwargs)
                 elif n.op == "output":
-                    out = load(n.args[0])
-                    return list(out) if isinstance(out, (list, tuple)) else [out]
+                    break
                 else:
                     raise NotImplementedError("node kind %s" % n.op)
-                env[n] = v
-                if record:
-                    n.meta["value"] = v
-        raise ValueError("graph has no output node")
+                values[n] = v
+        return values
 
     def propagate(self) -> None:
         """Set ``meta['spec']`` (TensorSpec / tuple of TensorSpec / Python value) on every node
-        by running the graph on the example inputs."""
-        dyn = {}
-        for n, d in zip(self.input_nodes, self.dynamic_shapes):
-            dyn[n] = tuple(sorted(d)) if d else ()
-        env: Dict[torch.fx.Node, Any] = {}
-        state = {k: v.clone() for k, v in self.mutable.items()}
-        it = iter(self.example_inputs)
-
-        def load(a):
-            return torch.fx.node.map_arg(a, lambda n: env[n])
-
-        with torch.no_grad():
-            for n in self.graph.nodes:
-                if n.op == "placeholder":
-                    v = next(it)
-                elif n.op == "get_attr":
-                    v = state[n.target] if n.target in state else self.constants[n.target]
-                elif n.op == "call_function":
-                    args, kwargs = load(n.args), load(n.kwargs)
-                    if n.target is torch.ops.aten.copy_.default and self.is_mutable(n.args[0]):
-                        v = state[n.args[0].target]
-                        v.copy_(args[1])
-                    else:
-                        v = n.target(*args, **kwargs)
-                elif n.op == "output":
-                    break
-                env[n] = v
-                n.meta["spec"] = _spec_of(v, dyn.get(n, ()))
+        by running the graph on the example inputs (and, with dynamic dimensions, on every
+        trace point, fitting each size to the symbols)."""
+        runs = [self._interpret(p) for p in self.points]
+        envs = [self.sym_env(p) for p in self.points] if self.symbols else None
+        for n in self.graph.nodes:
+            if n.op == "output":
+                continue
+            vals = [r[n] for r in runs]
+            n.meta["spec"] = _combine(vals, envs, len(self.symbols), self.corners)
 
     def spec(self, n: Any) -> Any:
         if not isinstance(n, torch.fx.Node):
@@ -247,9 +260,17 @@ class ExportedGraph:
         return counts
 
 
-def _spec_of(v: Any, dynamic=()) -> Any:
-    if isinstance(v, torch.Tensor):
-        return TensorSpec.of(v, dynamic)
-    if isinstance(v, (tuple, list)):
-        return tuple(_spec_of(x) for x in v)
-    return v
+def _combine(vals: List[Any], envs, n_symbols: int, corners) -> Any:
+    v0 = vals[0]
+    if isinstance(v0, torch.Tensor):
+        spec = TensorSpec.of(v0)
+        if envs is None or all(tuple(v.shape) == tuple(v0.shape) for v in vals[1:]):
+            return spec
+        sym = tuple(_sym.fit(envs, [int(v.shape[d]) for v in vals], n_symbols, corners)
+                    for d in range(v0.dim()))
+        shape = tuple(max(int(v.shape[d]) for v in vals) for d in range(v0.dim()))
+        return TensorSpec(shape, v0.dtype, sym)
+    if isinstance(v0, (tuple, list)):
+        return tuple(_combine([v[i] for v in vals], envs, n_symbols, corners)
+                     for i in range(len(v0)))
+    return v0

@@ -2,7 +2,7 @@
 
 It reads the file with the serializer's reader and follows the bytes: an instruction *writes*
 the tensors in its return slot (the out tensor, or the TensorList of outs) and *reads* every
-other tensor argument.  Each write starts a *definition* of the written byte range; a read
+other tensor argument (``executorch_prim::et_view`` only reads: its out is a view of self).  Each write starts a *definition* of the written byte range; a read
 uses the latest earlier definition that covers the value's first byte (a tensor value that no
 instruction writes, such as an elided view, resolves to whatever wrote its bytes last; method
 inputs and never-written state are defined before instruction 0).  A definition is live from
@@ -71,11 +71,16 @@ def analyze(data: bytes, method: str = "forward") -> PlanFacts:
             return [j for j in v.items if j >= 0 and isinstance(values[j].val, S.Tensor)]
         return []
 
+    names = [o.name + ("." + o.overload if o.overload else "") for o in plan.operators]
     instrs = []
     for ins in plan.chains[0].instructions:
         call = ins.instr_args
         if not isinstance(call, S.KernelCall):
             raise AssertionError("only KernelCalls expected, got %r" % type(call).__name__)
+        if names[call.op_index] == "executorch_prim::et_view.default":
+            # out becomes a view of self's bytes (§5.4): no new definition
+            instrs.append((tensors_in(call.args[0]), []))
+            continue
         writes = tensors_in(call.args[-1])
         reads = [j for a in call.args[:-1] for j in tensors_in(a) if j not in writes]
         instrs.append((reads, writes))

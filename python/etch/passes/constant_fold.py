@@ -15,6 +15,7 @@ import torch
 import torch.fx
 
 from .. import ops as _ops
+from .. import symbolic as _sym
 from ..graph import ExportedGraph
 
 SMALL_BYTES = 64 * 1024
@@ -44,6 +45,8 @@ def run(eg: ExportedGraph) -> int:
     for node in list(eg.graph.nodes):
         if node.op != "call_function" or not _foldable_target(node.target):
             continue
+        if _sym.has_sym((node.args, node.kwargs)):
+            continue            # depends on the input sizes
         deps = []
         torch.fx.node.map_arg((node.args, node.kwargs), deps.append)
         if not all(eg.is_constant(d) for d in deps):

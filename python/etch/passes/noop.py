@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import symbolic as _sym
 from ..graph import ExportedGraph
 from ._util import bind_args
 
@@ -21,8 +22,10 @@ def _same(eg, node, x) -> bool:
     if not isinstance(x, torch.fx.Node):
         return False
     a, b = eg.spec(node), eg.spec(x)
+    if a is not None and any(v is _sym.UNKNOWN for v in getattr(a, "sizes", ())):
+        return False        # two unknown sizes need not be equal
     return a is not None and b is not None and hasattr(a, "shape") and hasattr(b, "shape") \
-        and a.shape == b.shape and a.dtype == b.dtype and a.dynamic == b.dynamic
+        and a.shape == b.shape and a.dtype == b.dtype and a.sizes == b.sizes
 
 
 def _const_is(eg, n, value) -> bool:

@@ -62,9 +62,11 @@ def run(eg: ExportedGraph) -> int:
             replace_node(eg, node, aten.permute_copy.default, (x, perm))
         elif t in _RESHAPES:
             spec = eg.spec(node)
-            if spec.is_dynamic:
-                continue
-            replace_node(eg, node, aten.view_copy.default, (node.args[0], list(spec.shape)))
+            if t in (aten._reshape_alias_copy.default, aten._unsafe_view.default):
+                size = list(node.args[1])
+            else:
+                size = list(spec.sizes)
+            replace_node(eg, node, aten.view_copy.default, (node.args[0], size))
         elif t is aten.native_batch_norm.default:
             a = bind_args(node)
             if a["training"]:
@@ -75,7 +77,8 @@ def run(eg: ExportedGraph) -> int:
                          (a["input"], a["weight"], a["bias"], a["running_mean"],
                           a["running_var"], float(a["momentum"]), float(a["eps"])))
         elif t in _SPLITS or t is aten.unbind_copy.int:
-            _split(eg, node)
+            if _split(eg, node) is False:
+                continue
         elif t in _LIKE or t in _NEW or t is aten.fill.Scalar:
             _full(eg, node)
         else:
@@ -92,6 +95,8 @@ def _split(eg: ExportedGraph, node) -> None:
     dim = a.get("dim", 0)
     shape = eg.spec(x).shape
     dim %= len(shape)
+    if dim in eg.spec(x).dynamic and node.target is not aten.unbind_copy.int:
+        return False
     users = getitem_users(node)
     if node.target is aten.unbind_copy.int:
         for i, g in users.items():
@@ -128,5 +133,5 @@ def _full(eg: ExportedGraph, node) -> None:
         value = _NEW[node.target]
     if value is None:
         value = a["fill_value"]
-    replace_node(eg, node, aten.full.default, (list(spec.shape), value),
+    replace_node(eg, node, aten.full.default, (list(spec.sizes), value),
                  {"dtype": spec.dtype})

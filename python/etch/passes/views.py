@@ -63,7 +63,7 @@ def run(eg: ExportedGraph) -> int:
         if eg.spec(src).dtype != spec.dtype:
             continue
         with eg.graph.inserting_before(node):
-            new = eg.graph.call_function(_ops.alias, (src, list(spec.shape)))
+            new = eg.graph.call_function(_ops.alias, (src, list(spec.sizes)))
         new.meta = dict(node.meta)
         node.replace_all_uses_with(new)
         eg.graph.erase_node(node)
