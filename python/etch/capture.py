@@ -75,7 +75,7 @@ def _state_of(model: torch.nn.Module) -> Tuple[List[str], List[torch.Tensor]]:
                 continue
             seen.add(name)
             names.append(name)
-            tensors.append(t.detach())
+            tensors.append(t.detach().clone())
     return names, tensors
 
 
@@ -114,8 +114,11 @@ def _trace(model: torch.nn.Module, names: List[str], state: List[torch.Tensor],
 
     with _no_fused_fast_paths(), torch.enable_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # Fresh copies: tracing runs the model for real, and writes into state (buffers
+        # updated in forward) must touch neither the model nor the initial values.
         gm = make_fx(functorch.functionalize(fn, remove="mutations_and_views"),
-                     decomposition_table=table, tracing_mode="real")(*state, *flat_inputs)
+                     decomposition_table=table, tracing_mode="real")(
+                         *[t.clone() for t in state], *[x.clone() for x in flat_inputs])
     return gm, out_box.get("spec")
 
 

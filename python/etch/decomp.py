@@ -36,6 +36,7 @@ NORMALIZED = {
     aten.ones_like.default, aten.full_like.default, aten.new_zeros.default,
     aten.new_ones.default, aten.new_full.default, aten.new_empty.default,
     aten.empty_like.default, aten.clone.default, aten._to_copy.default,
+    aten.index_copy.default,
 }
 if hasattr(aten, "squeeze_copy") and hasattr(aten.squeeze_copy, "dims"):
     NORMALIZED.add(aten.squeeze_copy.dims)
@@ -87,10 +88,22 @@ def unsupported_ops(graph: torch.fx.Graph) -> List[str]:
     return names
 
 
+_NOT_FUNCTIONAL = {aten.view.default, aten.as_strided.default, aten._unsafe_view.default}
+
+
 def has_prims(graph: torch.fx.Graph) -> bool:
-    """True when a decomposition produced torch prims (which have no kernels)."""
-    return any(n.op == "call_function" and _ops.op_name(n.target).startswith("prims::")
-               for n in graph.nodes)
+    """True when a decomposition produced what the exporter cannot use: torch prims (no
+    kernels), or in-place ops and views (decompositions run after functionalization)."""
+    for n in graph.nodes:
+        if n.op != "call_function":
+            continue
+        name = _ops.op_name(n.target)
+        if name.startswith("prims::") or n.target in _NOT_FUNCTIONAL:
+            return True
+        base = name.split("::")[-1].split(".")[0]
+        if base.endswith("_") and not base.startswith("_") and name != "aten::copy_":
+            return True
+    return False
 
 
 def table_for(ops: Iterable) -> Dict:

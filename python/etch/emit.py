@@ -41,11 +41,17 @@ class EmitError(RuntimeError):
 
 class ConstantTable:
     """Constant tensor blobs shared by all methods of a program (index 0 = placeholder);
-    identical bytes share an index."""
+    identical bytes share an index.  `mutable` holds the initial values of mutable state
+    (one entry per state tensor; index 0 = placeholder)."""
 
     def __init__(self):
         self.blobs: List[bytes] = [b""]
         self._index: Dict[bytes, int] = {}
+        self.mutable: List[bytes] = [b""]
+
+    def add_mutable(self, t: torch.Tensor) -> int:
+        self.mutable.append(_tensor_bytes(t))
+        return len(self.mutable) - 1
 
     def add(self, t: torch.Tensor) -> int:
         data = _tensor_bytes(t)
@@ -190,7 +196,9 @@ def _flat_nodes(a) -> List[torch.fx.Node]:
 
 def _variant(node: torch.fx.Node) -> _ops.OutVariant:
     if node.target is aten.copy_.default:
-        return _ops.OutVariant("aten::copy_", node.target._schema)
+        # Write-back into mutable state: clone.out(src, out=state) copies the new value into
+        # the state's planned memory (a portable kernel, where copy_ is not everywhere).
+        return _ops.OutVariant("aten::clone.out", aten.clone.out._schema)
     v = _ops.out_variant(node.target)
     if v is None:
         raise EmitError("no out-variant kernel for %s (node %s)"
@@ -282,6 +290,10 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
             idx = V.add(_tensor(spec, buffer_idx=constants.add(eg.constant_value(n))))
         elif n.op == "call_function" and n.target is aten.copy_.default:
             idx = tensor_value(n.args[0])
+        elif eg.is_mutable(n):
+            k = key_of(n, i)
+            idx = V.add(_tensor(spec, (1, offset[k]),
+                                buffer_idx=constants.add_mutable(eg.mutable[n.target])))
         else:
             k = key_of(n, i)
             idx = V.add(_tensor(spec, (1, offset[k])))
@@ -361,6 +373,10 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
 
     for ins in instrs:
         n, var = ins.node, ins.variant
+        if n.target is aten.copy_.default:
+            state = tensor_value(n.args[0])
+            call(var.name, [tensor_value(n.args[1]), V.null(), state, state], instructions)
+            continue
         args = _bind(n)
         spec = eg.spec(n)
         results = list(range(len(spec))) if isinstance(spec, tuple) else [0]

@@ -37,7 +37,8 @@ class Program:
 
     @property
     def data(self) -> _pte.ProgramData:
-        return _pte.ProgramData(constants=list(self.constants.blobs))
+        mutable = list(self.constants.mutable) if len(self.constants.mutable) > 1 else []
+        return _pte.ProgramData(constants=list(self.constants.blobs), mutable=mutable)
 
     @property
     def buffer(self) -> bytes:

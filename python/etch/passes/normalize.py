@@ -79,6 +79,13 @@ def run(eg: ExportedGraph) -> int:
         elif t in _SPLITS or t is aten.unbind_copy.int:
             if _split(eg, node) is False:
                 continue
+        elif t is aten.index_copy.default:
+            x, dim, index, src = node.args[:4]
+            dim %= len(eg.spec(x).shape)
+            replace_node(eg, node, aten.index_put.default,
+                         (x, [None] * dim + [index], src, False))
+        elif isinstance(t, torch._ops.OpOverload) and _scalar_operands(eg, node):
+            pass
         elif t in _LIKE or t in _NEW or t is aten.fill.Scalar:
             _full(eg, node)
         else:
@@ -87,6 +94,45 @@ def run(eg: ExportedGraph) -> int:
     if changed:
         eg.log.append("normalize: %d rewrites" % changed)
     return changed
+
+
+def _scalar_operands(eg: ExportedGraph, node) -> bool:
+    """A Python number in a Tensor argument (``add.Tensor(x, 1)``): switch to the Scalar
+    overload when a portable one exists, else make the number a 0-d constant tensor (same
+    type promotion as a wrapped number)."""
+    schema = node.target._schema
+    bound = bind_args(node)
+    numbers = [a.name for a in schema.arguments
+               if str(a.type) == "Tensor" and isinstance(bound.get(a.name), (int, float, bool))
+               and not isinstance(bound.get(a.name), torch.fx.Node)]
+    if not numbers:
+        return False
+    want = [(a.name, "Scalar" if a.name in numbers or str(a.type) == "number" else str(a.type))
+            for a in schema.arguments]
+    packet = node.target.overloadpacket
+    for ov in packet.overloads():
+        cand = getattr(packet, ov)
+        cs = cand._schema
+        have = [(a.name, "Scalar" if str(a.type) == "number" else str(a.type))
+                for a in cs.arguments]
+        if have == want and _ops.is_known_op(cand):
+            args = [bound.get(a.name, a.default_value) for a in cs.arguments
+                    if not a.kwarg_only]
+            kwargs = {a.name: bound[a.name] for a in cs.arguments
+                      if a.kwarg_only and a.name in bound}
+            replace_node(eg, node, cand, args, kwargs)
+            return True
+    for name in numbers:
+        v = bound[name]
+        dtype = torch.bool if isinstance(v, bool) else \
+            torch.int64 if isinstance(v, int) else torch.get_default_dtype()
+        c = eg.add_constant(torch.tensor(v, dtype=dtype), node.name + "_" + name, node)
+        bound[name] = c
+    args = [bound.get(a.name, a.default_value) for a in schema.arguments if not a.kwarg_only]
+    kwargs = {a.name: bound[a.name] for a in schema.arguments
+              if a.kwarg_only and a.name in bound}
+    node.args, node.kwargs = tuple(args), kwargs
+    return True
 
 
 def _split(eg: ExportedGraph, node) -> None:
