@@ -60,7 +60,13 @@ def _is_supported(target) -> bool:
         return True
     if target in NORMALIZED:
         return True
-    return _ops.is_known_op(target)
+    if _ops.is_known_op(target):
+        return True
+    # Custom operators (llama::, quantized_decomposed::, a user's own namespace) are kept when
+    # they have an out-variant; whether a runtime has them is the operator check's business,
+    # and etch-only namespaces need allow_etch_ops.
+    name = _ops.op_name(target)
+    return not name.startswith(("aten::", "prims::")) and _ops.out_variant(target) is not None
 
 
 def missing_decompositions(graph: torch.fx.Graph, tried: Set) -> List:

@@ -41,6 +41,13 @@ class ZooTest(unittest.TestCase):
         self.assertEqual(facts.overlaps, [])
         self.assertLessEqual(facts.arena, 1.10 * facts.lower_bound)
         self.assertEqual(program.etch_only_operators, [])
+        if cli_path():
+            with tempfile.TemporaryDirectory() as d:
+                pte = os.path.join(d, name + ".pte")
+                program.save(pte)
+                info = run_cli("info", pte)
+                self.assertEqual(info.returncode, 0, info.stderr)
+                self.assertIn("method 'forward'", info.stdout)
         if self.registry is None:
             self.skipTest("libetch not built")
         missing = [op for op in program.operators if op not in self.registry]
