@@ -27,6 +27,23 @@ class ProgramFileTest(unittest.TestCase):
         b = etch.export(model2, inputs2, check_ops=False).buffer
         self.assertEqual(a, b)
 
+    def test_deterministic_across_processes(self):
+        import hashlib
+        import subprocess
+        import sys
+        from tests.export._common import REPO, python_env
+        code = ("import hashlib, etch; from etch import zoo; m, x = zoo.build('lenet'); "
+                "print(hashlib.sha256(etch.export(m, x, check_ops=False).buffer).hexdigest())")
+        model, inputs = zoo.build("lenet")
+        here = hashlib.sha256(etch.export(model, inputs, check_ops=False).buffer).hexdigest()
+        for seed in ("1", "2"):
+            env = python_env()
+            env["PYTHONHASHSEED"] = seed
+            r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               env=env, cwd=REPO)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.strip(), here)
+
     def test_constants_in_aligned_segment_with_header(self):
         model, inputs = zoo.build("mlp")
         p = etch.export(model, inputs, check_ops=False)
