@@ -1,0 +1,470 @@
+"""Golden cases for the nn kernels: pooling, normalization, softmax, reductions, sorting,
+embedding, interpolation and padding (see gen_golden.py for the file format and helpers).
+
+References come from torch 1.13. Where torch lacks a dtype on CPU (mostly Half), or where
+etch computes more precisely than torch (floating reductions accumulate in double), the
+reference is torch's float64 result rounded once to the case's dtype; the test's default
+tolerance of the out dtype then covers torch's own rounding. Selections (max/min/arg*/sort/
+topk/embedding/padding/nearest upsampling/adaptive max pooling) are compared exactly.
+"""
+import math
+
+import torch
+
+F32, F64, F16, BF16 = torch.float32, torch.float64, torch.float16, torch.bfloat16
+ALL_DT = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+          F16, BF16, F32, F64]
+FLOATS = [F16, BF16, F32, F64]
+INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+NAMES = {torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short",
+         torch.int32: "Int", torch.int64: "Long", F16: "Half", BF16: "BFloat16", F32: "Float",
+         F64: "Double"}
+
+
+def names(dts):
+    return [NAMES[d] for d in dts]
+
+
+# (op, dtype) pairs implemented and tested here (dtype of the main input).
+SUPPORTED = {
+    "aten::avg_pool2d.out": names([F32, F64, F16, BF16, torch.int64]),
+    "aten::_adaptive_avg_pool2d.out": names(FLOATS),
+    "aten::adaptive_max_pool2d.out": names(FLOATS),
+    "aten::_native_batch_norm_legit_no_training.out": names(FLOATS),
+    "aten::native_batch_norm.out": names(FLOATS),
+    "aten::native_layer_norm.out": names(FLOATS),
+    "aten::native_group_norm.out": names(FLOATS),
+    "aten::_softmax.out": names(FLOATS),
+    "aten::_log_softmax.out": names(FLOATS),
+    "aten::mean.out": names(ALL_DT),  # integral / Bool self with a floating dtype argument
+    "aten::mean.dtype_out": names(ALL_DT),
+    "aten::amax.out": names(ALL_DT),
+    "aten::amin.out": names(ALL_DT),
+    "aten::argmax.out": names([d for d in ALL_DT if d != torch.bool]),
+    "aten::argmin.out": names([d for d in ALL_DT if d != torch.bool]),
+    "aten::var.correction_out": names(FLOATS),
+    "aten::var.out": names(FLOATS),
+    "aten::prod.int_out": names(ALL_DT),
+    "aten::prod.out": names(ALL_DT),
+    "aten::any.all_out": names(ALL_DT),
+    "aten::any.out": names(ALL_DT),
+    "aten::any.dims_out": names(ALL_DT),
+    "aten::max.dim_max": names(ALL_DT),
+    "aten::min.dim_min": names(ALL_DT),
+    "aten::cumsum.out": names(ALL_DT),
+    "aten::sort.values": names(ALL_DT),
+    "aten::sort.values_stable": names(ALL_DT),
+    "aten::topk.values": names([d for d in ALL_DT if d != torch.bool]),
+    "aten::embedding.out": names(ALL_DT),  # weight dtype; indices Int or Long
+    "aten::upsample_nearest2d.vec_out": names([F32, F64, F16, BF16, torch.uint8]),
+    "aten::upsample_nearest2d.out": names([F32, F64, F16, BF16, torch.uint8]),
+    "aten::upsample_bilinear2d.vec_out": names(FLOATS),
+    "aten::upsample_bilinear2d.out": names(FLOATS),
+    "aten::constant_pad_nd.out": names(ALL_DT),
+}
+
+A = torch.ops.aten
+g = None  # the gen_golden module, set by generate()
+
+
+def E(dt):
+    return torch.empty(0, dtype=dt)
+
+
+def rnd(shape, dt, lo=None, hi=None, special=False):
+    """g.rand with small integer ranges by default (so sums/products stay meaningful)."""
+    if dt in INTS:
+        if lo is None:
+            lo = 0 if dt == torch.uint8 else -9
+        if hi is None:
+            hi = 9
+    return g.rand(shape, dt, lo=lo, hi=hi, special=special)
+
+
+def distinct(shape, dt, seed=0):
+    """Values without ties (a permutation), in dt's range."""
+    n = 1
+    for s in shape:
+        n *= s
+    gen = torch.Generator().manual_seed(1000 + seed)
+    p = torch.randperm(n, generator=gen)
+    if dt == torch.uint8:
+        v = p % 256
+    elif dt == torch.int8:
+        v = p % 256 - 128
+    elif dt in (F16, BF16):
+        v = (p - n // 2).double() * 0.25 if n <= 256 else (p - n // 2).double()
+    elif dt == torch.bool:
+        v = p % 2
+    else:
+        v = (p - n // 2).double() * 0.37
+    return v.reshape(shape).to(dt)
+
+
+def via64(fn, *ts, dt=None):
+    """fn on float64 copies of the floating tensors, rounded to dt (default: the first's)."""
+    dt = dt or ts[0].dtype
+    args = [t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in ts]
+    r = fn(*args)
+    return r.to(dt)
+
+
+def case(op, label, args, fail=False, rtol=0.0):
+    g.W.case(op, "nn " + label, args, fail=fail, rtol=rtol)
+
+
+def exact(op, label, args, fail=False):
+    case(op, label, args, fail=fail, rtol=g.EXACT_RTOL)
+
+
+# ---- softmax ------------------------------------------------------------------------------------
+
+
+def gen_softmax():
+    In, Out, Int, Bool, Ref = g.In, g.Out, g.Int, g.Bool, g.Ref
+    for opname, fn in [("_softmax", A._softmax), ("_log_softmax", A._log_softmax)]:
+        op = "aten::%s.out" % opname
+        for dt in FLOATS:
+            for shape, dims in [([3, 7], [1, 0, -1]), ([2, 3, 4], [0, 1, 2, -2]), ([1000], [0]),
+                                ([5, 1], [1]), ([2, 3, 4, 5], [1, 3])]:
+                for d in dims:
+                    x = rnd(shape, dt)
+                    ref = via64(lambda t: fn(t, d, False), x)
+                    case(op, "%s %s %s dim %d" % (opname, dt, shape, d), [In(x), Int(d), Bool(False), Out(dt, ref), Ref(3)])
+            x = torch.tensor([[float("nan"), 1.0, 2.0], [float("-inf"), 1.0, 2.0], [float("inf"), 1.0, 2.0],
+                              [float("-inf"), float("-inf"), float("-inf")], [-1e4, 0.0, 1e4], [50.0, 50.0, 50.0]]).to(dt)
+            ref = via64(lambda t: fn(t, 1, False), x)
+            case(op, "%s %s special" % (opname, dt), [In(x), Int(1), Bool(False), Out(dt, ref), Ref(3)])
+        for shape, d in [([], 0), ([], -1), ([0, 5], 1), ([4, 0], 1), ([4, 0], 0)]:
+            x = rnd(shape, F32)
+            ref = fn(x, d, False)
+            case(op, "%s shape %s dim %d" % (opname, shape, d), [In(x), Int(d), Bool(False), Out(F32, ref), Ref(3)])
+        x = rnd([2, 3, 4, 5], F32)
+        for i, o in enumerate(g.orders(4)):
+            for d in [1, 3]:
+                ref = via64(lambda t: fn(t, d, False), x)
+                case(op, "%s order %d dim %d" % (opname, i, d), [In(x, o), Int(d), Bool(False), Out(F32, ref, order=g.orders(4)[-1 - i]), Ref(3)])
+        ref = via64(lambda t: fn(t, 1, False), x)
+        case(op, "%s dynamic" % opname, [In(x), Int(1), Bool(False), Out(F32, ref, shape=[4, 4, 4, 4], dynamic=True, capacity=256), Ref(3)])
+        # failures
+        case(op, "%s half_to_float" % opname, [In(x.half()), Int(1), Bool(True), Out(F32, None, shape=[2, 3, 4, 5]), Ref(3)], fail=True)
+        case(op, "%s int" % opname, [In(rnd([3], torch.int32)), Int(0), Bool(False), Out(torch.int32, None, shape=[3]), Ref(3)], fail=True)
+        case(op, "%s out dtype" % opname, [In(x), Int(1), Bool(False), Out(F64, None, shape=[2, 3, 4, 5]), Ref(3)], fail=True)
+        case(op, "%s bad dim" % opname, [In(x), Int(4), Bool(False), Out(F32, None, shape=[2, 3, 4, 5]), Ref(3)], fail=True)
+        case(op, "%s bad dim neg" % opname, [In(x), Int(-5), Bool(False), Out(F32, None, shape=[2, 3, 4, 5]), Ref(3)], fail=True)
+        case(op, "%s static wrong" % opname, [In(x), Int(1), Bool(False), Out(F32, None, shape=[2, 3, 4, 6]), Ref(3)], fail=True)
+
+
+# ---- reductions ---------------------------------------------------------------------------------
+
+RED_DIMS = [([1], False), ([0, 2], True), ([], False), (None, True), ([-1], False), ([0, 1, 2], False),
+            ([2, 0], False), (None, False)]
+
+
+def dims_arg(dims):
+    return g.IntList(dims) if dims is not None else None
+
+
+def gen_mean():
+    In, Out, Int, Bool, Ref = g.In, g.Out, g.Int, g.Bool, g.Ref
+    op = "aten::mean.out"
+    for dt in FLOATS:
+        for dims, keep in RED_DIMS:
+            x = rnd([3, 4, 5], dt, special=dims == [1])
+            ref = via64(lambda t: A.mean.dim(t, dims, keep), x)
+            case(op, "mean %s %s %s" % (dt, dims, keep), [In(x), dims_arg(dims), Bool(keep), None, Out(dt, ref), Ref(4)])
+    # a dtype argument: self converted to it first (any real self)
+    for dt in ALL_DT:
+        for odt in [F32, F64, F16]:
+            x = rnd([3, 4, 5], dt)
+            ref = A.mean.dim(x.to(odt).double(), [1], False).to(odt)
+            case(op, "mean %s dtype %s" % (dt, odt), [In(x), g.IntList([1]), Bool(False), Int(g.DT[odt]), Out(odt, ref), Ref(4)])
+            ref = A.mean(x.to(odt).double()).to(odt)
+            case("aten::mean.dtype_out", "mean.dtype_out %s %s" % (dt, odt), [In(x), Int(g.DT[odt]), Out(odt, ref), Ref(2)])
+    for dt in FLOATS:
+        x = rnd([4, 6], dt)
+        case("aten::mean.dtype_out", "mean.dtype_out %s none" % dt, [In(x), None, Out(dt, via64(A.mean, x)), Ref(2)])
+    # float self, other floating out (no dtype argument)
+    x = rnd([3, 4, 5], F32)
+    for odt in [F64, F16, BF16]:
+        ref = A.mean.dim(x.double(), [2], True).to(odt)
+        case(op, "mean f32 out %s" % odt, [In(x), g.IntList([2]), Bool(True), None, Out(odt, ref), Ref(4)])
+    # long rows (accumulation), layouts, shapes
+    x = rnd([3, 5000], F32)
+    case(op, "mean long rows", [In(x), g.IntList([1]), Bool(False), None, Out(F32, via64(lambda t: A.mean.dim(t, [1]), x)), Ref(4)])
+    x = rnd([2, 3, 4, 5], F32)
+    for i, o in enumerate(g.orders(4)):
+        for dims in [[1], [2, 3], [0, 3]]:
+            ref = via64(lambda t: A.mean.dim(t, dims, True), x)
+            case(op, "mean order %d %s" % (i, dims), [In(x, o), g.IntList(dims), Bool(True), None, Out(F32, ref, order=o), Ref(4)])
+    for shape, dims, keep in [([], [0], False), ([], None, True), ([], [-1], True), ([0, 3], [0], False), ([0, 3], [1], True),
+                              ([0, 3], None, False), ([1, 1, 1], [1], False), ([2, 1, 3], [0, 2], False)]:
+        x = rnd(shape, F32)
+        ref = via64(lambda t: A.mean.dim(t, dims, keep), x)
+        case(op, "mean shape %s %s %s" % (shape, dims, keep), [In(x), dims_arg(dims), Bool(keep), None, Out(F32, ref), Ref(4)])
+    x = rnd([3, 4], F32)
+    case(op, "mean dynamic", [In(x), g.IntList([0]), Bool(False), None, Out(F32, via64(lambda t: A.mean.dim(t, [0]), x), shape=[10], dynamic=True, capacity=10), Ref(4)])
+    # failures
+    xi = rnd([3, 4], torch.int32)
+    case(op, "mean int no dtype", [In(xi), g.IntList([0]), Bool(False), None, Out(F32, None, shape=[4]), Ref(4)], fail=True)
+    case(op, "mean int dtype int", [In(xi), g.IntList([0]), Bool(False), Int(g.DT[torch.int32]), Out(torch.int32, None, shape=[4]), Ref(4)], fail=True)
+    case(op, "mean dtype mismatch", [In(x), g.IntList([0]), Bool(False), Int(g.DT[F64]), Out(F32, None, shape=[4]), Ref(4)], fail=True)
+    case(op, "mean int out", [In(x), g.IntList([0]), Bool(False), None, Out(torch.int64, None, shape=[4]), Ref(4)], fail=True)
+    case(op, "mean dup dim", [In(x), g.IntList([0, -2]), Bool(False), None, Out(F32, None, shape=[4]), Ref(4)], fail=True)
+    case(op, "mean bad dim", [In(x), g.IntList([2]), Bool(False), None, Out(F32, None, shape=[4]), Ref(4)], fail=True)
+    case(op, "mean bad dtype code", [In(x), g.IntList([0]), Bool(False), Int(99), Out(F32, None, shape=[4]), Ref(4)], fail=True)
+    case(op, "mean static wrong", [In(x), g.IntList([0]), Bool(False), None, Out(F32, None, shape=[3]), Ref(4)], fail=True)
+    case("aten::mean.dtype_out", "mean.dtype_out int", [In(xi), None, Out(F32, None, shape=[]), Ref(2)], fail=True)
+
+
+def gen_amax_amin():
+    In, Out, Bool, Ref = g.In, g.Out, g.Bool, g.Ref
+    for name, fn in [("amax", A.amax), ("amin", A.amin)]:
+        op = "aten::%s.out" % name
+        for dt in ALL_DT:
+            for dims, keep in RED_DIMS:
+                if dims is None:
+                    continue
+                x = rnd([3, 4, 5], dt, lo=-100 if dt in INTS and dt != torch.uint8 else None, hi=100 if dt in INTS else None,
+                        special=dt in FLOATS and dims == [-1])
+                ref = fn(x.float(), dims, keep).to(dt) if dt == F16 else fn(x, dims, keep)
+                exact(op, "%s %s %s %s" % (name, dt, dims, keep), [In(x), g.IntList(dims), Bool(keep), Out(dt, ref), Ref(3)])
+        x = rnd([2, 3, 4, 5], F32)
+        for i, o in enumerate(g.orders(4)):
+            exact(op, "%s order %d" % (name, i), [In(x, o), g.IntList([1, 2]), Bool(False), Out(F32, fn(x, [1, 2]), order=[1, 0]), Ref(3)])
+        for shape, dims in [([], [0]), ([], []), ([0, 3], [1]), ([5], [0])]:
+            x = rnd(shape, torch.int32)
+            exact(op, "%s shape %s %s" % (name, shape, dims), [In(x), g.IntList(dims), Bool(True), Out(torch.int32, fn(x, dims, True)), Ref(3)])
+        x = torch.tensor([[float("nan"), 1.0, float("nan")], [float("-inf"), float("inf"), 0.0]])
+        exact(op, "%s nan row" % name, [In(x), g.IntList([1]), Bool(False), Out(F32, fn(x, [1])), Ref(3)])
+        x = rnd([3, 4], F32)
+        for lbl, sh, dims in [("empty dim", [0, 3], [0]), ("empty all", [0, 3], []), ("dup", [3, 4], [1, 1]), ("bad dim", [3, 4], [2])]:
+            x = rnd(sh, F32)
+            case(op, "%s %s" % (name, lbl), [In(x), g.IntList(dims), Bool(False), Out(F32, None, shape=[3], dynamic=True, capacity=12), Ref(3)], fail=True)
+        x = rnd([3, 4], F32)
+        case(op, "%s out dtype" % name, [In(x), g.IntList([1]), Bool(False), Out(F64, None, shape=[3]), Ref(3)], fail=True)
+
+
+def gen_arg():
+    In, Out, Int, Bool, Ref = g.In, g.Out, g.Int, g.Bool, g.Ref
+    for name, fn in [("argmax", A.argmax), ("argmin", A.argmin)]:
+        op = "aten::%s.out" % name
+        for dt in ALL_DT:
+            if dt == torch.bool:
+                continue
+            for d, keep in [(1, False), (0, True), (-1, False), (None, False), (None, True), (2, True)]:
+                # few distinct values: ties are frequent, the first index must win
+                x = rnd([3, 4, 5], dt, lo=0 if dt in INTS else None, hi=3 if dt in INTS else None)
+                if dt in FLOATS:
+                    x = (x.float() * 2).round().to(dt)
+                ref = fn(x.float(), d, keep) if dt == F16 else fn(x, d, keep)
+                exact(op, "%s %s %s %s" % (name, dt, d, keep), [In(x), Int(d) if d is not None else None, Bool(keep), Out(torch.int64, ref), Ref(3)])
+        x = torch.tensor([[1.0, float("nan"), 5.0, float("nan")], [float("-inf"), float("-inf"), 2.0, 2.0], [3.0, float("inf"), float("inf"), -1.0]])
+        for d in [None, 1, 0]:
+            exact(op, "%s special %s" % (name, d), [In(x), Int(d) if d is not None else None, Bool(False), Out(torch.int64, fn(x, d)), Ref(3)])
+        x = rnd([2, 3, 4, 5], F32)
+        for i, o in enumerate(g.orders(4)):
+            exact(op, "%s order %d" % (name, i), [In(x, o), Int(1), Bool(True), Out(torch.int64, fn(x, 1, True), order=o), Ref(3)])
+            exact(op, "%s order %d flat" % (name, i), [In(x, o), None, Bool(False), Out(torch.int64, fn(x)), Ref(3)])
+        exact(op, "%s scalar" % name, [In(torch.tensor(2.5)), Int(0), Bool(True), Out(torch.int64, fn(torch.tensor(2.5), 0, True)), Ref(3)])
+        exact(op, "%s scalar none" % name, [In(torch.tensor(2.5)), None, Bool(False), Out(torch.int64, torch.tensor(0)), Ref(3)])
+        x = rnd([0, 3], F32)
+        exact(op, "%s empty kept" % name, [In(x), Int(1), Bool(False), Out(torch.int64, fn(x, 1)), Ref(3)])
+        case(op, "%s empty dim" % name, [In(x), Int(0), Bool(False), Out(torch.int64, None, shape=[3]), Ref(3)], fail=True)
+        case(op, "%s empty flat" % name, [In(x), None, Bool(False), Out(torch.int64, None, shape=[]), Ref(3)], fail=True)
+        x = rnd([3, 4], F32)
+        case(op, "%s bool" % name, [In(x > 0), Int(0), Bool(False), Out(torch.int64, None, shape=[4]), Ref(3)], fail=True)
+        case(op, "%s out int32" % name, [In(x), Int(0), Bool(False), Out(torch.int32, None, shape=[4]), Ref(3)], fail=True)
+        case(op, "%s bad dim" % name, [In(x), Int(2), Bool(False), Out(torch.int64, None, shape=[4]), Ref(3)], fail=True)
+
+
+def gen_max_min_dim():
+    In, Out, Int, Bool, TList = g.In, g.Out, g.Int, g.Bool, g.TList
+    for name, fn in [("max", A.max.dim), ("min", A.min.dim)]:
+        op = "aten::%s" % ("max.dim_max" if name == "max" else "min.dim_min")
+        for dt in ALL_DT:
+            for d, keep in [(1, False), (0, True), (-1, False), (2, True)]:
+                x = rnd([3, 4, 5], dt, lo=0 if dt in INTS else None, hi=3 if dt in INTS else None)
+                if dt in FLOATS:
+                    x = (x.float() * 2).round().to(dt)
+                v, i = fn(x.float(), d, keep) if dt == F16 else fn(x, d, keep)
+                exact(op, "%s.dim %s %s %s" % (name, dt, d, keep), [In(x), Int(d), Bool(keep), Out(dt, v.to(dt)), Out(torch.int64, i), TList([3, 4])])
+        x = torch.tensor([[1.0, float("nan"), 5.0, float("nan")], [float("-inf"), float("-inf"), 2.0, 2.0], [3.0, float("inf"), float("inf"), -1.0]])
+        for d in [1, 0]:
+            v, i = fn(x, d)
+            exact(op, "%s.dim special %d" % (name, d), [In(x), Int(d), Bool(False), Out(F32, v), Out(torch.int64, i), TList([3, 4])])
+        x = rnd([2, 3, 4, 5], F32)
+        for k, o in enumerate(g.orders(4)):
+            v, i = fn(x, 1, True)
+            exact(op, "%s.dim order %d" % (name, k), [In(x, o), Int(1), Bool(True), Out(F32, v, order=o), Out(torch.int64, i), TList([3, 4])])
+        v, i = fn(torch.tensor(-1.5), 0, False)
+        exact(op, "%s.dim scalar" % name, [In(torch.tensor(-1.5)), Int(-1), Bool(False), Out(F32, v), Out(torch.int64, i), TList([3, 4])])
+        x = rnd([0, 3], F32)
+        v, i = fn(x, 1)
+        exact(op, "%s.dim empty kept" % name, [In(x), Int(1), Bool(False), Out(F32, v), Out(torch.int64, i), TList([3, 4])])
+        case(op, "%s.dim empty dim" % name, [In(x), Int(0), Bool(False), Out(F32, None, shape=[3]), Out(torch.int64, None, shape=[3]), TList([3, 4])], fail=True)
+        x = rnd([3, 4], F32)
+        case(op, "%s.dim vals dtype" % name, [In(x), Int(0), Bool(False), Out(F64, None, shape=[4]), Out(torch.int64, None, shape=[4]), TList([3, 4])], fail=True)
+        case(op, "%s.dim idx dtype" % name, [In(x), Int(0), Bool(False), Out(F32, None, shape=[4]), Out(torch.int32, None, shape=[4]), TList([3, 4])], fail=True)
+        case(op, "%s.dim bad dim" % name, [In(x), Int(-3), Bool(False), Out(F32, None, shape=[4]), Out(torch.int64, None, shape=[4]), TList([3, 4])], fail=True)
+
+
+def gen_var():
+    In, Out, Int, Bool, Ref = g.In, g.Out, g.Int, g.Bool, g.Ref
+    for dt in FLOATS:
+        for dims, keep in RED_DIMS:
+            for corr in [None, 0, 1, 2]:
+                x = rnd([3, 4, 5], dt)
+                ref = via64(lambda t: A.var.correction(t, dims, correction=corr, keepdim=keep), x)
+                case("aten::var.correction_out", "var %s %s %s %s" % (dt, dims, keep, corr),
+                     [In(x), dims_arg(dims), Int(corr) if corr is not None else None, Bool(keep), Out(dt, ref), Ref(4)])
+            for unb in [True, False]:
+                x = rnd([3, 4, 5], dt)
+                ref = via64(lambda t: A.var.dim(t, dims, unb, keep), x)
+                case("aten::var.out", "var.out %s %s %s %s" % (dt, dims, keep, unb),
+                     [In(x), dims_arg(dims), Bool(unb), Bool(keep), Out(dt, ref), Ref(4)])
+    op = "aten::var.correction_out"
+    for shape, dims, corr in [([1], [0], 1), ([0, 3], [0], 1), ([0, 3], [1], 1), ([], None, 0), ([], None, 1), ([2, 3], [1], 3),
+                              ([2, 3], [1], -1), ([4, 1000], [1], 1), ([2, 3], [0], 2)]:
+        x = rnd(shape, F32)
+        ref = via64(lambda t: A.var.correction(t, dims, correction=corr), x)
+        case(op, "var shape %s %s %d" % (shape, dims, corr), [In(x), dims_arg(dims), Int(corr), Bool(False), Out(F32, ref), Ref(4)])
+    x = rnd([3, 4], F32, special=True)
+    case(op, "var special", [In(x), g.IntList([1]), None, Bool(False), Out(F32, via64(lambda t: A.var.correction(t, [1], correction=1), x)), Ref(4)])
+    x = rnd([2, 3, 4, 5], F32)
+    for i, o in enumerate(g.orders(4)):
+        ref = via64(lambda t: A.var.correction(t, [1, 2], correction=1, keepdim=True), x)
+        case(op, "var order %d" % i, [In(x, o), g.IntList([1, 2]), None, Bool(True), Out(F32, ref, order=o), Ref(4)])
+    x = rnd([3, 4], F32)
+    for odt in [F64, F16]:
+        ref = A.var.correction(x.double(), [1], correction=1).to(odt)
+        case(op, "var out %s" % odt, [In(x), g.IntList([1]), None, Bool(False), Out(odt, ref), Ref(4)])
+    xb = rnd([3, 4], BF16)
+    case(op, "var bf16 out f32", [In(xb), g.IntList([1]), None, Bool(False), Out(F32, A.var.correction(xb.double(), [1], correction=1).float()), Ref(4)])
+    case(op, "var int", [In(rnd([3, 4], torch.int32)), g.IntList([1]), None, Bool(False), Out(F32, None, shape=[3]), Ref(4)], fail=True)
+    case(op, "var int out", [In(x), g.IntList([1]), None, Bool(False), Out(torch.int32, None, shape=[3]), Ref(4)], fail=True)
+    case(op, "var dup", [In(x), g.IntList([1, -1]), None, Bool(False), Out(F32, None, shape=[3]), Ref(4)], fail=True)
+    case(op, "var bad dim", [In(x), g.IntList([-3]), None, Bool(False), Out(F32, None, shape=[3]), Ref(4)], fail=True)
+
+
+def gen_prod():
+    In, Out, Int, Bool, Ref = g.In, g.Out, g.Int, g.Bool, g.Ref
+    for dt in ALL_DT:
+        odt = torch.int64 if dt in INTS + [torch.bool] else dt
+        x = rnd([3, 4, 5], dt, lo=-3 if dt in INTS and dt != torch.uint8 else None, hi=3 if dt in INTS else None)
+        if dt in FLOATS:
+            x = (torch.rand(3, 4, 5, dtype=F64) + 0.5).to(dt)
+        for d, keep in [(1, False), (0, True), (-1, False)]:
+            ref = via64(lambda t: A.prod.dim_int(t, d, keep), x, dt=odt) if dt in FLOATS else A.prod.dim_int(x, d, keep)
+            case("aten::prod.int_out", "prod %s %d %s" % (dt, d, keep), [In(x), Int(d), Bool(keep), None, Out(odt, ref), Ref(4)])
+        ref = via64(A.prod, x, dt=odt) if dt in FLOATS else A.prod(x)
+        case("aten::prod.out", "prod all %s" % dt, [In(x), None, Out(odt, ref), Ref(2)])
+    # out dtypes: the product is taken in out's dtype
+    xi = rnd([4, 6], torch.int32, lo=-4, hi=4)
+    for odt in [torch.int8, torch.int16, torch.int32, torch.uint8, F32, F64, torch.bool]:
+        ref = A.prod.int_out(xi, 1, False, out=E(odt))
+        case("aten::prod.int_out", "prod int32 out %s" % odt, [In(xi), Int(1), Bool(False), None, Out(odt, ref), Ref(4)])
+        case("aten::prod.int_out", "prod int32 dtype %s" % odt, [In(xi), Int(1), Bool(False), Int(g.DT[odt]), Out(odt, ref), Ref(4)])
+        ref = A.prod.out(xi[:, :3], out=E(odt))
+        case("aten::prod.out", "prod all int32 out %s" % odt, [In(xi[:, :3].contiguous()), None, Out(odt, ref), Ref(2)])
+    xf = torch.tensor([[2.5, 3.5, -1.25], [0.5, 0.0, 7.75]])
+    for odt in [torch.int64, torch.int32, torch.bool, F64]:
+        ref = A.prod.int_out(xf, 1, False, out=E(odt))
+        case("aten::prod.int_out", "prod f32 out %s" % odt, [In(xf), Int(1), Bool(False), None, Out(odt, ref), Ref(4)])
+    big = torch.tensor([1 << 40, 1 << 30, 3], dtype=torch.int64)
+    case("aten::prod.out", "prod int64 wraps", [In(big), None, Out(torch.int64, A.prod(big)), Ref(2)])
+    for shape, d in [([], 0), ([0, 3], 0), ([0, 3], 1), ([3, 1], 1)]:
+        x = rnd(shape, F32)
+        case("aten::prod.int_out", "prod shape %s %d" % (shape, d), [In(x), Int(d), Bool(True), None, Out(F32, A.prod.dim_int(x.double(), d, True).float()), Ref(4)])
+    case("aten::prod.out", "prod empty", [In(rnd([0, 3], torch.int32)), None, Out(torch.int64, torch.tensor(1)), Ref(2)])
+    x = rnd([2, 3, 4, 5], F32)
+    for i, o in enumerate(g.orders(4)):
+        ref = via64(lambda t: A.prod.dim_int(t, 2, True), x)
+        case("aten::prod.int_out", "prod order %d" % i, [In(x, o), Int(2), Bool(True), None, Out(F32, ref, order=o), Ref(4)])
+    case("aten::prod.int_out", "prod dtype mismatch", [In(xi), Int(1), Bool(False), Int(g.DT[F64]), Out(F32, None, shape=[4]), Ref(4)], fail=True)
+    # torch 1.13's prod.out does not check this, etch does (as prod.int_out)
+    case("aten::prod.out", "prod all dtype mismatch", [In(xi), Int(g.DT[F64]), Out(F32, None, shape=[]), Ref(2)], fail=True)
+    case("aten::prod.int_out", "prod bad dim", [In(xi), Int(2), Bool(False), None, Out(torch.int64, None, shape=[4]), Ref(4)], fail=True)
+
+
+def gen_any():
+    In, Out, Int, Bool, Ref = g.In, g.Out, g.Int, g.Bool, g.Ref
+    for dt in ALL_DT:
+        x = rnd([3, 4, 5], dt, lo=0, hi=1)
+        if dt in FLOATS:
+            x = (torch.rand(3, 4, 5) < 0.1).to(dt) * 0.5
+        x[1] = 0
+        outs = [torch.bool, torch.uint8] if dt in (torch.uint8, F32) else [torch.bool]
+        for odt in outs:
+            exact("aten::any.all_out", "any all %s %s" % (dt, odt), [In(x), Out(odt, A.any.all_out(x, out=E(odt))), Ref(1)])
+            for d, keep in [(1, False), (0, True), (-1, False)]:
+                exact("aten::any.out", "any %s %s %d %s" % (dt, odt, d, keep), [In(x), Int(d), Bool(keep), Out(odt, A.any.out(x, d, keep, out=E(odt))), Ref(3)])
+        for dims, keep in [([1, 2], False), ([0], True), (None, False), ([], True), ([-1, 0], True)]:
+            ref = (A.any(x) if dims is None or dims == [] else x.ne(0).sum(dims, keepdim=keep).ne(0)).to(torch.bool)
+            if keep and (dims is None or dims == []):
+                ref = ref.reshape(1, 1, 1)
+            exact("aten::any.dims_out", "any dims %s %s %s" % (dt, dims, keep), [In(x), dims_arg(dims), Bool(keep), Out(torch.bool, ref), Ref(3)])
+    x = torch.tensor([[0.0, float("nan")], [0.0, -0.0], [float("-inf"), 0.0]])
+    exact("aten::any.out", "any special", [In(x), Int(1), Bool(False), Out(torch.bool, A.any.dim(x, 1)), Ref(3)])
+    for shape in [[], [0, 3]]:
+        x = rnd(shape, F32)
+        exact("aten::any.all_out", "any shape %s" % shape, [In(x), Out(torch.bool, A.any(x)), Ref(1)])
+        exact("aten::any.out", "any.out shape %s" % shape, [In(x), Int(0), Bool(False), Out(torch.bool, A.any.dim(x, 0)), Ref(3)])
+    x = rnd([2, 3, 4, 5], torch.int8, lo=0, hi=1)
+    for i, o in enumerate(g.orders(4)):
+        exact("aten::any.out", "any order %d" % i, [In(x, o), Int(3), Bool(True), Out(torch.bool, A.any.dim(x, 3, True), order=o), Ref(3)])
+    x = rnd([3, 4], F32)
+    case("aten::any.all_out", "any out float", [In(x), Out(F32, None, shape=[]), Ref(1)], fail=True)
+    case("aten::any.out", "any out int8", [In(x), Int(0), Bool(False), Out(torch.int8, None, shape=[4]), Ref(3)], fail=True)
+    case("aten::any.out", "any bad dim", [In(x), Int(2), Bool(False), Out(torch.bool, None, shape=[4]), Ref(3)], fail=True)
+    case("aten::any.dims_out", "any dims dup", [In(x), g.IntList([0, 0]), Bool(False), Out(torch.bool, None, shape=[4]), Ref(3)], fail=True)
+
+
+def gen_cumsum():
+    In, Out, Int, Ref = g.In, g.Out, g.Int, g.Ref
+    op = "aten::cumsum.out"
+    for dt in ALL_DT:
+        odt = torch.int64 if dt in INTS + [torch.bool] else dt
+        for d in [0, 1, -1, 2]:
+            x = rnd([3, 4, 5], dt)
+            ref = via64(lambda t: A.cumsum(t, d), x, dt=odt) if dt in FLOATS else A.cumsum(x, d)
+            case(op, "cumsum %s %d" % (dt, d), [In(x), Int(d), None, Out(odt, ref), Ref(3)])
+    # out dtypes / dtype argument: elements converted to out's dtype first
+    x = torch.tensor([[100, 100, 100, -7], [2 ** 24, 1, 1, 1]], dtype=torch.int32)
+    for odt in [torch.int8, torch.uint8, torch.int16, torch.int32, F32, F64, BF16]:
+        ref = A.cumsum.out(x, 1, out=E(odt))
+        case(op, "cumsum int32 out %s" % odt, [In(x), Int(1), None, Out(odt, ref), Ref(3)], rtol=g.EXACT_RTOL if odt != BF16 else 0.0)
+        case(op, "cumsum int32 dtype %s" % odt, [In(x), Int(1), Int(g.DT[odt]), Out(odt, ref), Ref(3)], rtol=g.EXACT_RTOL if odt != BF16 else 0.0)
+    xf = torch.tensor([1.5, -2.75, 3.25, 0.5, 1e8, 1.0])
+    for odt in [torch.int64, torch.int32, F64, F16]:
+        ref = A.cumsum.out(xf, 0, out=E(odt)) if odt != F16 else A.cumsum(xf.half().double(), 0).half()
+        case(op, "cumsum f32 out %s" % odt, [In(xf[:4] if odt == F16 else xf), Int(0), None, Out(odt, ref[:4] if odt == F16 else ref), Ref(3)])
+    x = rnd([5000], F32)
+    case(op, "cumsum long", [In(x), Int(0), None, Out(F32, A.cumsum(x.double(), 0).float()), Ref(3)])
+    for shape, d in [([], 0), ([], -1), ([0, 3], 0), ([0, 3], 1), ([3, 0], 0)]:
+        x = rnd(shape, F32)
+        case(op, "cumsum shape %s %d" % (shape, d), [In(x), Int(d), None, Out(F32, A.cumsum(x, d)), Ref(3)])
+    x = rnd([2, 3, 4, 5], F32)
+    for i, o in enumerate(g.orders(4)):
+        for d in [1, 3]:
+            ref = A.cumsum(x.double(), d).float()
+            case(op, "cumsum order %d %d" % (i, d), [In(x, o), Int(d), None, Out(F32, ref, order=g.orders(4)[-1 - i]), Ref(3)])
+    x = rnd([3, 4], torch.int32)
+    case(op, "cumsum bool out", [In(x), Int(0), None, Out(torch.bool, None, shape=[3, 4]), Ref(3)], fail=True)
+    case(op, "cumsum dtype mismatch", [In(x), Int(0), Int(g.DT[F64]), Out(F32, None, shape=[3, 4]), Ref(3)], fail=True)
+    case(op, "cumsum bad dim", [In(x), Int(2), None, Out(torch.int64, None, shape=[3, 4]), Ref(3)], fail=True)
+    case(op, "cumsum static wrong", [In(x), Int(0), None, Out(torch.int64, None, shape=[4, 3]), Ref(3)], fail=True)
+
+
+def generate(gen):
+    global g
+    g = gen
+    gen_softmax()
+    gen_mean()
+    gen_amax_amin()
+    gen_arg()
+    gen_max_min_dim()
+    gen_var()
+    gen_prod()
+    gen_any()
+    gen_cumsum()
