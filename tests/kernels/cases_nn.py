@@ -82,23 +82,26 @@ def rnd(shape, dt, lo=None, hi=None, special=False):
 
 
 def distinct(shape, dt, seed=0):
-    """Values without ties (a permutation), in dt's range."""
+    """Values without ties, in random order (Bool and Byte/Char: as distinct as they can be)."""
     n = 1
     for s in shape:
         n *= s
     gen = torch.Generator().manual_seed(1000 + seed)
     p = torch.randperm(n, generator=gen)
-    if dt == torch.uint8:
-        v = p % 256
-    elif dt == torch.int8:
-        v = p % 256 - 128
-    elif dt in (F16, BF16):
-        v = (p - n // 2).double() * 0.25 if n <= 256 else (p - n // 2).double()
-    elif dt == torch.bool:
-        v = p % 2
-    else:
-        v = (p - n // 2).double() * 0.37
-    return v.reshape(shape).to(dt)
+    if dt == torch.bool:
+        return (p % 2).reshape(shape).to(dt)
+    if dt in (torch.uint8, torch.int8):
+        lo = 0 if dt == torch.uint8 else -128
+        if n > 256:  # distinct within each row of the last dim
+            rows = [torch.randperm(256, generator=gen)[:shape[-1]] for _ in range(n // shape[-1])]
+            return (torch.stack(rows) + lo).reshape(shape).to(dt)
+        return (p % 256 + lo).reshape(shape).to(dt)
+    if dt in INTS:
+        return (p - n // 2).reshape(shape).to(dt)
+    cand = torch.linspace(-500.0, 500.0, 4 * n + 8, dtype=F64).to(dt).double().unique().to(dt)
+    assert len(cand) >= n
+    pick = torch.randperm(len(cand), generator=gen)[:n]
+    return cand[pick].reshape(shape)
 
 
 def via64(fn, *ts, dt=None):
@@ -456,6 +459,101 @@ def gen_cumsum():
     case(op, "cumsum static wrong", [In(x), Int(0), None, Out(torch.int64, None, shape=[4, 3]), Ref(3)], fail=True)
 
 
+# ---- sorting -------------------------------------------------------------------------------------
+
+
+def sort_ref(x, d, desc):
+    v, i = A.sort.stable(x.float() if x.dtype == F16 else x, stable=True, dim=d, descending=desc)
+    return v.to(x.dtype), i
+
+
+def gen_sort():
+    In, Out, Int, Bool, TList = g.In, g.Out, g.Int, g.Bool, g.TList
+    for dt in ALL_DT:
+        for shape, d in [([3, 4, 5], 0), ([3, 4, 5], 1), ([3, 4, 5], -1), ([2, 300], 1), ([7], 0)]:
+            for desc in [False, True]:
+                # few distinct values: many ties, kept in their original order
+                x = rnd(shape, dt, lo=0 if dt in INTS else None, hi=4 if dt in INTS else None)
+                if dt in FLOATS:
+                    x = (x.float() * 2).round().to(dt)
+                v, i = sort_ref(x, d, desc)
+                exact("aten::sort.values", "sort %s %s %d %s" % (dt, shape, d, desc),
+                      [In(x), Int(d), Bool(desc), Out(dt, v), Out(torch.int64, i), TList([3, 4])])
+                exact("aten::sort.values_stable", "sort stable %s %s %d %s" % (dt, shape, d, desc),
+                      [In(x), Bool(True), Int(d), Bool(desc), Out(dt, v), Out(torch.int64, i), TList([4, 5])])
+    x = torch.tensor([1.0, float("nan"), 3.0, float("-inf"), -0.0, 0.0, float("inf"), float("nan"), -2.5, 0.0, -0.0])
+    for dt in FLOATS:
+        for desc in [False, True]:
+            v, i = sort_ref(x.to(dt), 0, desc)
+            exact("aten::sort.values", "sort special %s %s" % (dt, desc), [In(x.to(dt)), Int(0), Bool(desc), Out(dt, v), Out(torch.int64, i), TList([3, 4])])
+    big = torch.tensor([(1 << 62) + 1, (1 << 62), -(1 << 62), (1 << 62) + 1, -1], dtype=torch.int64)
+    v, i = sort_ref(big, 0, False)
+    exact("aten::sort.values", "sort int64 exact", [In(big), Int(0), Bool(False), Out(torch.int64, v), Out(torch.int64, i), TList([3, 4])])
+    for shape, d in [([], 0), ([], -1), ([0, 3], 1), ([3, 0], 1), ([4, 1], 1)]:
+        x = rnd(shape, F32)
+        v, i = sort_ref(x, d, True)
+        exact("aten::sort.values", "sort shape %s %d" % (shape, d), [In(x), Int(d), Bool(True), Out(F32, v), Out(torch.int64, i), TList([3, 4])])
+    x = rnd([2, 3, 4, 5], F32)
+    for k, o in enumerate(g.orders(4)):
+        for d in [1, 3]:
+            v, i = sort_ref(x, d, False)
+            exact("aten::sort.values", "sort order %d %d" % (k, d),
+                  [In(x, o), Int(d), Bool(False), Out(F32, v, order=g.orders(4)[-1 - k]), Out(torch.int64, i, order=o), TList([3, 4])])
+    x = rnd([3, 5], F32)
+    v, i = sort_ref(x, 1, False)
+    # stable=None means "not necessarily stable" (torch 1.13 asserts on it); etch is stable
+    exact("aten::sort.values_stable", "sort stable none", [In(x), None, Int(1), Bool(False), Out(F32, v), Out(torch.int64, i), TList([4, 5])])
+    exact("aten::sort.values_stable", "sort stable false", [In(x), Bool(False), Int(1), Bool(False), Out(F32, v), Out(torch.int64, i), TList([4, 5])])
+    exact("aten::sort.values", "sort dynamic", [In(x), Int(1), Bool(False), Out(F32, v, shape=[4, 4], dynamic=True, capacity=16),
+                                                  Out(torch.int64, i, shape=[4, 4], dynamic=True, capacity=16), TList([3, 4])])
+    case("aten::sort.values", "sort values dtype", [In(x), Int(1), Bool(False), Out(F64, None, shape=[3, 5]), Out(torch.int64, None, shape=[3, 5]), TList([3, 4])], fail=True)
+    case("aten::sort.values", "sort indices dtype", [In(x), Int(1), Bool(False), Out(F32, None, shape=[3, 5]), Out(torch.int32, None, shape=[3, 5]), TList([3, 4])], fail=True)
+    case("aten::sort.values", "sort bad dim", [In(x), Int(2), Bool(False), Out(F32, None, shape=[3, 5]), Out(torch.int64, None, shape=[3, 5]), TList([3, 4])], fail=True)
+    case("aten::sort.values", "sort static wrong", [In(x), Int(1), Bool(False), Out(F32, None, shape=[5, 3]), Out(torch.int64, None, shape=[3, 5]), TList([3, 4])], fail=True)
+
+
+def gen_topk():
+    In, Out, Int, Bool, TList = g.In, g.Out, g.Int, g.Bool, g.TList
+    op = "aten::topk.values"
+    seed = 0
+    for dt in ALL_DT:
+        if dt == torch.bool:
+            continue
+        for shape, d in [([3, 4, 5], 1), ([3, 4, 5], 0), ([3, 4, 5], -1), ([4, 200], 1)]:
+            n = shape[d]
+            for k in sorted(set([0, 1, 3, n])):
+                for largest in [True, False]:
+                    seed += 1
+                    x = distinct(shape, dt, seed)
+                    v, i = A.topk(x.float() if dt == F16 else x, k, d, largest, True)
+                    v = v.to(dt)
+                    v2, i2 = A.topk(x.float() if dt == F16 else x, k, d, largest, False)
+                    assert torch.equal(v2.sort(d, largest)[0].to(dt), v), "unsorted topk is another set"
+                    for srt in [True, False]:
+                        exact(op, "topk %s %s %d k%d %s %s" % (dt, shape, d, k, largest, srt),
+                              [In(x), Int(k), Int(d), Bool(largest), Bool(srt), Out(dt, v), Out(torch.int64, i), TList([5, 6])])
+    x = torch.tensor([[1.0, float("nan"), 3.0, float("-inf"), 2.0, float("inf")]])
+    for k in [1, 2, 4, 6]:
+        for largest in [True, False]:
+            v, i = A.topk(x, k, 1, largest)
+            exact(op, "topk special k%d %s" % (k, largest), [In(x), Int(k), Int(1), Bool(largest), Bool(True), Out(F32, v), Out(torch.int64, i), TList([5, 6])])
+    x = distinct([2, 3, 4, 5], F32, 99)
+    for j, o in enumerate(g.orders(4)):
+        v, i = A.topk(x, 2, 1)
+        exact(op, "topk order %d" % j, [In(x, o), Int(2), Int(1), Bool(True), Bool(True), Out(F32, v, order=o), Out(torch.int64, i, order=g.orders(4)[-1 - j]), TList([5, 6])])
+    for shape, k, d in [([], 1, 0), ([], 0, -1), ([0, 3], 2, 1), ([3, 0], 0, 1)]:
+        x = rnd(shape, F32)
+        v, i = A.topk(x, k, d)
+        exact(op, "topk shape %s %d %d" % (shape, k, d), [In(x), Int(k), Int(d), Bool(True), Bool(True), Out(F32, v), Out(torch.int64, i), TList([5, 6])])
+    x = distinct([3, 5], F32, 7)
+    for lbl, k, d in [("k big", 6, 1), ("k neg", -1, 1), ("bad dim", 1, 2), ("scalar k2", 2, 0)]:
+        xx = torch.tensor(1.0) if lbl == "scalar k2" else x
+        case(op, "topk %s" % lbl, [In(xx), Int(k), Int(d), Bool(True), Bool(True), Out(F32, None, shape=[3, 5], dynamic=True, capacity=15),
+                                   Out(torch.int64, None, shape=[3, 5], dynamic=True, capacity=15), TList([5, 6])], fail=True)
+    case(op, "topk bool", [In(x > 0), Int(1), Int(1), Bool(True), Bool(True), Out(torch.bool, None, shape=[3, 1]), Out(torch.int64, None, shape=[3, 1]), TList([5, 6])], fail=True)
+    case(op, "topk indices dtype", [In(x), Int(1), Int(1), Bool(True), Bool(True), Out(F32, None, shape=[3, 1]), Out(torch.int32, None, shape=[3, 1]), TList([5, 6])], fail=True)
+
+
 def generate(gen):
     global g
     g = gen
@@ -468,3 +566,5 @@ def generate(gen):
     gen_prod()
     gen_any()
     gen_cumsum()
+    gen_sort()
+    gen_topk()

@@ -1,0 +1,263 @@
+/*
+ * The sorting family:
+ *
+ * aten::sort.values(Tensor self, int dim=-1, bool descending=False, *, Tensor(a!) values,
+ *                   Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)
+ * aten::sort.values_stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False,
+ *                          Tensor(a!) values, Tensor(b!) indices)
+ * aten::topk.values(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True, *,
+ *                   Tensor(a!) values, Tensor(b!) indices)
+ *
+ * Values have self's dtype, indices are Long. Sort takes every real dtype, topk every one but
+ * Bool (as torch). The order is total: NaN sorts above +inf, -0.0 equals 0.0, and equal values
+ * keep their original order (so every sort is stable, whatever `stable` says; torch.argsort
+ * lowers to sort.values). topk returns the k first elements of that order for largest (a
+ * descending sort) or smallest (an ascending one), always sorted (a valid result for
+ * sorted=False too); k must be in [0, size of dim] (0 or 1 for a 0-dim self).
+ *
+ * Nothing is allocated: both work in place in the outputs (heapsort; topk keeps a heap of the
+ * k best so far in its output slots). Any dim order.
+ */
+#include <math.h>
+
+#include "kernels/portable/portable_nn.h"
+
+typedef struct key {
+    double f;
+    int64_t i, pos;
+} key;
+
+typedef struct slots {
+    char *v, *x;    /* first value / index slot */
+    int64_t vs, xs; /* byte strides */
+    int dtype;
+    size_t es;
+    bool isf, desc;
+} slots;
+
+static key load_key(const slots *s, const char *vp, const char *xp) {
+    key k;
+    k.f = 0;
+    k.i = 0;
+    if (s->isf)
+        k.f = etch_pk_load_f64(vp, s->dtype);
+    else
+        k.i = etch_pk_load_i64(vp, s->dtype);
+    memcpy(&k.pos, xp, 8);
+    return k;
+}
+
+static key slot_key(const slots *s, int64_t i) { return load_key(s, s->v + i * s->vs, s->x + i * s->xs); }
+
+/* a comes before b in the output order */
+static bool before(const slots *s, const key *a, const key *b) {
+    int c;
+    if (s->isf) {
+        bool na = isnan(a->f), nb = isnan(b->f);
+        c = na || nb ? (int)na - (int)nb : (a->f > b->f) - (a->f < b->f);
+    } else {
+        c = (a->i > b->i) - (a->i < b->i);
+    }
+    if (s->desc)
+        c = -c;
+    return c != 0 ? c < 0 : a->pos < b->pos;
+}
+
+static void swap_slots(const slots *s, int64_t a, int64_t b) {
+    char t[16];
+    char *pa = s->v + a * s->vs, *pb = s->v + b * s->vs;
+    memcpy(t, pa, s->es);
+    memcpy(pa, pb, s->es);
+    memcpy(pb, t, s->es);
+    pa = s->x + a * s->xs;
+    pb = s->x + b * s->xs;
+    memcpy(t, pa, 8);
+    memcpy(pa, pb, 8);
+    memcpy(pb, t, 8);
+}
+
+/* Max-heap on [0, n) in the output order (the root comes last): restore it below i. */
+static void sift_down(const slots *s, int64_t i, int64_t n) {
+    key ki = slot_key(s, i);
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n)
+            return;
+        key kc = slot_key(s, c);
+        if (c + 1 < n) {
+            key kr = slot_key(s, c + 1);
+            if (before(s, &kc, &kr)) {
+                c++;
+                kc = kr;
+            }
+        }
+        if (!before(s, &ki, &kc))
+            return;
+        swap_slots(s, i, c);
+        i = c;
+    }
+}
+
+static void sift_up(const slots *s, int64_t i) {
+    key ki = slot_key(s, i);
+    while (i > 0) {
+        int64_t p = (i - 1) / 2;
+        key kp = slot_key(s, p);
+        if (!before(s, &kp, &ki))
+            return;
+        swap_slots(s, i, p);
+        i = p;
+    }
+}
+
+/* Heapsort [0, n) into the output order. */
+static void heap_sort(const slots *s, int64_t n) {
+    for (int64_t i = n / 2; i-- > 0;)
+        sift_down(s, i, n);
+    for (int64_t end = n - 1; end > 0; end--) {
+        swap_slots(s, 0, end);
+        sift_down(s, 0, end);
+    }
+}
+
+typedef struct sort_args {
+    etch_tensor *in, *vals, *idx;
+    int64_t dim; /* -1 for a 0-dim self */
+} sort_args;
+
+static bool sort_prepare(etch_kernel_context *ctx, etch_value *self_v, etch_value *dim_v,
+                         etch_value *vals_v, etch_value *idx_v, sort_args *a) {
+    a->in = etch_pk_tensor(ctx, self_v, "self");
+    a->vals = a->in ? etch_pk_tensor(ctx, vals_v, "values") : NULL;
+    a->idx = a->vals ? etch_pk_tensor(ctx, idx_v, "indices") : NULL;
+    int64_t d;
+    if (!a->idx || !etch_pk_int(ctx, dim_v, "dim", &d) ||
+        !etch_pk_wrap_dim(ctx, d, a->in->dim, &d) || !etch_pk_check_real(ctx, a->in, "self") ||
+        !etch_pk_check_same_dtype(ctx, a->in, "self", a->vals, "values") ||
+        !etch_nn_check_dtype(ctx, a->idx, "indices", ETCH_DTYPE_LONG))
+        return false;
+    a->dim = a->in->dim == 0 ? -1 : d;
+    return true;
+}
+
+static slots make_slots(const sort_args *a, bool desc) {
+    slots s;
+    s.dtype = a->in->dtype;
+    s.es = etch_dtype_size(s.dtype);
+    s.isf = etch_pk_is_float(s.dtype);
+    s.desc = desc;
+    s.v = s.x = NULL;
+    s.vs = a->dim < 0 ? 0 : a->vals->strides[a->dim] * (int64_t)s.es;
+    s.xs = a->dim < 0 ? 0 : a->idx->strides[a->dim] * 8;
+    return s;
+}
+
+static void sort_common(etch_kernel_context *ctx, sort_args *a, bool desc) {
+    etch_tensor *in = a->in;
+    if (etch_pk_resize(ctx, a->vals, in->dim, in->sizes) != ETCH_OK ||
+        etch_pk_resize(ctx, a->idx, in->dim, in->sizes) != ETCH_OK)
+        return;
+    if (etch_tensor_numel(in) == 0)
+        return;
+    etch_pk_copy_same_shape(a->vals, in);
+    etch_nn_plan pl;
+    etch_nn_plan_init(&pl, a->vals, a->idx, a->dim < 0 ? 0u : 1u << a->dim);
+    slots s = make_slots(a, desc);
+    int64_t n = a->dim < 0 ? 1 : in->sizes[a->dim];
+    int64_t id[ETCH_MAX_DIMS];
+    for (int64_t o = 0; o < pl.outer; o++) {
+        etch_nn_plan_index(&pl, o, id);
+        s.v = (char *)a->vals->data + etch_nn_plan_offset(&pl, id, a->vals, true) * (int64_t)s.es;
+        s.x = (char *)a->idx->data + etch_nn_plan_offset(&pl, id, a->idx, true) * 8;
+        for (int64_t i = 0; i < n; i++)
+            memcpy(s.x + i * s.xs, &i, 8);
+        heap_sort(&s, n);
+    }
+}
+
+ETCH_PK_KERNEL(sort_values) {
+    sort_args a;
+    bool desc;
+    if (!etch_pk_nargs(ctx, nargs, 5) || !etch_pk_bool(ctx, args[2], "descending", &desc) ||
+        !sort_prepare(ctx, args[0], args[1], args[3], args[4], &a))
+        return;
+    sort_common(ctx, &a, desc);
+}
+
+ETCH_PK_KERNEL(sort_values_stable) {
+    sort_args a;
+    bool desc, stable;
+    if (!etch_pk_nargs(ctx, nargs, 6) || !etch_pk_bool(ctx, args[3], "descending", &desc) ||
+        (args[1]->tag != ETCH_VALUE_NONE && !etch_pk_bool(ctx, args[1], "stable", &stable)) ||
+        !sort_prepare(ctx, args[0], args[2], args[4], args[5], &a))
+        return;
+    sort_common(ctx, &a, desc);
+}
+
+ETCH_PK_KERNEL(topk_values) {
+    sort_args a;
+    bool largest, sorted;
+    int64_t k;
+    if (!etch_pk_nargs(ctx, nargs, 7) || !etch_pk_int(ctx, args[1], "k", &k) ||
+        !etch_pk_bool(ctx, args[3], "largest", &largest) ||
+        !etch_pk_bool(ctx, args[4], "sorted", &sorted) ||
+        !sort_prepare(ctx, args[0], args[2], args[5], args[6], &a))
+        return;
+    etch_tensor *in = a.in;
+    if (in->dtype == ETCH_DTYPE_BOOL) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_TYPE, "topk does not support Bool");
+        return;
+    }
+    int64_t n = a.dim < 0 ? 1 : in->sizes[a.dim];
+    if (k < 0 || k > n) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "k = %lld is out of range for a dim of size %lld", (long long)k,
+                         (long long)n);
+        return;
+    }
+    int64_t osz[ETCH_MAX_DIMS];
+    for (unsigned i = 0; i < in->dim; i++)
+        osz[i] = (int64_t)i == a.dim ? k : in->sizes[i];
+    if (etch_pk_resize(ctx, a.vals, in->dim, osz) != ETCH_OK ||
+        etch_pk_resize(ctx, a.idx, in->dim, osz) != ETCH_OK)
+        return;
+    if (a.dim < 0) { /* torch: a 0-dim self gives itself (even for k = 0) */
+        int64_t zero = 0;
+        memcpy(a.vals->data, in->data, etch_dtype_size(in->dtype));
+        memcpy(a.idx->data, &zero, 8);
+        return;
+    }
+    if (etch_tensor_numel(a.vals) == 0)
+        return;
+    /* outer elements: the kept dims of self (the same kept dims in the outputs) */
+    etch_nn_plan pl;
+    etch_nn_plan_init(&pl, in, NULL, 1u << a.dim);
+    slots s = make_slots(&a, largest);
+    int64_t ies = (int64_t)s.es, istride = in->strides[a.dim] * ies;
+    int64_t id[ETCH_MAX_DIMS];
+    for (int64_t o = 0; o < pl.outer; o++) {
+        etch_nn_plan_index(&pl, o, id);
+        const char *src = (const char *)in->data + etch_nn_plan_offset(&pl, id, in, true) * ies;
+        s.v = (char *)a.vals->data + etch_nn_plan_offset(&pl, id, a.vals, true) * ies;
+        s.x = (char *)a.idx->data + etch_nn_plan_offset(&pl, id, a.idx, true) * 8;
+        /* slots [0, cnt) hold a heap of the best so far, the worst at the root */
+        int64_t cnt = 0;
+        for (int64_t j = 0; j < n; j++) {
+            const char *e = src + j * istride;
+            if (cnt < k) {
+                memcpy(s.v + cnt * s.vs, e, s.es);
+                memcpy(s.x + cnt * s.xs, &j, 8);
+                sift_up(&s, cnt++);
+                continue;
+            }
+            key kj = load_key(&s, e, (const char *)&j);
+            key root = slot_key(&s, 0);
+            if (before(&s, &kj, &root)) {
+                memcpy(s.v, e, s.es);
+                memcpy(s.x, &j, 8);
+                sift_down(&s, 0, k);
+            }
+        }
+        heap_sort(&s, k);
+    }
+}
