@@ -36,7 +36,7 @@ NORMALIZED = {
     aten.ones_like.default, aten.full_like.default, aten.new_zeros.default,
     aten.new_ones.default, aten.new_full.default, aten.new_empty.default,
     aten.empty_like.default, aten.clone.default, aten._to_copy.default,
-    aten.index_copy.default,
+    aten.index_copy.default, aten.sum.default, aten.mean.default,
 }
 if hasattr(aten, "squeeze_copy") and hasattr(aten.squeeze_copy, "dims"):
     NORMALIZED.add(aten.squeeze_copy.dims)

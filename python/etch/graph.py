@@ -216,7 +216,7 @@ class ExportedGraph:
                         state[n.args[0].target].copy_(args[1])
                         v = state[n.args[0].target]
                     else:
-                        v = n.target(*args, **kwargs)
+                        v = _contiguous(n.target(*args, **kwargs))
                 elif n.op == "output":
                     break
                 else:
@@ -258,6 +258,18 @@ class ExportedGraph:
             k = _ops.op_name(n.target)
             counts[k] = counts.get(k, 0) + 1
         return counts
+
+
+def _contiguous(v):
+    """Kernels write contiguous outputs; so does the reference interpreter (torch's *_copy
+    ops may keep a view's strides)."""
+    if isinstance(v, torch.Tensor):
+        return v.contiguous()
+    if isinstance(v, tuple):
+        return tuple(_contiguous(x) for x in v)
+    if isinstance(v, list):
+        return [_contiguous(x) for x in v]
+    return v
 
 
 def _combine(vals: List[Any], envs, n_symbols: int, corners) -> Any:

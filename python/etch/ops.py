@@ -156,7 +156,7 @@ native_batch_norm_no_training = IROp(
 
 
 def _alias(x, size):
-    return x.reshape(size)
+    return x.contiguous().view(size)
 
 
 # A view that shares its source's storage (emitted as nothing when statically shaped, as

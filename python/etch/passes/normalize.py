@@ -8,6 +8,9 @@
 * ``split`` / ``unsafe_split`` / ``split_with_sizes`` / ``unbind``
                                                       -> one ``slice_copy`` / ``select_copy``
                                                          per used piece
+* ``sum`` / ``mean`` over everything                 -> the ``dim`` overloads with dim=None
+* ``index_copy``                                      -> ``index_put``
+* a Python number in a Tensor argument                -> the Scalar overload, or a 0-d constant
 * ``zeros_like`` / ``ones_like`` / ``full_like`` / ``new_*`` / ``empty_like`` / ``fill``
                                                       -> ``full``
 """
@@ -79,6 +82,11 @@ def run(eg: ExportedGraph) -> int:
         elif t in _SPLITS or t is aten.unbind_copy.int:
             if _split(eg, node) is False:
                 continue
+        elif t in (aten.sum.default, aten.mean.default):
+            dim_op = aten.sum.dim_IntList if t is aten.sum.default else aten.mean.dim
+            replace_node(eg, node, dim_op, (node.args[0], None, False),
+                         {"dtype": node.kwargs.get("dtype")} if node.kwargs.get("dtype")
+                         else {})
         elif t is aten.index_copy.default:
             x, dim, index, src = node.args[:4]
             dim %= len(eg.spec(x).shape)
