@@ -554,6 +554,118 @@ def gen_topk():
     case(op, "topk indices dtype", [In(x), Int(1), Int(1), Bool(True), Bool(True), Out(F32, None, shape=[3, 1]), Out(torch.int32, None, shape=[3, 1]), TList([5, 6])], fail=True)
 
 
+# ---- pooling -------------------------------------------------------------------------------------
+
+
+def gen_avg_pool():
+    In, Out, Int, Bool, Ref, IntList = g.In, g.Out, g.Int, g.Bool, g.Ref, g.IntList
+    op = "aten::avg_pool2d.out"
+    cases = [
+        # name, shape, kernel, stride, padding, ceil, count_include_pad, divisor
+        ("basic", [1, 1, 4, 4], [2], [], [0], False, True, None),
+        ("3d", [3, 7, 7], [3, 3], [2, 2], [1, 1], False, True, None),
+        ("odd", [2, 3, 9, 11], [3, 2], [2, 3], [1, 1], False, True, None),
+        ("odd excl", [2, 3, 9, 11], [3, 2], [2, 3], [1, 1], False, False, None),
+        ("ceil", [2, 3, 9, 11], [3, 2], [2, 3], [1, 1], True, True, None),
+        ("ceil excl", [2, 3, 9, 11], [3, 2], [2, 3], [1, 1], True, False, None),
+        ("ceil2", [1, 2, 5, 5], [2, 2], [2, 2], [0, 0], True, True, None),
+        ("ceil3", [1, 1, 6, 6], [3, 3], [2, 2], [1, 1], True, False, None),
+        ("div", [1, 2, 6, 7], [3, 3], [1, 2], [1, 1], False, True, 5),
+        ("div neg", [1, 2, 6, 7], [3, 2], [2, 1], [1, 0], True, False, -2),
+        ("stride1", [1, 3, 5, 6], [3, 3], [1, 1], [1, 1], False, False, None),
+        ("whole", [1, 2, 5, 4], [5, 4], [], [0], False, True, None),
+        ("empty batch", [0, 2, 5, 4], [2, 2], [], [0], False, True, None),
+        ("wide", [1, 1, 3, 300], [3, 3], [1, 2], [1, 1], True, True, None),
+    ]
+    for dt in [F32, F64, BF16, F16, torch.int64]:
+        for (name, xs, k, st, pd, ceil, cip, div) in cases:
+            if dt != F32 and name not in ("odd", "ceil excl", "3d", "div neg", "div"):
+                continue
+            x = rnd(xs, dt, lo=-100, hi=100)
+            fn = lambda t: A.avg_pool2d(t, k, st, pd, ceil, cip, div)
+            ref = fn(x) if dt == torch.int64 else via64(fn, x)
+            case(op, "avg_pool %s %s" % (name, dt), [In(x), IntList(k), IntList(st), IntList(pd), Bool(ceil), Bool(cip),
+                                                      Int(div) if div is not None else None, Out(dt, ref), Ref(7)])
+    # channels last, dynamic out
+    x = rnd([2, 3, 6, 7], F32)
+    ref = via64(lambda t: A.avg_pool2d(t, [3, 2], [2, 2], [1, 1], True, False), x)
+    case(op, "avg_pool channels last", [In(x, [0, 2, 3, 1]), IntList([3, 2]), IntList([2, 2]), IntList([1, 1]), Bool(True), Bool(False), None,
+                                        Out(F32, ref, order=[0, 2, 3, 1]), Ref(7)])
+    case(op, "avg_pool dynamic", [In(x), IntList([3, 2]), IntList([2, 2]), IntList([1, 1]), Bool(True), Bool(False), None,
+                                  Out(F32, ref, shape=[2, 3, 7, 7], dynamic=True, capacity=294), Ref(7)])
+    bad = [
+        ("pad too big", [1, 1, 5, 5], [2, 2], [1, 1], [2, 2], None),
+        ("kernel0", [1, 1, 5, 5], [0, 3], [1, 1], [0, 0], None),
+        ("stride0", [1, 1, 5, 5], [3, 3], [0, 1], [0, 0], None),
+        ("negpad", [1, 1, 5, 5], [3, 3], [1, 1], [-1, 0], None),
+        ("too small", [1, 1, 1, 1], [2, 2], [1, 1], [0, 0], None),
+        ("rank2", [5, 5], [2, 2], [1, 1], [0, 0], None),
+        ("rank5", [1, 1, 1, 5, 5], [2, 2], [1, 1], [0, 0], None),
+        ("k len3", [1, 1, 5, 5], [2, 2, 2], [1, 1], [0, 0], None),
+        ("pad len0", [1, 1, 5, 5], [2, 2], [1, 1], [], None),
+        ("empty C", [1, 0, 5, 5], [2, 2], [1, 1], [0, 0], None),
+        ("empty C 3d", [0, 5, 5], [2, 2], [1, 1], [0, 0], None),
+        ("div0", [1, 1, 5, 5], [2, 2], [1, 1], [0, 0], 0),
+    ]
+    for (name, xs, k, st, pd, div) in bad:
+        x = rnd(xs, F32)
+        r, _ = g.torch_or_fail(lambda: A.avg_pool2d(x, k, st, pd, False, True, div))
+        assert r is None, name
+        case(op, "avg_pool bad %s" % name, [In(x), IntList(k), IntList(st), IntList(pd), Bool(False), Bool(True), Int(div) if div is not None else None,
+                                            Out(F32, None, shape=[1, 1, 3, 3], dynamic=True, capacity=100), Ref(7)], fail=True)
+    x = rnd([1, 2, 4, 4], F32)
+    common = [IntList([2, 2]), IntList([2, 2]), IntList([0, 0]), Bool(False), Bool(True), None]
+    for dt in [torch.int32, torch.uint8, torch.bool]:
+        case(op, "avg_pool %s" % dt, [In(x.to(dt))] + common + [Out(dt, None, shape=[1, 2, 2, 2]), Ref(7)], fail=True)
+    case(op, "avg_pool out dtype", [In(x)] + common + [Out(F64, None, shape=[1, 2, 2, 2]), Ref(7)], fail=True)
+    case(op, "avg_pool static wrong", [In(x)] + common + [Out(F32, None, shape=[1, 2, 3, 3]), Ref(7)], fail=True)
+
+
+def gen_adaptive():
+    In, Out, Ref, IntList, TList = g.In, g.Out, g.Ref, g.IntList, g.TList
+    shapes = [([1, 2, 5, 5], [3, 3]), ([2, 3, 7, 9], [2, 4]), ([3, 8, 8], [1, 1]), ([1, 2, 5, 5], [7, 8]),
+              ([1, 4, 7, 7], [7, 7]), ([0, 2, 5, 5], [2, 2]), ([1, 2, 5, 5], [0, 2]), ([0, 5, 5], [2, 3]),
+              ([1, 3, 1, 13], [1, 5]), ([2, 2, 10, 3], [3, 2])]
+    for dt in FLOATS:
+        for xs, os in shapes:
+            if dt != F32 and xs not in ([2, 3, 7, 9], [1, 2, 5, 5]):
+                continue
+            x = rnd(xs, dt)
+            ref = via64(lambda t: A._adaptive_avg_pool2d(t, os), x)
+            case("aten::_adaptive_avg_pool2d.out", "adaptive_avg %s %s %s" % (dt, xs, os), [In(x), IntList(os), Out(dt, ref), Ref(2)])
+            # few distinct values: ties keep the first maximum
+            x = (rnd(xs, F32) * 0.7).round().to(dt)
+            v, i = A.adaptive_max_pool2d(x.double(), os)
+            exact("aten::adaptive_max_pool2d.out", "adaptive_max %s %s %s" % (dt, xs, os),
+                  [In(x), IntList(os), Out(dt, v.to(dt)), Out(torch.int64, i), TList([2, 3])])
+    x = torch.tensor([[[[1.0, float("nan"), 2.0], [float("nan"), 2.0, float("-inf")], [float("-inf"), float("-inf"), float("inf")]]]])
+    for os in [[1, 1], [2, 2], [3, 2]]:
+        v, i = A.adaptive_max_pool2d(x, os)
+        exact("aten::adaptive_max_pool2d.out", "adaptive_max special %s" % os, [In(x), IntList(os), Out(F32, v), Out(torch.int64, i), TList([2, 3])])
+    x = torch.full([1, 1, 2, 2], float("-inf"))
+    v, i = A.adaptive_max_pool2d(x, [1, 1])
+    exact("aten::adaptive_max_pool2d.out", "adaptive_max all -inf", [In(x), IntList([1, 1]), Out(F32, v), Out(torch.int64, i), TList([2, 3])])
+    x = rnd([2, 3, 6, 7], F32)
+    for k, o in enumerate(g.orders(4)):
+        ref = via64(lambda t: A._adaptive_avg_pool2d(t, [4, 3]), x)
+        case("aten::_adaptive_avg_pool2d.out", "adaptive_avg order %d" % k, [In(x, o), IntList([4, 3]), Out(F32, ref, order=o), Ref(2)])
+        v, i = A.adaptive_max_pool2d(x, [4, 3])
+        exact("aten::adaptive_max_pool2d.out", "adaptive_max order %d" % k, [In(x, o), IntList([4, 3]), Out(F32, v, order=o), Out(torch.int64, i, order=g.orders(4)[-1 - k]), TList([2, 3])])
+    for name, xs, os in [("empty H", [1, 2, 0, 5], [2, 2]), ("empty C", [1, 0, 5, 5], [2, 2]), ("rank2", [5, 5], [2, 2]),
+                         ("len1", [1, 2, 5, 5], [2]), ("len3", [1, 2, 5, 5], [2, 2, 2]), ("neg", [1, 2, 5, 5], [-1, 2])]:
+        x = rnd(xs, F32)
+        case("aten::_adaptive_avg_pool2d.out", "adaptive_avg bad %s" % name, [In(x), IntList(os), Out(F32, None, shape=[1, 2, 2, 2], dynamic=True, capacity=100), Ref(2)], fail=True)
+        case("aten::adaptive_max_pool2d.out", "adaptive_max bad %s" % name, [In(x), IntList(os), Out(F32, None, shape=[1, 2, 2, 2], dynamic=True, capacity=100),
+                                                                           Out(torch.int64, None, shape=[1, 2, 2, 2], dynamic=True, capacity=100), TList([2, 3])], fail=True)
+    x = rnd([1, 2, 5, 5], F32)
+    for dt in [torch.int32, torch.int64, torch.bool]:
+        case("aten::_adaptive_avg_pool2d.out", "adaptive_avg %s" % dt, [In(x.to(dt)), IntList([2, 2]), Out(dt, None, shape=[1, 2, 2, 2]), Ref(2)], fail=True)
+        case("aten::adaptive_max_pool2d.out", "adaptive_max %s" % dt, [In(x.to(dt)), IntList([2, 2]), Out(dt, None, shape=[1, 2, 2, 2]), Out(torch.int64, None, shape=[1, 2, 2, 2]), TList([2, 3])], fail=True)
+    # torch 1.13 copies a float64 result into a float64 out here; etch requires self's dtype
+    case("aten::_adaptive_avg_pool2d.out", "adaptive_avg out dtype", [In(x), IntList([2, 2]), Out(F64, None, shape=[1, 2, 2, 2]), Ref(2)], fail=True)
+    case("aten::adaptive_max_pool2d.out", "adaptive_max indices dtype", [In(x), IntList([2, 2]), Out(F32, None, shape=[1, 2, 2, 2]), Out(torch.int32, None, shape=[1, 2, 2, 2]), TList([2, 3])], fail=True)
+
+
 def generate(gen):
     global g
     g = gen
@@ -568,3 +680,5 @@ def generate(gen):
     gen_cumsum()
     gen_sort()
     gen_topk()
+    gen_avg_pool()
+    gen_adaptive()
