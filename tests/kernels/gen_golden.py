@@ -29,6 +29,10 @@ File format (little endian):
    10 RESULT u8:tag [i64 | f64 | u8]         (slot the kernel overwrites; tag 0 = no check)
    11 DOUBLE_LIST u32:n f64[n]               12 BOOL_LIST u32:n u8[n]
    13 OPTIONAL_TENSOR_LIST u32:n i32[n]      (indices of earlier arguments; -1 = None)
+   14 HIDDEN arg              (a slot that is not passed to the kernel, only referred to by
+                               later arguments: the tensors of a Tensor[] out list)
+   15 TENSOR (in/out)    the payload of 2, then u64:nbytes bytes: its contents before the call
+                         (memory order; for in-place kernels, checked like an out afterwards)
 
 More cases live in modules named cases_<area>.py beside this script: each defines
 generate(g), called with this module, and adds cases through g.W.case(...).
@@ -79,6 +83,15 @@ class Out:
         self.order = list(order) if order is not None else list(range(len(self.shape)))
         self.dynamic = dynamic
         self.capacity = capacity if capacity is not None else int(np.prod(self.shape, dtype=np.int64))
+
+
+class InOut(Out):
+    """A tensor an in-place kernel reads and writes: `t` before the call, `expected` after
+    (None: the call must fail). Static, of t's shape."""
+
+    def __init__(self, t, expected=None, order=None):
+        super().__init__(t.dtype, expected, shape=list(t.shape), order=order)
+        self.t = t
 
 
 class Int:
@@ -138,6 +151,14 @@ class OptTList:
         self.idx = [-1 if i is None else int(i) for i in idx]
 
 
+class Hidden:
+    """A value the kernel does not receive as an argument of its own, e.g. an out tensor that
+    only a later TList (a Tensor[] out argument) refers to; indices still count it."""
+
+    def __init__(self, a):
+        self.a = a
+
+
 NONE = None
 
 # ---- writer ---------------------------------------------------------------------------------
@@ -185,6 +206,11 @@ class Writer:
             return (struct.pack("<BBB", 1, DT[t.dtype], t.dim()) +
                     struct.pack("<%dq" % t.dim(), *t.shape) + bytes(a.order) +
                     struct.pack("<Q", len(data)) + data)
+        if isinstance(a, InOut):
+            b = bytearray(self.arg(Out(a.dtype, a.expected, shape=a.shape, order=a.order)))
+            b[0] = 15
+            data = mem_bytes(a.t, a.order)
+            return bytes(b) + struct.pack("<Q", len(data)) + data
         if isinstance(a, Out):
             dim = len(a.shape)
             b = (struct.pack("<BBB", 2, DT[a.dtype], dim) + struct.pack("<%dq" % dim, *a.shape) +
@@ -223,6 +249,9 @@ class Writer:
             return struct.pack("<BI", 11, len(a.v)) + struct.pack("<%dd" % len(a.v), *a.v)
         if isinstance(a, BoolList):
             return struct.pack("<BI", 12, len(a.v)) + bytes(int(x) for x in a.v)
+        if isinstance(a, Hidden):
+            assert not isinstance(a.a, Hidden)
+            return struct.pack("<B", 14) + self.arg(a.a)
         if isinstance(a, OptTList):
             return struct.pack("<BI", 13, len(a.idx)) + struct.pack("<%di" % len(a.idx), *a.idx)
         raise TypeError(a)

@@ -129,7 +129,7 @@ RD_FN(rd_f64, double)
 
 enum {
     K_NONE, K_TIN, K_TOUT, K_INT, K_DOUBLE, K_BOOL, K_INTLIST, K_STRING, K_REF, K_TLIST, K_RESULT,
-    K_DOUBLELIST, K_BOOLLIST, K_OPTTLIST
+    K_DOUBLELIST, K_BOOLLIST, K_OPTTLIST, K_HIDDEN, K_TINOUT
 };
 
 typedef struct slot {
@@ -329,9 +329,13 @@ static void run_case(rd *r, int *ncase) {
 
     slot *s = xcalloc(sizeof *s * (nargs ? nargs : 1));
     etch_value *args[64];
+    uint32_t nk = 0; /* arguments passed to the kernel (hidden slots are not) */
     for (uint32_t i = 0; i < nargs && !r->bad; i++) {
         slot *a = &s[i];
         a->kind = rd_u8(r);
+        bool hidden = a->kind == K_HIDDEN;
+        if (hidden)
+            a->kind = rd_u8(r);
         a->ptr = &a->val;
         switch (a->kind) {
         case K_NONE: a->val.tag = ETCH_VALUE_NONE; break;
@@ -342,6 +346,20 @@ static void run_case(rd *r, int *ncase) {
             a->val.tag = ETCH_VALUE_TENSOR;
             a->val.u.tensor = &a->t;
             break;
+        case K_TINOUT: { /* an out tensor with initial contents (in-place kernels) */
+            if (!read_tensor_head(r, &a->t, K_TOUT, a))
+                r->bad = true;
+            uint64_t n = rd_u64(r);
+            const uint8_t *b = take(r, (size_t)n);
+            if (r->bad || n > a->bytes)
+                r->bad = true;
+            else if (n)
+                memcpy(a->data, b, (size_t)n);
+            a->kind = K_TOUT;
+            a->val.tag = ETCH_VALUE_TENSOR;
+            a->val.u.tensor = &a->t;
+            break;
+        }
         case K_INT: a->val.tag = ETCH_VALUE_INT; a->val.u.i = rd_i64(r); break;
         case K_DOUBLE: a->val.tag = ETCH_VALUE_DOUBLE; a->val.u.d = rd_f64(r); break;
         case K_BOOL: a->val.tag = ETCH_VALUE_BOOL; a->val.u.b = rd_u8(r) != 0; break;
@@ -458,7 +476,8 @@ static void run_case(rd *r, int *ncase) {
             break;
         default: r->bad = true; break;
         }
-        args[i] = a->ptr;
+        if (!hidden)
+            args[nk++] = a->ptr;
     }
     if (r->bad) {
         fprintf(stderr, "[%s] malformed golden case\n", label);
@@ -472,11 +491,11 @@ static void run_case(rd *r, int *ncase) {
         free_slots(s, nargs);
         return;
     }
-    CHECK_MSG(sig_matches(k->signature, args, nargs), "[%s] arguments do not match signature %s",
+    CHECK_MSG(sig_matches(k->signature, args, nk), "[%s] arguments do not match signature %s",
               label, k->signature);
     etch_kernel_context ctx;
     etch_kernel_context_init(&ctx, op, NULL, 0, NULL);
-    k->fn(&ctx, args, nargs);
+    k->fn(&ctx, args, nk);
 
     if (expect_fail) {
         CHECK_MSG(ctx.status != ETCH_OK, "[%s] succeeded but must fail", label);
