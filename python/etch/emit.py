@@ -247,8 +247,11 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
         s[0] = min(s[0], t)
         s[1] = max(s[1], t)
 
+    # Inputs stay intact for the whole method: execute() may run again without new inputs
+    # (etch run --num-executions does), so their memory is never reused.
     for n in eg.input_nodes:
         touch((n, 0), 0)
+        touch((n, 0), last)
     for n in g.nodes:
         if n.op == "get_attr" and eg.is_mutable(n):
             touch((n, 0), 0)

@@ -4,7 +4,8 @@ lifetimes overlap never overlap in bytes, using as little memory as possible.
 A *storage* is one allocation: a tensor produced by an instruction, a method input or output,
 a piece of mutable state, together with every elided view (alias) of it.  Its lifetime is the
 closed interval of instruction indices from the first instruction that writes it (0 for inputs
-and state) to the last that reads it (the last instruction for outputs and state).  Sizes are
+and state) to the last that reads it (the last instruction for outputs, inputs and state:
+inputs must survive a repeated execute() without new inputs).  Sizes are
 rounded up to the alignment (16 bytes) and offsets are multiples of it.
 
 The packer is greedy best-fit: storages are taken largest first, and each goes into the

@@ -6,7 +6,8 @@ other tensor argument (``executorch_prim::et_view`` only reads: its out is a vie
 uses the latest earlier definition that covers the value's first byte (a tensor value that no
 instruction writes, such as an elided view, resolves to whatever wrote its bytes last; method
 inputs and never-written state are defined before instruction 0).  A definition is live from
-its write to its last use (to the end for method outputs).
+its write to its last use; method outputs and method inputs (which must survive for a repeated
+execute() without new inputs) to the end.
 
     lower bound = max over instructions of the sum of aligned sizes of live definitions
 
@@ -113,7 +114,9 @@ def analyze(data: bytes, method: str = "forward") -> PlanFacts:
         return best
 
     for v in plan.inputs:
-        define(v, 0)
+        d = define(v, 0)
+        if d is not None:        # inputs must survive for a repeated execute()
+            d.end = max(len(instrs) - 1, 0)
     for k, (reads, writes) in enumerate(instrs):
         for v in reads:
             d = current(v)

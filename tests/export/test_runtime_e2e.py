@@ -58,6 +58,21 @@ class RuntimeE2E(unittest.TestCase):
         with self.assertRaises(etch.runtime.RuntimeError_):
             etch.runtime.load(b"not a program at all, not at all" * 4)
 
+    @needs_cli
+    def test_repeated_execution_without_new_inputs(self):
+        """Input memory is never reused, so execute() can run again on the same inputs."""
+        with tempfile.TemporaryDirectory() as d:
+            model, inputs = zoo.build("lenet")
+            pte = os.path.join(d, "m.pte")
+            etch.export(model, inputs, check_ops=False).save(pte)
+            once = run_cli("run", pte, "--print-output")
+            thrice = run_cli("run", pte, "--print-output", "--num-executions", "3")
+            self.assertEqual(once.returncode, 0, once.stderr)
+            self.assertEqual(thrice.returncode, 0, thrice.stderr)
+            last = [l for l in once.stdout.splitlines() if l.startswith("output 0")]
+            self.assertEqual(last, [l for l in thrice.stdout.splitlines()
+                                    if l.startswith("output 0")])
+
     @needs_lib
     @needs_cli
     def test_cli_and_binding_agree_bit_for_bit(self):
