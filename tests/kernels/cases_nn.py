@@ -666,6 +666,189 @@ def gen_adaptive():
     case("aten::adaptive_max_pool2d.out", "adaptive_max indices dtype", [In(x), IntList([2, 2]), Out(F32, None, shape=[1, 2, 2, 2]), Out(torch.int32, None, shape=[1, 2, 2, 2]), TList([2, 3])], fail=True)
 
 
+# ---- normalization -------------------------------------------------------------------------------
+
+
+def opt64(t):
+    return None if t is None else t.double()
+
+
+def gen_batch_norm():
+    In, Out, Dbl, Bool, TList = g.In, g.Out, g.Dbl, g.Bool, g.TList
+    NT = "aten::_native_batch_norm_legit_no_training.out"
+    BN = "aten::native_batch_norm.out"
+    k = 0
+    for dt in FLOATS:
+        for shape in [[2, 3, 4, 5], [4, 3], [2, 3, 7], [1, 3, 1, 1], [3, 5, 2, 3, 2]]:
+            for has_w, has_b in [(True, True), (False, False), (True, False)]:
+                if dt != F32 and (shape not in ([2, 3, 4, 5], [4, 3]) or not has_w):
+                    continue
+                k += 1
+                C = shape[1]
+                x = rnd(shape, dt)
+                w = rnd([C], dt) if has_w else None
+                b = rnd([C], dt) if has_b else None
+                rm = rnd([C], dt)
+                rv = (torch.rand(C, dtype=F64) + 0.5).to(dt)
+                eps = 1e-5 if k % 2 else 0.1
+                r = A.native_batch_norm(x.double(), opt64(w), opt64(b), rm.double(), rv.double(), False, 0.1, eps)
+                empty = torch.empty(0, dtype=dt)
+                args = [In(x), In(w) if has_w else None, In(b) if has_b else None, In(rm), In(rv)]
+                case(NT, "bn eval %s %s %s %s" % (dt, shape, has_w, has_b),
+                     args + [Dbl(0.1), Dbl(eps), Out(dt, r[0].to(dt)), Out(dt, empty, shape=[0]), Out(dt, empty, shape=[0]), TList([7, 8, 9])])
+                case(BN, "native bn eval %s %s %s %s" % (dt, shape, has_w, has_b),
+                     args + [Bool(False), Dbl(0.1), Dbl(eps), Out(dt, r[0].to(dt)), Out(dt, empty), Out(dt, empty), TList([8, 9, 10])])
+                r = A.native_batch_norm(x.double(), opt64(w), opt64(b), None, None, True, 0.1, eps)
+                case(BN, "native bn train %s %s %s %s" % (dt, shape, has_w, has_b),
+                     [In(x), In(w) if has_w else None, In(b) if has_b else None, None, None, Bool(True), Dbl(0.1), Dbl(eps),
+                      Out(dt, r[0].to(dt)), Out(dt, r[1].to(dt)), Out(dt, r[2].to(dt)), TList([8, 9, 10])])
+    # mixed precision: Half/BFloat16 input with Float parameters and statistics
+    for dt in [BF16, F16]:
+        x = rnd([2, 3, 4], dt)
+        w, b, rm = rnd([3], F32), rnd([3], F32), rnd([3], F32)
+        rv = torch.rand(3) + 0.5
+        r = A.native_batch_norm(x.double(), w.double(), b.double(), rm.double(), rv.double(), False, 0.1, 1e-5)
+        case(NT, "bn eval mixed %s" % dt, [In(x), In(w), In(b), In(rm), In(rv), Dbl(0.1), Dbl(1e-5), Out(dt, r[0].to(dt)),
+                                          Out(F32, E(F32)), Out(F32, E(F32)), TList([7, 8, 9])])
+        r = A.native_batch_norm(x.double(), w.double(), b.double(), None, None, True, 0.1, 1e-5)
+        case(BN, "native bn train mixed %s" % dt, [In(x), In(w), In(b), None, None, Bool(True), Dbl(0.1), Dbl(1e-5), Out(dt, r[0].to(dt)),
+                                                  Out(F32, r[1].float()), Out(F32, r[2].float()), TList([8, 9, 10])])
+    # dim orders, special values, empty batch, dynamic outs
+    x = rnd([2, 3, 4, 5], F32, special=True)
+    w, b, rm = rnd([3], F32), rnd([3], F32), rnd([3], F32)
+    rv = torch.rand(3) + 0.5
+    r = A.native_batch_norm(x.double(), w.double(), b.double(), rm.double(), rv.double(), False, 0.1, 1e-5)
+    for i, o in enumerate(g.orders(4)):
+        case(NT, "bn eval order %d" % i, [In(x, o), In(w), In(b), In(rm), In(rv), Dbl(0.1), Dbl(1e-5), Out(F32, r[0].float(), order=g.orders(4)[-1 - i]),
+                                         Out(F32, E(F32)), Out(F32, E(F32)), TList([7, 8, 9])])
+    x = rnd([2, 3, 4, 5], F32)
+    r = A.native_batch_norm(x.double(), w.double(), b.double(), None, None, True, 0.1, 1e-5)
+    for i, o in enumerate(g.orders(4)):
+        case(BN, "native bn train order %d" % i, [In(x, o), In(w), In(b), None, None, Bool(True), Dbl(0.1), Dbl(1e-5), Out(F32, r[0].float(), order=o),
+                                                 Out(F32, r[1].float()), Out(F32, r[2].float()), TList([8, 9, 10])])
+    case(BN, "native bn train dynamic", [In(x), In(w), In(b), None, None, Bool(True), Dbl(0.1), Dbl(1e-5), Out(F32, r[0].float()),
+                                         Out(F32, r[1].float(), shape=[8], dynamic=True, capacity=8), Out(F32, r[2].float(), shape=[8], dynamic=True, capacity=8), TList([8, 9, 10])])
+    x0 = rnd([0, 3, 2], F32)
+    case(NT, "bn eval empty batch", [In(x0), In(w), In(b), In(rm), In(rv), Dbl(0.1), Dbl(1e-5), Out(F32, x0.clone()),
+                                     Out(F32, E(F32)), Out(F32, E(F32)), TList([7, 8, 9])])
+    rvneg = torch.tensor([-1.0, 1.0, 2.0])
+    xs = rnd([1, 3, 2], F32)
+    r = A.native_batch_norm(xs.double(), None, None, rm.double(), rvneg.double(), False, 0.1, 1e-5)
+    case(NT, "bn eval negative var", [In(xs), None, None, In(rm), In(rvneg), Dbl(0.1), Dbl(1e-5), Out(F32, r[0].float()),
+                                      Out(F32, E(F32)), Out(F32, E(F32)), TList([7, 8, 9])])
+    # failures (torch 1.13 does not validate parameter shapes and reads out of bounds: etch refuses)
+    x = rnd([2, 3, 4], F32)
+    outs = [Out(F32, None, shape=[2, 3, 4]), Out(F32, None, shape=[0]), Out(F32, None, shape=[0]), TList([7, 8, 9])]
+    for lbl, xx, ww, mm, vv in [("rank1", rnd([3], F32), w, rm, rv), ("weight size", x, rnd([4], F32), rm, rv),
+                                ("mean size", x, w, rnd([2], F32), rv), ("var rank", x, w, rm, rv.reshape(3, 1)),
+                                ("weight dtype", x, w.double(), rm, rv), ("int input", x.int(), None, rm.int(), rv.int()),
+                                ("mixed f32 in f16 w", x, w.half(), rm, rv)]:
+        case(NT, "bn bad %s" % lbl, [In(xx), In(ww) if ww is not None else None, None, In(mm), In(vv), Dbl(0.1), Dbl(1e-5)] + outs, fail=True)
+    case(NT, "bn bad out dtype", [In(x), None, None, In(rm), In(rv), Dbl(0.1), Dbl(1e-5), Out(F64, None, shape=[2, 3, 4]),
+                                  Out(F32, None, shape=[0]), Out(F32, None, shape=[0]), TList([7, 8, 9])], fail=True)
+    case(NT, "bn bad static stats", [In(x), None, None, In(rm), In(rv), Dbl(0.1), Dbl(1e-5), Out(F32, None, shape=[2, 3, 4]),
+                                     Out(F32, None, shape=[3]), Out(F32, None, shape=[3]), TList([7, 8, 9])], fail=True)
+    bn_outs = [Out(F32, None, shape=[2, 3, 4]), Out(F32, None, shape=[3]), Out(F32, None, shape=[3]), TList([8, 9, 10])]
+    # updating running statistics is not supported
+    case(BN, "native bn train with stats", [In(x), None, None, In(rm), In(rv), Bool(True), Dbl(0.1), Dbl(1e-5)] + bn_outs, fail=True)
+    # torch 1.13 crashes on this one
+    case(BN, "native bn eval no stats", [In(x), None, None, None, None, Bool(False), Dbl(0.1), Dbl(1e-5)] + bn_outs, fail=True)
+    case(BN, "native bn train empty", [In(rnd([0, 3, 4], F32)), None, None, None, None, Bool(True), Dbl(0.1), Dbl(1e-5)] + bn_outs, fail=True)
+
+
+def gen_layer_norm():
+    In, Out, Dbl, IntList, TList = g.In, g.Out, g.Dbl, g.IntList, g.TList
+    op = "aten::native_layer_norm.out"
+    for dt in FLOATS:
+        for shape, ns in [([2, 3, 4, 5], [5]), ([2, 3, 4, 5], [4, 5]), ([2, 3, 4, 5], [2, 3, 4, 5]), ([7], [7]),
+                          ([3, 1000], [1000]), ([4, 1], [1])]:
+            for has_w, has_b in [(True, True), (False, False), (False, True)]:
+                if dt != F32 and (shape != [2, 3, 4, 5] or not has_w):
+                    continue
+                x = rnd(shape, dt)
+                w = rnd(ns, dt) if has_w else None
+                b = rnd(ns, dt) if has_b else None
+                r = A.native_layer_norm(x.double(), ns, opt64(w), opt64(b), 1e-5)
+                case(op, "layer_norm %s %s %s %s %s" % (dt, shape, ns, has_w, has_b),
+                     [In(x), IntList(ns), In(w) if has_w else None, In(b) if has_b else None, Dbl(1e-5),
+                      Out(dt, r[0].to(dt)), Out(dt, r[1].to(dt)), Out(dt, r[2].to(dt)), TList([5, 6, 7])])
+    for dt in [BF16, F16]:
+        x = rnd([3, 8], dt)
+        w, b = rnd([8], F32), rnd([8], F32)
+        r = A.native_layer_norm(x.double(), [8], w.double(), b.double(), 1e-5)
+        case(op, "layer_norm mixed %s" % dt, [In(x), IntList([8]), In(w), In(b), Dbl(1e-5), Out(dt, r[0].to(dt)),
+                                             Out(F32, r[1].float()), Out(F32, r[2].float()), TList([5, 6, 7])])
+    x = rnd([2, 3, 4, 5], F32, special=True)
+    w, b = rnd([4, 5], F32), rnd([4, 5], F32)
+    r = A.native_layer_norm(x.double(), [4, 5], w.double(), b.double(), 0.5)
+    for i, o in enumerate(g.orders(4)):
+        case(op, "layer_norm order %d" % i, [In(x, o), IntList([4, 5]), In(w, [1, 0]), In(b), Dbl(0.5), Out(F32, r[0].float(), order=g.orders(4)[-1 - i]),
+                                            Out(F32, r[1].float(), order=o), Out(F32, r[2].float()), TList([5, 6, 7])])
+    for shape, ns in [([0, 5], [5]), ([3, 0], [0]), ([1], [1])]:
+        x = rnd(shape, F32)
+        r = A.native_layer_norm(x.double(), ns, None, None, 1e-5)
+        case(op, "layer_norm shape %s %s" % (shape, ns), [In(x), IntList(ns), None, None, Dbl(1e-5), Out(F32, r[0].float()),
+                                                          Out(F32, r[1].float()), Out(F32, r[2].float()), TList([5, 6, 7])])
+    x = rnd([2, 3, 4], F32)
+    r = A.native_layer_norm(x.double(), [4], None, None, 1e-5)
+    case(op, "layer_norm dynamic", [In(x), IntList([4]), None, None, Dbl(1e-5), Out(F32, r[0].float(), shape=[5, 5, 5], dynamic=True, capacity=125),
+                                    Out(F32, r[1].float(), shape=[5, 5, 1], dynamic=True, capacity=25), Out(F32, r[2].float(), shape=[5, 5, 1], dynamic=True, capacity=25),
+                                    TList([5, 6, 7])])
+    outs = [Out(F32, None, shape=[2, 3, 4]), Out(F32, None, shape=[2, 3, 1]), Out(F32, None, shape=[2, 3, 1]), TList([5, 6, 7])]
+    for lbl, xx, ns, ww in [("ns mismatch", x, [3], None), ("ns empty", x, [], None), ("ns too long", x, [1, 2, 3, 4], None),
+                            ("weight shape", x, [4], rnd([2, 2], F32)), ("weight numel", x, [3, 4], rnd([12], F32)),
+                            ("weight dtype", x, [4], rnd([4], F64)), ("int", x.int(), [4], None)]:
+        case(op, "layer_norm bad %s" % lbl, [In(xx), IntList(ns), In(ww) if ww is not None else None, None, Dbl(1e-5)] + outs, fail=True)
+    # torch 1.13 copies into a float64 out0 here; etch requires input's dtype
+    case(op, "layer_norm bad out dtype", [In(x), IntList([4]), None, None, Dbl(1e-5), Out(F64, None, shape=[2, 3, 4]),
+                                          Out(F32, None, shape=[2, 3, 1]), Out(F32, None, shape=[2, 3, 1]), TList([5, 6, 7])], fail=True)
+    case(op, "layer_norm bad stat dtype", [In(x), IntList([4]), None, None, Dbl(1e-5), Out(F32, None, shape=[2, 3, 4]),
+                                           Out(F64, None, shape=[2, 3, 1]), Out(F32, None, shape=[2, 3, 1]), TList([5, 6, 7])], fail=True)
+
+
+def gen_group_norm():
+    In, Out, Int, Dbl, TList = g.In, g.Out, g.Int, g.Dbl, g.TList
+    op = "aten::native_group_norm.out"
+    for dt in FLOATS:
+        for shape, G in [([2, 6, 4, 5], 3), ([2, 6], 2), ([3, 4, 5], 2), ([1, 8, 2, 3, 2], 4), ([2, 6, 3, 3], 6), ([2, 6, 3, 3], 1),
+                         ([2, 4, 700], 2)]:
+            for has_w, has_b in [(True, True), (False, False), (True, False)]:
+                if dt != F32 and (shape != [2, 6, 4, 5] or not has_w):
+                    continue
+                N, C = shape[0], shape[1]
+                HxW = 1
+                for v in shape[2:]:
+                    HxW *= v
+                x = rnd(shape, dt)
+                w = rnd([C], dt) if has_w else None
+                b = rnd([C], dt) if has_b else None
+                r = A.native_group_norm(x.double(), opt64(w), opt64(b), N, C, HxW, G, 1e-5)
+                case(op, "group_norm %s %s %d %s %s" % (dt, shape, G, has_w, has_b),
+                     [In(x), In(w) if has_w else None, In(b) if has_b else None, Int(N), Int(C), Int(HxW), Int(G), Dbl(1e-5),
+                      Out(dt, r[0].to(dt)), Out(dt, r[1].to(dt)), Out(dt, r[2].to(dt)), TList([8, 9, 10])])
+    x = rnd([2, 6, 4, 5], BF16)
+    w, b = rnd([6], F32), rnd([6], F32)
+    r = A.native_group_norm(x.double(), w.double(), b.double(), 2, 6, 20, 3, 1e-5)
+    case(op, "group_norm mixed", [In(x), In(w), In(b), Int(2), Int(6), Int(20), Int(3), Dbl(1e-5), Out(BF16, r[0].to(BF16)),
+                                  Out(F32, r[1].float()), Out(F32, r[2].float()), TList([8, 9, 10])])
+    x = rnd([2, 6, 4, 5], F32, special=True)
+    w, b = rnd([6], F32), rnd([6], F32)
+    r = A.native_group_norm(x.double(), w.double(), b.double(), 2, 6, 20, 2, 0.25)
+    for i, o in enumerate(g.orders(4)):
+        case(op, "group_norm order %d" % i, [In(x, o), In(w), In(b), Int(2), Int(6), Int(20), Int(2), Dbl(0.25), Out(F32, r[0].float(), order=g.orders(4)[-1 - i]),
+                                            Out(F32, r[1].float(), order=[1, 0]), Out(F32, r[2].float()), TList([8, 9, 10])])
+    x = rnd([0, 4, 3], F32)
+    r = A.native_group_norm(x, None, None, 0, 4, 3, 2, 1e-5)
+    case(op, "group_norm empty", [In(x), None, None, Int(0), Int(4), Int(3), Int(2), Dbl(1e-5), Out(F32, r[0]), Out(F32, r[1]), Out(F32, r[2]), TList([8, 9, 10])])
+    x = rnd([2, 6, 4, 5], F32)
+    outs = [Out(F32, None, shape=[2, 6, 4, 5]), Out(F32, None, shape=[2, 3]), Out(F32, None, shape=[2, 3]), TList([8, 9, 10])]
+    for lbl, xx, N, C, HxW, G, ww in [("N", x, 3, 6, 20, 3, None), ("C", x, 2, 5, 20, 3, None), ("HxW", x, 2, 6, 21, 3, None),
+                                      ("group", x, 2, 6, 20, 4, None), ("group0", x, 2, 6, 20, 0, None), ("weight", x, 2, 6, 20, 3, rnd([5], F32)),
+                                      ("rank1", rnd([6], F32), 1, 6, 1, 3, None), ("int", x.int(), 2, 6, 20, 3, None),
+                                      ("weight dtype", x, 2, 6, 20, 3, rnd([6], F64))]:
+        case(op, "group_norm bad %s" % lbl, [In(xx), In(ww) if ww is not None else None, None, Int(N), Int(C), Int(HxW), Int(G), Dbl(1e-5)] + outs, fail=True)
+
+
 def generate(gen):
     global g
     g = gen
@@ -682,3 +865,6 @@ def generate(gen):
     gen_topk()
     gen_avg_pool()
     gen_adaptive()
+    gen_batch_norm()
+    gen_layer_norm()
+    gen_group_norm()

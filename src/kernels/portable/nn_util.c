@@ -361,3 +361,103 @@ int64_t etch_nn_extreme(const etch_nn_plan *p, const char *base, int dtype, bool
     *elem = st.elem;
     return st.best;
 }
+
+/* ---- normalization helpers ------------------------------------------------------------------- */
+
+typedef struct moments_acc {
+    int dtype;
+    double mean, sum;
+} moments_acc;
+
+static void msum_run(void *arg, char *p, int64_t s, char *p1, int64_t s1, int64_t n) {
+    moments_acc *a = (moments_acc *)arg;
+    double v[ETCH_NN_CHUNK];
+    for (int64_t off = 0; off < n; off += ETCH_NN_CHUNK) {
+        int64_t m = n - off < ETCH_NN_CHUNK ? n - off : ETCH_NN_CHUNK;
+        etch_pk_load_row_f64(v, p + off * s, s, m, a->dtype);
+        for (int64_t i = 0; i < m; i++)
+            a->sum += v[i];
+    }
+}
+
+static void msq_run(void *arg, char *p, int64_t s, char *p1, int64_t s1, int64_t n) {
+    moments_acc *a = (moments_acc *)arg;
+    double v[ETCH_NN_CHUNK];
+    for (int64_t off = 0; off < n; off += ETCH_NN_CHUNK) {
+        int64_t m = n - off < ETCH_NN_CHUNK ? n - off : ETCH_NN_CHUNK;
+        etch_pk_load_row_f64(v, p + off * s, s, m, a->dtype);
+        for (int64_t i = 0; i < m; i++) {
+            double d = v[i] - a->mean;
+            a->sum += d * d;
+        }
+    }
+}
+
+void etch_nn_moments(const etch_nn_plan *p, const char *base, int dtype, double *mean,
+                     double *var) {
+    if (p->inner == 0) {
+        *mean = 0.0;
+        *var = NAN;
+        return;
+    }
+    int64_t es = (int64_t)etch_dtype_size(dtype);
+    moments_acc a = {dtype, 0.0, 0.0};
+    etch_nn_plan_runs(p, (char *)base, es, NULL, 0, msum_run, &a);
+    a.mean = a.sum / (double)p->inner;
+    a.sum = 0;
+    etch_nn_plan_runs(p, (char *)base, es, NULL, 0, msq_run, &a);
+    *mean = a.mean;
+    *var = a.sum / (double)p->inner;
+}
+
+bool etch_nn_norm_param(etch_kernel_context *ctx, etch_value *v, const char *name,
+                        const etch_tensor *self, size_t dim, const int64_t *sizes, int64_t numel,
+                        bool required, etch_tensor **out) {
+    *out = NULL;
+    if (v && v->tag == ETCH_VALUE_NONE && !required)
+        return true;
+    etch_tensor *t = etch_pk_tensor(ctx, v, name);
+    if (!t)
+        return false;
+    bool ok = sizes ? t->dim == dim : t->dim == 1;
+    for (unsigned i = 0; ok && i < t->dim; i++)
+        ok = sizes ? t->sizes[i] == sizes[i] : t->sizes[i] == numel;
+    if (!ok) {
+        char b[ETCH_PK_SHAPE_BUF], w[ETCH_PK_SHAPE_BUF];
+        int64_t n1[1] = {numel};
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "%s has shape %s, expected %s", name,
+                         etch_pk_shape_str(b, sizeof b, t->dim, t->sizes),
+                         sizes ? etch_pk_shape_str(w, sizeof w, dim, sizes)
+                               : etch_pk_shape_str(w, sizeof w, 1, n1));
+        return false;
+    }
+    if (!etch_nn_check_stat_dtype(ctx, self, t, name))
+        return false;
+    *out = t;
+    return true;
+}
+
+bool etch_nn_check_stat_dtype(etch_kernel_context *ctx, const etch_tensor *self,
+                              const etch_tensor *t, const char *name) {
+    bool mixed = (self->dtype == ETCH_DTYPE_HALF || self->dtype == ETCH_DTYPE_BFLOAT16) &&
+                 t->dtype == ETCH_DTYPE_FLOAT;
+    if (t->dtype == self->dtype || mixed)
+        return true;
+    etch_kernel_fail(ctx, ETCH_ERR_INVALID_TYPE, "%s has dtype %s; expected %s%s", name,
+                     etch_dtype_name(t->dtype), etch_dtype_name(self->dtype),
+                     self->dtype == ETCH_DTYPE_HALF || self->dtype == ETCH_DTYPE_BFLOAT16
+                         ? " or Float"
+                         : "");
+    return false;
+}
+
+double etch_nn_load_logical(const etch_tensor *t, int64_t j) {
+    int64_t off = 0;
+    for (int d = (int)t->dim - 1; d >= 0; d--) {
+        int64_t s = t->sizes[d];
+        off += (j % s) * t->strides[d];
+        j /= s;
+    }
+    return etch_pk_load_f64((const char *)t->data + off * (int64_t)etch_dtype_size(t->dtype),
+                            t->dtype);
+}

@@ -82,6 +82,24 @@ void etch_nn_plan_runs(const etch_nn_plan *p, char *b0, int64_t es0, char *b1, i
 int64_t etch_nn_extreme(const etch_nn_plan *p, const char *base, int dtype, bool is_max,
                         const char **elem);
 
+/* Mean and biased variance (two passes, in double) of the reduced elements of one outer
+ * element whose first reduced element is at `base`; with no elements: mean 0, variance NaN
+ * (as torch's normalizations report them). */
+void etch_nn_moments(const etch_nn_plan *p, const char *base, int dtype, double *mean,
+                     double *var);
+
+/* A normalization parameter (weight, bias, running statistic): absent (None), or a tensor of
+ * `numel` elements whose dims are `dim`/`sizes` (sizes NULL: 1-D) and whose dtype is self's,
+ * or Float for a Half/BFloat16 self. */
+bool etch_nn_norm_param(etch_kernel_context *ctx, etch_value *v, const char *name,
+                        const etch_tensor *self, size_t dim, const int64_t *sizes, int64_t numel,
+                        bool required, etch_tensor **out);
+/* Statistics outputs (mean, rstd, ...) may have self's dtype, or Float for Half/BFloat16. */
+bool etch_nn_check_stat_dtype(etch_kernel_context *ctx, const etch_tensor *self,
+                              const etch_tensor *t, const char *name);
+/* Element j (logical, row-major) of t. */
+double etch_nn_load_logical(const etch_tensor *t, int64_t j);
+
 /* ---- kernels ------------------------------------------------------------------------------------ */
 
 /* pooling */
