@@ -31,6 +31,20 @@ SUPPORTED = {
     "aten::scatter.value_out": _ALL,
     "aten::scatter_add.out": _ALL,
     "aten::masked_fill.Scalar_out": _ALL,
+    "aten::expand_copy.out": _ALL,
+    "aten::unsqueeze_copy.out": _ALL,
+    "aten::squeeze_copy.dim_out": _ALL,
+    "aten::squeeze_copy.dims_out": _ALL,
+    "aten::squeeze_copy.out": _ALL,
+    "aten::transpose_copy.int_out": _ALL,
+    "aten::t_copy.out": _ALL,
+    "aten::alias_copy.out": _ALL,
+    "aten::detach_copy.out": _ALL,
+    "aten::lift_fresh_copy.out": _ALL,
+    "aten::repeat.out": _ALL,
+    "aten::flip.out": _ALL,
+    "aten::roll.out": _ALL,
+    "aten::pixel_shuffle.out": _ALL,
 }
 
 A = torch.ops.aten
@@ -583,6 +597,130 @@ def gen_masked_fill():
         single("aten::masked_fill.Scalar_out", name, [g.In(xi), g.In(mm), g.Int(1)], None, torch.int32)
 
 
+# ---- views as copies ---------------------------------------------------------------------------
+
+
+def squeeze_dims(x, dims):
+    """torch 2's squeeze(dims) (torch 1.13 lacks the overload): the named size-1 dims go."""
+    keep = [k for k in range(x.dim()) if not (k in [d % max(x.dim(), 1) for d in dims] and x.shape[k] == 1)]
+    return x.reshape([x.shape[k] for k in keep]) if x.dim() else x.clone()
+
+
+def gen_views():
+    views = [
+        # op, label, self shape, args, torch fn
+        ("aten::expand_copy.out", "bcast", [3, 1, 4], [g.IntList([2, 3, 5, 4]), g.Bool(False)], lambda x: x.expand(2, 3, 5, 4)),
+        ("aten::expand_copy.out", "keep", [3, 1, 4], [g.IntList([-1, 2, -1]), g.Bool(False)], lambda x: x.expand(-1, 2, -1)),
+        ("aten::expand_copy.out", "zero", [1, 3], [g.IntList([0, 3]), g.Bool(True)], lambda x: x.expand(0, 3)),
+        ("aten::expand_copy.out", "scalar", [], [g.IntList([2, 3]), g.Bool(False)], lambda x: x.expand(2, 3)),
+        ("aten::unsqueeze_copy.out", "0", [2, 3], [g.Int(0)], lambda x: x.unsqueeze(0)),
+        ("aten::unsqueeze_copy.out", "last", [2, 3], [g.Int(2)], lambda x: x.unsqueeze(2)),
+        ("aten::unsqueeze_copy.out", "neg", [2, 3], [g.Int(-2)], lambda x: x.unsqueeze(-2)),
+        ("aten::unsqueeze_copy.out", "scalar", [], [g.Int(-1)], lambda x: x.unsqueeze(-1)),
+        ("aten::squeeze_copy.dim_out", "1", [2, 1, 3], [g.Int(1)], lambda x: x.squeeze(1)),
+        ("aten::squeeze_copy.dim_out", "not 1", [2, 1, 3], [g.Int(-1)], lambda x: x.squeeze(-1)),
+        ("aten::squeeze_copy.dim_out", "scalar", [], [g.Int(0)], lambda x: x.squeeze(0)),
+        ("aten::squeeze_copy.dims_out", "two", [1, 2, 1, 3, 1], [g.IntList([0, -1, 1])], lambda x: squeeze_dims(x, [0, -1, 1])),
+        ("aten::squeeze_copy.dims_out", "none", [1, 2, 1], [g.IntList([])], lambda x: x.clone()),
+        ("aten::squeeze_copy.dims_out", "scalar", [], [g.IntList([0])], lambda x: x.clone()),
+        ("aten::squeeze_copy.out", "all", [1, 2, 1, 3, 1], [], lambda x: x.squeeze()),
+        ("aten::squeeze_copy.out", "ones", [1, 1], [], lambda x: x.squeeze()),
+        ("aten::squeeze_copy.out", "empty", [0, 1, 2], [], lambda x: x.squeeze()),
+        ("aten::transpose_copy.int_out", "01", [2, 3], [g.Int(0), g.Int(1)], lambda x: x.transpose(0, 1)),
+        ("aten::transpose_copy.int_out", "neg", [2, 3, 4], [g.Int(-1), g.Int(0)], lambda x: x.transpose(-1, 0)),
+        ("aten::transpose_copy.int_out", "same", [2, 3, 4], [g.Int(1), g.Int(1)], lambda x: x.transpose(1, 1)),
+        ("aten::transpose_copy.int_out", "scalar", [], [g.Int(0), g.Int(-1)], lambda x: x.transpose(0, -1)),
+        ("aten::t_copy.out", "2d", [3, 5], [], lambda x: x.t()),
+        ("aten::t_copy.out", "1d", [4], [], lambda x: x.t()),
+        ("aten::t_copy.out", "scalar", [], [], lambda x: x.t()),
+        ("aten::alias_copy.out", "3d", [2, 3, 4], [], lambda x: x.clone()),
+        ("aten::detach_copy.out", "3d", [2, 3, 4], [], lambda x: x.clone()),
+        ("aten::lift_fresh_copy.out", "3d", [2, 3, 4], [], lambda x: x.clone()),
+        ("aten::alias_copy.out", "scalar", [], [], lambda x: x.clone()),
+        ("aten::repeat.out", "2d", [2, 3], [g.IntList([2, 3])], lambda x: x.repeat(2, 3)),
+        ("aten::repeat.out", "more dims", [2, 3], [g.IntList([2, 1, 2])], lambda x: x.repeat(2, 1, 2)),
+        ("aten::repeat.out", "zero", [2, 3], [g.IntList([1, 0])], lambda x: x.repeat(1, 0)),
+        ("aten::repeat.out", "scalar", [], [g.IntList([3])], lambda x: x.repeat(3)),
+        ("aten::repeat.out", "scalar none", [], [g.IntList([])], lambda x: A.repeat(x, [])),
+        ("aten::flip.out", "0", [3, 4], [g.IntList([0])], lambda x: x.flip(0)),
+        ("aten::flip.out", "all", [2, 3, 4], [g.IntList([-1, 0, 1])], lambda x: x.flip(-1, 0, 1)),
+        ("aten::flip.out", "none", [2, 3], [g.IntList([])], lambda x: x.flip([])),
+        ("aten::flip.out", "scalar", [], [g.IntList([0])], lambda x: x.flip(0)),
+        ("aten::roll.out", "1 dim", [3, 4], [g.IntList([1]), g.IntList([1])], lambda x: x.roll(1, 1)),
+        ("aten::roll.out", "2 dims", [3, 4, 5], [g.IntList([-2, 7]), g.IntList([0, 2])], lambda x: x.roll((-2, 7), (0, 2))),
+        ("aten::roll.out", "same dim", [3, 4], [g.IntList([1, 2]), g.IntList([1, 1])], lambda x: x.roll((1, 2), (1, 1))),
+        ("aten::roll.out", "flat", [3, 4], [g.IntList([5]), g.IntList([])], lambda x: x.roll(5)),
+        ("aten::roll.out", "flat neg", [3, 4], [g.IntList([-13]), g.IntList([])], lambda x: x.roll(-13)),
+        ("aten::roll.out", "zero shift", [3, 4], [g.IntList([4]), g.IntList([-1])], lambda x: x.roll(4, -1)),
+        ("aten::roll.out", "scalar", [], [g.IntList([1]), g.IntList([])], lambda x: x.roll(1)),
+        ("aten::roll.out", "empty", [0, 3], [g.IntList([1]), g.IntList([0])], lambda x: x.roll(1, 0)),
+        ("aten::pixel_shuffle.out", "4d", [2, 8, 3, 2], [g.Int(2)], lambda x: torch.pixel_shuffle(x, 2)),
+        ("aten::pixel_shuffle.out", "3d", [9, 2, 1], [g.Int(3)], lambda x: torch.pixel_shuffle(x, 3)),
+        ("aten::pixel_shuffle.out", "5d", [2, 1, 4, 2, 3], [g.Int(2)], lambda x: torch.pixel_shuffle(x, 2)),
+        ("aten::pixel_shuffle.out", "r1", [1, 3, 2, 2], [g.Int(1)], lambda x: torch.pixel_shuffle(x, 1)),
+        ("aten::pixel_shuffle.out", "empty", [0, 4, 2, 2], [g.Int(2)], lambda x: torch.pixel_shuffle(x, 2)),
+    ]
+    for op, label, shape, extra, fn in views:
+        for dt in g.ALL:
+            x = data(shape, dt)
+            r = fn(x).contiguous()
+            single(op, "%s %s" % (label, dname(dt)), [g.In(x)] + extra, r, dt)
+    # out dtypes convert; dim orders of self and out
+    for op, label, shape, extra, fn in views:
+        if label not in ("bcast", "neg", "two", "all", "2d", "3d", "2 dims", "flat", "4d") or op == "aten::unsqueeze_copy.out" and label != "neg":
+            continue
+        x = g.rand(shape, torch.float32)
+        for od in [torch.float64, torch.int32, torch.bool]:
+            r = fn(x).to(od)
+            single(op, "%s to %s" % (label, dname(od)), [g.In(x)] + extra, r, od)
+        r = fn(x)
+        for io in g.orders(len(shape)):
+            for oo in g.orders(r.dim()):
+                single(op, "%s order %s %s" % (label, io, oo), [g.In(x, io)] + extra, r, torch.float32, order=oo)
+        single(op, "%s dynamic" % label, [g.In(x)] + extra, r, torch.float32, shape=[7] * r.dim(), dynamic=True, capacity=7 ** r.dim())
+    # failures
+    x = data([2, 3], torch.float32)
+    s = torch.tensor(1.5)
+    bad = [
+        ("aten::expand_copy.out", "fewer sizes", x, [g.IntList([3]), g.Bool(False)], lambda: x.expand(3), 1),
+        ("aten::expand_copy.out", "mismatch", x, [g.IntList([2, 4]), g.Bool(False)], lambda: x.expand(2, 4), 2),
+        ("aten::expand_copy.out", "new -1", x, [g.IntList([-1, 2, 3]), g.Bool(False)], lambda: x.expand(-1, 2, 3), 3),
+        ("aten::expand_copy.out", "-2", x[:1], [g.IntList([-2, 3]), g.Bool(False)], lambda: x[:1].expand(-2, 3), 2),
+        ("aten::expand_copy.out", "17 dims", x, [g.IntList([1] * 15 + [2, 3]), g.Bool(False)], None, 16),
+        ("aten::unsqueeze_copy.out", "dim", x, [g.Int(3)], lambda: x.unsqueeze(3), 3),
+        ("aten::unsqueeze_copy.out", "dim neg", x, [g.Int(-4)], lambda: x.unsqueeze(-4), 3),
+        ("aten::squeeze_copy.dim_out", "dim", x, [g.Int(2)], lambda: x.squeeze(2), 2),
+        ("aten::squeeze_copy.dim_out", "scalar dim", s, [g.Int(1)], lambda: s.squeeze(1), 1),
+        ("aten::squeeze_copy.dims_out", "dim", x, [g.IntList([0, 2])], None, 2),
+        ("aten::squeeze_copy.dims_out", "repeated", x, [g.IntList([0, -2])], None, 2),
+        ("aten::transpose_copy.int_out", "dim", x, [g.Int(0), g.Int(2)], lambda: x.transpose(0, 2), 2),
+        ("aten::transpose_copy.int_out", "dim neg", x, [g.Int(-3), g.Int(0)], lambda: x.transpose(-3, 0), 2),
+        ("aten::t_copy.out", "3d", data([2, 3, 4], torch.float32), [], lambda: torch.ones(2, 3, 4).t(), 3),
+        ("aten::repeat.out", "fewer", x, [g.IntList([2])], lambda: x.repeat(2), 2),
+        ("aten::repeat.out", "negative", x, [g.IntList([1, -1])], lambda: x.repeat(1, -1), 2),
+        ("aten::repeat.out", "17 dims", x, [g.IntList([1] * 17)], None, 16),
+        ("aten::flip.out", "repeated", x, [g.IntList([0, -2])], lambda: x.flip(0, -2), 2),
+        ("aten::flip.out", "dim", x, [g.IntList([2])], lambda: x.flip(2), 2),
+        ("aten::roll.out", "no shifts", x, [g.IntList([]), g.IntList([])], lambda: A.roll(x, [], []), 2),
+        ("aten::roll.out", "misaligned", x, [g.IntList([1, 2]), g.IntList([0])], lambda: x.roll((1, 2), (0,)), 2),
+        ("aten::roll.out", "flat two", x, [g.IntList([1, 2]), g.IntList([])], lambda: A.roll(x, [1, 2], []), 2),
+        ("aten::roll.out", "dim", x, [g.IntList([1]), g.IntList([2])], lambda: x.roll(1, 2), 2),
+        ("aten::roll.out", "scalar dim", s, [g.IntList([1]), g.IntList([0])], lambda: s.roll(1, 0), 1),
+        ("aten::pixel_shuffle.out", "channels", data([1, 3, 2, 2], torch.float32), [g.Int(2)], lambda: torch.pixel_shuffle(torch.ones(1, 3, 2, 2), 2), 4),
+        ("aten::pixel_shuffle.out", "rank 2", data([4, 2], torch.float32), [g.Int(2)], lambda: torch.pixel_shuffle(torch.ones(4, 2), 2), 2),
+        ("aten::pixel_shuffle.out", "factor 0", data([1, 4, 2, 2], torch.float32), [g.Int(0)], lambda: torch.pixel_shuffle(torch.ones(1, 4, 2, 2), 0), 4),
+        ("aten::pixel_shuffle.out", "factor neg", data([1, 4, 2, 2], torch.float32), [g.Int(-2)], lambda: torch.pixel_shuffle(torch.ones(1, 4, 2, 2), -2), 4),
+    ]
+    for op, label, t, extra, fn, rank in bad:
+        if fn is not None:
+            assert expect(fn) is None, (op, label)
+        single(op, label, [g.In(t)] + extra, None, torch.float32, fail_rank=rank)
+    big = data([1] * 16, torch.int8)
+    single("aten::unsqueeze_copy.out", "17 dims", [g.In(big), g.Int(0)], None, torch.int8, fail_rank=16)
+    single("aten::transpose_copy.int_out", "static out wrong", [g.In(x), g.Int(0), g.Int(1)], None, torch.float32, shape=[2, 3], dynamic=False)
+    single("aten::expand_copy.out", "out too small", [g.In(x), g.IntList([4, 2, 3]), g.Bool(False)], None, torch.float32, shape=[2, 2, 3], dynamic=True, capacity=20)
+
+
 def generate(gen):
     global g
     g = gen
@@ -592,3 +730,4 @@ def generate(gen):
     gen_index_select_gather_scatter()
     gen_index()
     gen_masked_fill()
+    gen_views()
