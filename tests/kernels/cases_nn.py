@@ -849,6 +849,150 @@ def gen_group_norm():
         case(op, "group_norm bad %s" % lbl, [In(xx), In(ww) if ww is not None else None, None, Int(N), Int(C), Int(HxW), Int(G), Dbl(1e-5)] + outs, fail=True)
 
 
+# ---- embedding, padding, interpolation ------------------------------------------------------------
+
+
+def gen_embedding():
+    In, Out, Int, Bool, Ref = g.In, g.Out, g.Int, g.Bool, g.Ref
+    op = "aten::embedding.out"
+    for dt in ALL_DT:
+        for idt in [torch.int64, torch.int32]:
+            w = rnd([10, 7], dt)
+            for ishape in [[4], [2, 3], [], [0], [2, 0, 3]]:
+                ix = torch.randint(0, 10, ishape if ishape else [], dtype=idt)
+                ref = A.embedding(w, ix.long())
+                exact(op, "embedding %s %s %s" % (dt, idt, ishape), [In(w), In(ix), Int(-1), Bool(False), Bool(False), Out(dt, ref), Ref(5)])
+    w = rnd([6, 5], F32)
+    ix = torch.tensor([[5, 0, 5], [2, 2, 1]])
+    ref = A.embedding(w, ix)
+    for i, (wo, xo, oo) in enumerate([([1, 0], [0, 1], [0, 1, 2]), ([0, 1], [1, 0], [2, 0, 1]), ([1, 0], [1, 0], [1, 2, 0])]):
+        exact(op, "embedding order %d" % i, [In(w, wo), In(ix, xo), Int(2), Bool(False), Bool(False), Out(F32, ref, order=oo), Ref(5)])
+    exact(op, "embedding padding_idx ignored", [In(w), In(ix), Int(5), Bool(True), Bool(False), Out(F32, ref), Ref(5)])
+    exact(op, "embedding D0", [In(rnd([4, 0], F32)), In(ix % 4), Int(-1), Bool(False), Bool(False), Out(F32, torch.empty(2, 3, 0)), Ref(5)])
+    exact(op, "embedding dynamic", [In(w), In(ix), Int(-1), Bool(False), Bool(False), Out(F32, ref, shape=[4, 4, 5], dynamic=True, capacity=80), Ref(5)])
+    for lbl, ww, xx, odt in [("oob", w, torch.tensor([1, 6]), F32), ("negative", w, torch.tensor([-1]), F32),
+                             ("int32 oob", w, torch.tensor([[0, 1], [2, 99]], dtype=torch.int32), F32), ("empty weight", rnd([0, 5], F32), torch.tensor([0]), F32),
+                             ("weight 1d", rnd([6], F32), torch.tensor([0]), F32), ("weight 3d", rnd([6, 2, 2], F32), torch.tensor([0]), F32),
+                             ("int16 indices", w, torch.tensor([0], dtype=torch.int16), F32), ("float indices", w, torch.tensor([0.0]), F32),
+                             ("out dtype", w, torch.tensor([0]), F64)]:
+        case(op, "embedding bad %s" % lbl, [In(ww), In(xx), Int(-1), Bool(False), Bool(False), Out(odt, None, shape=[2, 5], dynamic=True, capacity=100), Ref(5)], fail=True)
+
+
+def gen_pad():
+    In, Out, Ref, IntList = g.In, g.Out, g.Ref, g.IntList
+    op = "aten::constant_pad_nd.out"
+    for dt in ALL_DT:
+        for shape, pad, val in [([2, 3], [1, 2], 0), ([2, 3, 4], [1, 0, 2, 1], 1), ([2, 3, 4], [0, 0, 0, 0, 1, 1], 0),
+                                ([3, 5], [-1, 2, 1, -2], 1), ([3, 5], [-2, -3], 0), ([4], [3, 3], 1), ([2, 3], [], 0)]:
+            x = rnd(shape, dt)
+            v = True if dt == torch.bool and val else val
+            scal = g.Bool(v) if isinstance(v, bool) else g.Int(v)
+            exact(op, "pad %s %s %s %r" % (dt, shape, pad, v), [In(x), IntList(pad), scal, Out(dt, A.constant_pad_nd(x, pad, v)), Ref(3)])
+    for dt, val in [(F32, 2.5), (F32, float("nan")), (F32, float("-inf")), (F16, -1.5), (BF16, 1e30), (F64, 1e300), (torch.int32, 2.7),
+                    (torch.int64, -(1 << 62)), (torch.uint8, -1), (torch.uint8, 255), (torch.int8, -128), (torch.bool, 0.5), (F32, True),
+                    (torch.int16, -2.9), (F16, 65504.0)]:
+        x = rnd([2, 3], dt)
+        scal = g.Bool(val) if isinstance(val, bool) else g.Int(val) if isinstance(val, int) else g.Dbl(val)
+        exact(op, "pad value %s %r" % (dt, val), [In(x), IntList([1, 1, 0, 1]), scal, Out(dt, A.constant_pad_nd(x, [1, 1, 0, 1], val)), Ref(3)])
+    x = rnd([2, 3, 4, 5], F32)
+    ref = A.constant_pad_nd(x, [1, 2, -1, 1, 0, 1], 0.5)
+    for i, o in enumerate(g.orders(4)):
+        exact(op, "pad order %d" % i, [In(x, o), IntList([1, 2, -1, 1, 0, 1]), g.Dbl(0.5), Out(F32, ref, order=g.orders(4)[-1 - i]), Ref(3)])
+    for shape, pad in [([], []), ([0, 3], [1, 1, 1, 1]), ([2, 0], [1, 1]), ([2, 3], [-3, 0]), ([2, 0], [0, 0, -1, 0])]:
+        x = rnd(shape, F32)
+        exact(op, "pad shape %s %s" % (shape, pad), [In(x), IntList(pad), g.Int(7), Out(F32, A.constant_pad_nd(x, pad, 7)), Ref(3)])
+    x = rnd([2, 3], F32)
+    exact(op, "pad dynamic", [In(x), IntList([1, 1]), g.Int(0), Out(F32, A.constant_pad_nd(x, [1, 1]), shape=[4, 8], dynamic=True, capacity=32), Ref(3)])
+    for lbl, dt, pad, val in [("odd", F32, [1], 0), ("empty with positive pad", F32, [-3, 0, 1, 0], 0), ("too long", F32, [1, 1, 1, 1, 1, 1], 0), ("negative size", F32, [-4, 0], 0),
+                              ("u8 300", torch.uint8, [1, 1], 300), ("u8 -256", torch.uint8, [1, 1], -256), ("i32 inf", torch.int32, [1, 1], float("inf")),
+                              ("i8 128", torch.int8, [1, 1], 128), ("half 1e6", F16, [1, 1], 1e6), ("f32 1e39", F32, [1, 1], 1e39),
+                              ("i32 nan", torch.int32, [1, 1], float("nan"))]:
+        xx = rnd([2, 3], dt)
+        r, _ = g.torch_or_fail(lambda: A.constant_pad_nd(xx, pad, val))
+        if lbl != "i32 nan":  # torch converts NaN to an int without complaint; etch refuses
+            assert r is None, lbl
+        scal = g.Int(val) if isinstance(val, int) else g.Dbl(val)
+        case(op, "pad bad %s" % lbl, [In(xx), IntList(pad), scal, Out(dt, None, shape=[2, 5], dynamic=True, capacity=100), Ref(3)], fail=True)
+    # torch 1.13 copies into another out dtype; etch requires self's
+    case(op, "pad bad out dtype", [In(x), IntList([1, 1]), g.Int(0), Out(F64, None, shape=[2, 5]), Ref(3)], fail=True)
+
+
+def up_ref(fn, x):
+    """torch's result; for Half/BFloat16 the float one rounded (torch 1.13 has no Half kernel,
+    and its BFloat16 bilinear kernel rounds the interpolation weights to BFloat16, which etch
+    does not: etch computes coordinates and weights as for Float)."""
+    if x.dtype in (F16, BF16):
+        return fn(x.float()).to(x.dtype)
+    return fn(x)
+
+
+def gen_upsample():
+    In, Out, Bool, Ref, IntList, DblList, Dbl = g.In, g.Out, g.Bool, g.Ref, g.IntList, g.DblList, g.Dbl
+    NV, NO = "aten::upsample_nearest2d.vec_out", "aten::upsample_nearest2d.out"
+    BV, BO = "aten::upsample_bilinear2d.vec_out", "aten::upsample_bilinear2d.out"
+    sizes = [([1, 2, 5, 5], [7, 3]), ([2, 3, 4, 6], [8, 12]), ([1, 1, 4, 4], [4, 4]), ([1, 2, 7, 9], [3, 4]),
+             ([2, 2, 3, 5], [10, 11]), ([1, 3, 1, 1], [5, 3]), ([0, 2, 3, 3], [5, 5]), ([1, 2, 13, 11], [17, 1])]
+    scales = [([1, 2, 5, 5], [1.5, 0.7]), ([2, 3, 4, 6], [2.0, 2.0]), ([1, 2, 7, 9], [0.45, 1.0]), ([1, 1, 3, 7], [3.3, 1.7]),
+              ([1, 2, 6, 6], [1.0 / 3, 2.5])]
+    for dt in [F32, F64, BF16, F16, torch.uint8]:
+        for shape, osz in sizes:
+            x = rnd(shape, dt, lo=0, hi=255) if dt == torch.uint8 else rnd(shape, dt)
+            ref = up_ref(lambda t: A.upsample_nearest2d(t, osz), x)
+            exact(NO, "nearest %s %s %s" % (dt, shape, osz), [In(x), IntList(osz), None, None, Out(dt, ref), Ref(4)])
+            exact(NV, "nearest vec %s %s %s" % (dt, shape, osz), [In(x), IntList(osz), None, Out(dt, ref), Ref(3)])
+            if dt in FLOATS:
+                for align in [False, True]:
+                    ref = up_ref(lambda t: A.upsample_bilinear2d(t, osz, align), x)
+                    case(BO, "bilinear %s %s %s %s" % (dt, shape, osz, align), [In(x), IntList(osz), Bool(align), None, None, Out(dt, ref), Ref(5)])
+                    case(BV, "bilinear vec %s %s %s %s" % (dt, shape, osz, align), [In(x), IntList(osz), Bool(align), None, Out(dt, ref), Ref(4)])
+        for shape, sf in scales:
+            x = rnd(shape, dt, lo=0, hi=255) if dt == torch.uint8 else rnd(shape, dt)
+            ref = up_ref(lambda t: A.upsample_nearest2d.vec(t, None, sf), x)
+            exact(NV, "nearest vec %s %s sf %s" % (dt, shape, sf), [In(x), None, DblList(sf), Out(dt, ref), Ref(3)])
+            osz = list(ref.shape[2:])
+            ref2 = up_ref(lambda t: A.upsample_nearest2d(t, osz, sf[0], sf[1]), x)
+            exact(NO, "nearest %s %s scales %s" % (dt, shape, sf), [In(x), IntList(osz), Dbl(sf[0]), Dbl(sf[1]), Out(dt, ref2), Ref(4)])
+            if dt in FLOATS:
+                for align in [False, True]:
+                    ref = up_ref(lambda t: A.upsample_bilinear2d.vec(t, None, align, sf), x)
+                    case(BV, "bilinear vec %s %s sf %s %s" % (dt, shape, sf, align), [In(x), None, Bool(align), DblList(sf), Out(dt, ref), Ref(4)])
+                    ref2 = up_ref(lambda t: A.upsample_bilinear2d(t, osz, align, sf[0], sf[1]), x)
+                    case(BO, "bilinear %s %s scales %s %s" % (dt, shape, sf, align), [In(x), IntList(osz), Bool(align), Dbl(sf[0]), Dbl(sf[1]), Out(dt, ref2), Ref(5)])
+    # scales that do not match the sizes (they still map coordinates), one scale only
+    x = rnd([1, 2, 5, 6], F32)
+    for sh, sw in [(0.3, None), (None, 4.0), (-1.0, 0.0), (2.5, 0.5)]:
+        ref = A.upsample_nearest2d(x, [7, 3], sh, sw)
+        exact(NO, "nearest odd scales %r %r" % (sh, sw), [In(x), IntList([7, 3]), Dbl(sh) if sh is not None else None, Dbl(sw) if sw is not None else None, Out(F32, ref), Ref(4)])
+        if sh == 0.3:
+            continue  # torch 1.13 reads past the input here (etch clamps to the last row)
+        ref = A.upsample_bilinear2d(x, [7, 3], False, sh, sw)
+        case(BO, "bilinear odd scales %r %r" % (sh, sw), [In(x), IntList([7, 3]), Bool(False), Dbl(sh) if sh is not None else None, Dbl(sw) if sw is not None else None, Out(F32, ref), Ref(5)])
+    # dim orders
+    x = rnd([2, 3, 5, 6], F32)
+    for i, o in enumerate(g.orders(4)):
+        exact(NV, "nearest order %d" % i, [In(x, o), IntList([7, 4]), None, Out(F32, A.upsample_nearest2d(x, [7, 4]), order=g.orders(4)[-1 - i]), Ref(3)])
+        case(BV, "bilinear order %d" % i, [In(x, o), IntList([7, 4]), Bool(False), None, Out(F32, A.upsample_bilinear2d(x, [7, 4], False), order=o), Ref(4)])
+    x = rnd([1, 2, 4, 4], F32)
+    case(BV, "bilinear dynamic", [In(x), None, Bool(True), DblList([2.0, 2.0]), Out(F32, A.upsample_bilinear2d.vec(x, None, True, [2.0, 2.0]), shape=[1, 2, 10, 10], dynamic=True, capacity=200), Ref(4)])
+    # failures
+    for lbl, shape, osz, sf in [("both", [1, 2, 5, 5], [7, 3], [1.5, 0.7]), ("neither", [1, 2, 5, 5], None, None), ("size len1", [1, 2, 5, 5], [7], None),
+                                ("sf len1", [1, 2, 5, 5], None, [2.0]), ("3d", [2, 5, 5], [7, 3], None), ("out 0", [1, 2, 5, 5], [0, 3], None),
+                                ("empty in", [1, 2, 0, 5], [2, 3], None), ("sf neg", [1, 2, 5, 5], None, [-1.0, 2.0]), ("sf small", [1, 2, 5, 5], None, [0.1, 2.0]),
+                                ("sf nan", [1, 2, 5, 5], None, [float("nan"), 2.0])]:
+        x = rnd(shape, F32)
+        args = [In(x), IntList(osz) if osz is not None else None]
+        outs = [Out(F32, None, shape=[1, 2, 7, 3], dynamic=True, capacity=1000)]
+        sfa = DblList(sf) if sf is not None else None
+        case(NV, "nearest bad %s" % lbl, args + [sfa] + outs + [Ref(3)], fail=True)
+        case(BV, "bilinear bad %s" % lbl, args + [Bool(False), sfa] + outs + [Ref(4)], fail=True)
+    x = rnd([1, 2, 5, 5], F32)
+    for dt in [torch.int32, torch.int64, torch.bool, torch.int8]:
+        case(NO, "nearest %s" % dt, [In(x.to(dt)), IntList([7, 3]), None, None, Out(dt, None, shape=[1, 2, 7, 3]), Ref(4)], fail=True)
+    case(BO, "bilinear uint8", [In(x.to(torch.uint8)), IntList([7, 3]), Bool(False), None, None, Out(torch.uint8, None, shape=[1, 2, 7, 3]), Ref(5)], fail=True)
+    case(NO, "nearest out dtype", [In(x), IntList([7, 3]), None, None, Out(F64, None, shape=[1, 2, 7, 3]), Ref(4)], fail=True)
+    case(BO, "bilinear static wrong", [In(x), IntList([7, 3]), Bool(False), None, None, Out(F32, None, shape=[1, 2, 3, 7]), Ref(5)], fail=True)
+
+
 def generate(gen):
     global g
     g = gen
@@ -868,3 +1012,6 @@ def generate(gen):
     gen_batch_norm()
     gen_layer_norm()
     gen_group_norm()
+    gen_embedding()
+    gen_pad()
+    gen_upsample()
