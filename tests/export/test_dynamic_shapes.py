@@ -8,9 +8,9 @@ import unittest
 import torch
 import torch.nn as nn
 
-from tests.export._common import etch, needs_lib, rel_err
+from tests.export._common import etch, lib_path, needs_lib, rel_err
 from tests.export._planfile import analyze
-from etch import symbolic, zoo
+from etch import opcheck, symbolic, zoo
 from etch.capture import CaptureError, _resize
 from etch.serialize import schema as S
 
@@ -89,7 +89,8 @@ class DynamicShapesTest(unittest.TestCase):
                     self.assertEqual(got.shape, ref.shape)
                     self.assertLessEqual(rel_err(got, ref), 1e-4)
 
-    def test_sequence_models_export(self):
+    def test_sequence_models(self):
+        reg = opcheck.registry(lib_path()) if lib_path() else None
         for name in ("transformer_encoder", "llama_block", "audio_conv1d"):
             with self.subTest(model=name):
                 m, x = zoo.build(name)
@@ -97,11 +98,18 @@ class DynamicShapesTest(unittest.TestCase):
                 mx = x[0].shape[d]
                 p = etch.export(m, x, dynamic_shapes=[{d: mx}], check_ops=False)
                 eg = p.graphs["forward"]
-                for size in (mx, mx - 1, mx // 3):
+                rt = None
+                if reg is not None and all(o in reg for o in p.operators):
+                    rt = etch.runtime.load(p)
+                for size in (mx, mx - 1, mx // 3, mx):
                     xs = _resize(x[0], d, size)
                     with torch.no_grad():
                         ref = m(xs)
                     self.assertLessEqual(rel_err(eg.run([xs])[0], ref), 1e-4)
+                    if rt is not None:
+                        got = rt.forward(xs)
+                        self.assertEqual(got.shape, ref.shape)
+                        self.assertLessEqual(rel_err(got, ref), 1e-4)
 
 
 if __name__ == "__main__":

@@ -44,18 +44,23 @@ class OpCheckTest(unittest.TestCase):
 
     @needs_lib
     def test_export_fails_naming_missing_kernels(self):
-        reg = opcheck.registry(lib_path())
-        if "aten::atan2.out" in reg:
-            self.skipTest("atan2 is registered now")
-
         class M(nn.Module):
             def forward(self, x, y):
-                return torch.atan2(x, y)
+                return _PROBE(torch.relu(x) + y, 2.0)
 
         with self.assertRaises(opcheck.OperatorCheckError) as cm:
             etch.export(M(), (torch.randn(3), torch.randn(3)), check_ops=True)
-        self.assertIn("aten::atan2.out", str(cm.exception))
+        msg = str(cm.exception)
+        self.assertIn("missing operator dim_order_ops::etch_probe.out", msg)
+        self.assertNotIn("aten::relu.out", msg)
 
+
+# An operator in an ExecuTorch namespace that no runtime registers.
+_LIB = torch.library.Library("dim_order_ops", "DEF")
+_LIB.define("etch_probe(Tensor x, float s) -> Tensor")
+_LIB.define("etch_probe.out(Tensor x, float s, *, Tensor(a!) out) -> Tensor(a!)")
+_LIB.impl("etch_probe", lambda x, s: x * s, "CPU")
+_PROBE = torch.ops.dim_order_ops.etch_probe
 
 if __name__ == "__main__":
     unittest.main()

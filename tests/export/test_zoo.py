@@ -1,7 +1,8 @@
 """The model zoo end to end: every model exports; the exported graph equals eager; the memory
 plan, recomputed from the file, is within 1.10x of its lower bound; and, where this build of
 libetch registers every operator the file uses, the C runtime (Python binding and `etch run`,
-bit for bit) matches eager within 1e-4 relative to the largest output magnitude.  Models
+bit for bit) matches eager within 1e-4 relative to the largest output magnitude, and the
+bundled program (eager outputs as expectations) passes `etch verify`.  Models
 whose kernels are not all there yet are exported and checked, and the runtime part is skipped
 naming the missing operators."""
 
@@ -17,6 +18,7 @@ from tests.export._planfile import analyze
 from etch import opcheck, zoo
 
 TOL = 1e-4
+BUNDLE_RTOL, BUNDLE_ATOL = 1e-4, 1e-5
 
 
 def _registry():
@@ -68,6 +70,17 @@ class ZooTest(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
                 cli = torch.from_numpy(np.load(os.path.join(d, "output_0.npy")))
                 self.assertTrue(torch.equal(cli, got), "CLI and binding differ")
+                # the bundled program passes etch verify
+                g = torch.Generator().manual_seed(7)
+                other = tuple(torch.randn(x.shape, generator=g).to(x.dtype) for x in inputs)
+                bpte = os.path.join(d, "m.bpte")
+                with open(bpte, "wb") as f:
+                    with torch.no_grad():
+                        cases = [(xs, (model(*xs),)) for xs in (inputs, other)]
+                    f.write(etch.bundle(program, cases, rtol=BUNDLE_RTOL, atol=BUNDLE_ATOL))
+                v = run_cli("verify", bpte, "--rtol", BUNDLE_RTOL, "--atol", BUNDLE_ATOL)
+                self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+                self.assertIn("2 passed, 0 failed", v.stdout)
 
 
 def _make(name):
