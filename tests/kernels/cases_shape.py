@@ -45,6 +45,21 @@ SUPPORTED = {
     "aten::flip.out": _ALL,
     "aten::roll.out": _ALL,
     "aten::pixel_shuffle.out": _ALL,
+    "aten::full.out": _ALL,
+    "aten::full_like.out": _ALL,
+    "aten::zeros.out": _ALL,
+    "aten::ones.out": _ALL,
+    "aten::scalar_tensor.out": _ALL,
+    "aten::arange.out": _NO_BOOL,
+    "aten::arange.start_out": _NO_BOOL,
+    "aten::fill.Scalar_out": _ALL,
+    "aten::fill.Tensor_out": _ALL,
+    "aten::empty.out": _ALL,
+    "dim_order_ops::_empty_dim_order.out": _ALL,
+    "aten::triu.out": _ALL,
+    "aten::tril.out": _ALL,
+    "aten::copy.out": _ALL,
+    "aten::copy_": _ALL,
 }
 
 A = torch.ops.aten
@@ -721,6 +736,168 @@ def gen_views():
     single("aten::expand_copy.out", "out too small", [g.In(x), g.IntList([4, 2, 3]), g.Bool(False)], None, torch.float32, shape=[2, 2, 3], dynamic=True, capacity=20)
 
 
+# ---- creation ---------------------------------------------------------------------------------
+
+
+VALUES = [0, 1, -1, 7, 255, 256, -129, 300, 70000, 2 ** 40, 2 ** 63 - 1, True, False, 2.5, -0.5, 0.1, 1e10, 65504.0,
+          65520.0, 3.5e38, 1e39, float("inf"), float("-inf"), float("nan"), -0.0]
+
+
+def gen_creation():
+    for dt in g.ALL:
+        for v in VALUES:
+            r = expect(lambda: A.full.out([2, 3], v, out=torch.empty(0, dtype=dt)))
+            single("aten::full.out", "%s %r" % (dname(dt), v), [g.IntList([2, 3]), g.scalar_value(v)], r, dt, fail_rank=2)
+            r = expect(lambda: A.scalar_tensor.out(v, out=torch.empty([], dtype=dt)))
+            single("aten::scalar_tensor.out", "%s %r" % (dname(dt), v), [g.scalar_value(v)], r, dt, fail_rank=0, shape=[], dynamic=False)
+        x = data([3, 4], dt)
+        for v in [0, -3, 2.7, True, 300, float("nan")]:
+            r = expect(lambda: A.full_like.out(x, v, out=torch.empty(0, dtype=dt)))
+            single("aten::full_like.out", "%s %r" % (dname(dt), v), [g.In(x), g.scalar_value(v), None], r, dt, fail_rank=2)
+            r = expect(lambda: A.fill.Scalar_out(x, v, out=torch.empty([3, 4], dtype=dt)))
+            single("aten::fill.Scalar_out", "%s %r" % (dname(dt), v), [g.In(x), g.scalar_value(v)], r, dt, fail_rank=2)
+        for vt in [torch.tensor(5, dtype=torch.uint8), torch.tensor(-2.75, dtype=torch.float16), torch.tensor(True),
+                   torch.tensor(1e10, dtype=torch.float64), torch.tensor(-100, dtype=torch.int64)]:
+            r = expect(lambda: A.fill.Tensor_out(x, vt, out=torch.empty([3, 4], dtype=dt)))
+            single("aten::fill.Tensor_out", "%s %s %s" % (dname(dt), dname(vt.dtype), vt.item()), [g.In(x), g.In(vt)], r, dt, fail_rank=2)
+        for shape in [[2, 3], [], [0, 4], [1, 1, 5]]:
+            single("aten::zeros.out", "%s %s" % (dname(dt), shape), [g.IntList(shape)], torch.zeros(shape, dtype=dt), dt)
+            single("aten::ones.out", "%s %s" % (dname(dt), shape), [g.IntList(shape)], torch.ones(shape, dtype=dt), dt)
+        # empty: only the shape is checked (the contents are whatever out held)
+        for shape, o in [([2, 3], None), ([4, 0, 2], None), ([2, 3, 4, 5], [0, 2, 3, 1])]:
+            args = [g.IntList(shape), None, g.Out(dt, None, shape=[7] * len(shape), order=o, dynamic=True, capacity=7 ** len(shape)), g.Ref(2)]
+            case("aten::empty.out", "%s %s" % (dname(dt), shape), args)
+            args = [g.IntList(shape), g.IntList(o) if o else None, g.Out(dt, None, shape=[7] * len(shape), order=o, dynamic=True, capacity=7 ** len(shape)), g.Ref(2)]
+            case("dim_order_ops::_empty_dim_order.out", "%s %s" % (dname(dt), shape), args)
+    # out dtypes of fill (value -> self's dtype -> out's) and full_like (value -> out's)
+    xi = g.rand([2, 3], torch.int8)
+    for od in [torch.float32, torch.int64, torch.bool, torch.float16]:
+        for v in [2.7, 300, -1]:
+            r = expect(lambda: A.fill.Scalar_out(xi, v, out=torch.empty([2, 3], dtype=od)))
+            single("aten::fill.Scalar_out", "int8 to %s %r" % (dname(od), v), [g.In(xi), g.scalar_value(v)], r, od, fail_rank=2)
+            r = expect(lambda: A.full_like.out(xi, v, out=torch.empty(0, dtype=od)))
+            single("aten::full_like.out", "int8 to %s %r" % (dname(od), v), [g.In(xi), g.scalar_value(v), None], r, od, fail_rank=2)
+            vt = torch.tensor(v)
+            r = expect(lambda: A.fill.Tensor_out(xi, vt, out=torch.empty([2, 3], dtype=od)))
+            single("aten::fill.Tensor_out", "int8 to %s %r" % (dname(od), v), [g.In(xi), g.In(vt)], r, od, fail_rank=2)
+    # dim orders, memory formats, dynamic outs
+    x4 = data([2, 3, 4, 5], torch.float32)
+    for o in g.orders(4):
+        single("aten::full_like.out", "order %s" % o, [g.In(x4, o), g.Dbl(1.5), None], torch.full_like(x4, 1.5), torch.float32, order=o)
+        single("aten::fill.Scalar_out", "order %s" % o, [g.In(x4), g.Dbl(-1.5)], torch.full_like(x4, -1.5), torch.float32, order=o)
+        single("aten::full.out", "order %s" % o, [g.IntList([2, 3, 4, 5]), g.Int(3)], torch.full([2, 3, 4, 5], 3.0), torch.float32, order=o)
+    for mf, o, ok in [(0, None, True), (1, [0, 2, 3, 1], True), (2, [0, 2, 3, 1], True), (0, [0, 2, 3, 1], False), (2, None, False), (5, None, False)]:
+        single("aten::full_like.out", "memory_format %d %s" % (mf, o), [g.In(x4), g.Int(1), g.Int(mf)],
+               torch.ones_like(x4) if ok else None, torch.float32, order=o, fail_rank=4, shape=[2, 3, 4, 5], dynamic=False)
+    single("aten::full.out", "dynamic", [g.IntList([3, 2]), g.Dbl(0.5)], torch.full([3, 2], 0.5), torch.float32, shape=[5, 5], dynamic=True, capacity=25)
+    single("aten::zeros.out", "dynamic", [g.IntList([3, 2])], torch.zeros([3, 2]), torch.float32, shape=[5, 5], dynamic=True, capacity=25)
+    args = [g.IntList([2, 3]), g.Int(1), g.Out(torch.float32, None, shape=[2, 3]), g.Ref(2)]
+    case("aten::empty.out", "memory_format preserve (etch accepts it)", args)
+    args = [g.IntList([2, 3, 4, 5]), g.Int(2), g.Out(torch.float32, None, shape=[2, 3, 4, 5], order=[0, 2, 3, 1]), g.Ref(2)]
+    case("aten::empty.out", "memory_format channels last", args, fail=True)
+    # failures
+    for op, ins in [("aten::full.out", [g.IntList([2, -1]), g.Int(1)]), ("aten::zeros.out", [g.IntList([-2])]), ("aten::ones.out", [g.IntList([3, -1])]),
+                    ("aten::empty.out", [g.IntList([-1]), None]), ("dim_order_ops::_empty_dim_order.out", [g.IntList([-1]), None])]:
+        single(op, "negative size", ins, None, torch.float32, fail_rank=len(ins[0].v))
+    single("aten::full.out", "static out wrong", [g.IntList([2, 3]), g.Int(1)], None, torch.float32, shape=[3, 2], dynamic=False)
+    single("aten::scalar_tensor.out", "out rank 1", [g.Int(1)], None, torch.float32, shape=[1], dynamic=False)
+    single("aten::fill.Tensor_out", "value rank 1", [g.In(x4), g.In(torch.tensor([2.0]))], None, torch.float32, fail_rank=4)
+    args = [g.IntList([2, 3, 4, 5]), g.IntList([0, 1, 2, 3]), g.Out(torch.float32, None, shape=[2, 3, 4, 5], order=[0, 2, 3, 1]), g.Ref(2)]
+    case("dim_order_ops::_empty_dim_order.out", "dim_order mismatch", args, fail=True)
+
+
+def arange_ref(start, end, step, dt):
+    return A.arange.start_out(start, end, step, out=torch.empty(0, dtype=dt))
+
+
+def gen_arange():
+    ranges = [(0, 10, 1), (0, 2, 0.1), (0.3, 10.7, 0.37), (-5.5, 5, 0.3), (1, 100, 1.1), (10, -3, -0.7), (0, 1, 1 / 3),
+              (-3.7, 5.2, 1.1), (5, -3, -2), (0.5, 5, 1.5), (250, 260, 1), (3, 3, 1), (1e6, 1e6 + 50, 0.7),
+              (-2.5, 40.0, 0.125), (True, 5, True), (0, 1000, 1.7), (-100, 100, 3), (0, 33, 1)]
+    for dt in [d for d in g.ALL if d != torch.bool]:
+        for start, end, step in ranges:
+            r = expect(lambda: arange_ref(start, end, step, dt))
+            single("aten::arange.start_out", "%s %r %r %r" % (dname(dt), start, end, step),
+                   [g.scalar_value(start), g.scalar_value(end), g.scalar_value(step)], r, dt, fail_rank=1)
+        for end in [5, 7.5, 0, 40, 1000]:
+            r = expect(lambda: A.arange.out(end, out=torch.empty(0, dtype=dt)))
+            single("aten::arange.out", "%s %r" % (dname(dt), end), [g.scalar_value(end)], r, dt)
+    # random float ranges: the vectorised blocks and the tail, fused multiply-adds
+    import random
+    rnd = random.Random(7)
+    for k in range(60):
+        s = rnd.uniform(-50, 50)
+        st = rnd.choice([-1, 1]) * rnd.uniform(0.01, 3)
+        e = s + st * rnd.randint(0, 300) + rnd.uniform(-1, 1) * st
+        for dt in g.FLOATS:
+            r = expect(lambda: arange_ref(s, e, st, dt))
+            single("aten::arange.start_out", "random %d %s" % (k, dname(dt)), [g.Dbl(s), g.Dbl(e), g.Dbl(st)], r, dt)
+    # an out of another shape with the right element count keeps its shape (torch does)
+    single("aten::arange.start_out", "2d out", [g.Int(0), g.Int(6), g.Int(1)], A.arange.start_out(0, 6, 1, out=torch.empty([2, 3], dtype=torch.int64)), torch.int64)
+    single("aten::arange.out", "dynamic", [g.Int(5)], torch.arange(5), torch.int64, shape=[9], dynamic=True, capacity=9)
+    # failures
+    for name, st, e, sp, dt in [("step 0", 0, 5, 0, torch.float32), ("int step rounds to 0", 0, 5, 0.5, torch.int64),
+                                ("inf", 0, float("inf"), 1, torch.float32), ("nan", float("nan"), 5, 1, torch.float32),
+                                ("sign", 0, -5, 1, torch.float32), ("sign neg", 0, 5, -1, torch.int32),
+                                ("half overflow", 0, 1e39, 1e38, torch.float16), ("int overflow", 0, 1e30, 1, torch.int64)]:
+        assert expect(lambda: arange_ref(st, e, sp, dt)) is None, name
+        single("aten::arange.start_out", name, [g.scalar_value(st), g.scalar_value(e), g.scalar_value(sp)], None, dt)
+    single("aten::arange.start_out", "bool", [g.Int(0), g.Int(2), g.Int(1)], None, torch.bool)
+    single("aten::arange.out", "static out wrong", [g.Int(5)], None, torch.float32, shape=[4], dynamic=False)
+
+
+# ---- triangular, copy ----------------------------------------------------------------------------
+
+
+def gen_tri_copy():
+    for dt in g.ALL:
+        x = data([2, 4, 5], dt)
+        for k in [0, 1, -2, 10, -10]:
+            single("aten::triu.out", "%s %d" % (dname(dt), k), [g.In(x), g.Int(k)], torch.triu(x, k), dt)
+            single("aten::tril.out", "%s %d" % (dname(dt), k), [g.In(x), g.Int(k)], torch.tril(x, k), dt)
+        for sd in g.ALL:
+            src = g.rand([3], sd, lo=0 if sd in g.INTS else None, hi=100 if sd in g.INTS else None)
+            self_ = data([2, 3], dt)
+            r = expect(lambda: A.copy(self_, src))
+            single("aten::copy.out", "%s from %s" % (dname(dt), dname(sd)), [g.In(self_), g.In(src), g.Bool(False)], r, dt, fail_rank=2)
+            args = [g.InOut(self_, r), g.In(src), g.Bool(False), g.Ref(0)]
+            case("aten::copy_", "%s from %s" % (dname(dt), dname(sd)), args, fail=r is None)
+    # copy.out converts src to self's dtype, then to out's
+    xi = g.rand([2, 3], torch.int32, lo=-100, hi=100)
+    src = g.rand([2, 3], torch.float32, hi=50.0)
+    for od in [torch.float32, torch.float64, torch.int8, torch.bool]:
+        r = expect(lambda: A.copy.out(xi, src, False, out=torch.empty([2, 3], dtype=od)))
+        single("aten::copy.out", "int32 self to %s" % dname(od), [g.In(xi), g.In(src), g.Bool(False)], r, od)
+    # broadcasting, dim orders, empty
+    y = data([2, 3, 4, 5], torch.float32)
+    for name, sshape in [("row", [5]), ("col", [4, 1]), ("scalar", []), ("lead", [1, 3, 1, 5]), ("same", [2, 3, 4, 5])]:
+        src = data(sshape, torch.float32)
+        for o in g.orders(4):
+            r = A.copy(y, src)
+            single("aten::copy.out", "bcast %s %s" % (name, o), [g.In(y, o), g.In(src), g.Bool(False)], r, torch.float32, order=o)
+            args = [g.InOut(y, r, order=o), g.In(src), g.Bool(True), g.Ref(0)]
+            case("aten::copy_", "bcast %s %s" % (name, o), args)
+    for o in g.orders(4):
+        single("aten::triu.out", "order %s" % o, [g.In(y, o), g.Int(1)], torch.triu(y, 1), torch.float32, order=g.orders(4)[-1])
+        single("aten::tril.out", "order %s" % o, [g.In(y, o), g.Int(-1)], torch.tril(y, -1), torch.float32, order=o)
+    e = data([0, 3], torch.float32)
+    single("aten::triu.out", "empty", [g.In(e), g.Int(0)], torch.triu(e), torch.float32)
+    single("aten::copy.out", "empty", [g.In(e), g.In(data([3], torch.float32)), g.Bool(False)], A.copy(e, data([3], torch.float32)), torch.float32)
+    # failures
+    for name, t in [("rank 1", data([4], torch.float32)), ("rank 0", torch.tensor(1.0))]:
+        for op, fn in [("aten::triu.out", torch.triu), ("aten::tril.out", torch.tril)]:
+            assert expect(lambda: fn(t)) is None
+            single(op, name, [g.In(t), g.Int(0)], None, torch.float32)
+    for op in ["aten::triu.out", "aten::tril.out"]:
+        single(op, "out dtype", [g.In(y), g.Int(0)], None, torch.float64, fail_rank=4)
+    for name, src in [("src bigger", data([2, 2, 3, 4, 5], torch.float32)), ("src mismatch", data([3], torch.float32)),
+                      ("src lead 1", data([1, 2, 3, 4, 5], torch.float32))]:
+        assert expect(lambda: A.copy(y, src)) is None, name
+        single("aten::copy.out", name, [g.In(y), g.In(src), g.Bool(False)], None, torch.float32, fail_rank=4)
+        args = [g.InOut(y, None), g.In(src), g.Bool(False), g.Ref(0)]
+        case("aten::copy_", name, args, fail=True)
+
+
 def generate(gen):
     global g
     g = gen
@@ -731,3 +908,6 @@ def generate(gen):
     gen_index()
     gen_masked_fill()
     gen_views()
+    gen_creation()
+    gen_arange()
+    gen_tri_copy()

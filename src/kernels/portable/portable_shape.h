@@ -46,6 +46,8 @@ void etch_sv_broadcast(etch_sv *v, int d, int64_t n);
  * (a copy into a tensor of that dtype, then into dst). Pass via = -1 for a direct copy. Same
  * dtypes move bytes, so any dtype works; conversions need real dtypes (checked by callers). */
 void etch_sv_copy(etch_sv *dst, const etch_sv *src, int via);
+/* Every element of dst = the element at elem (of dst's dtype). */
+void etch_sv_fill(etch_sv *dst, const void *elem);
 /* Copy a whole tensor into a view of the same shape (dtypes as etch_sv_copy). */
 void etch_sv_copy_from_tensor(etch_sv *dst, const etch_tensor *src, int via);
 
@@ -54,6 +56,9 @@ void etch_sv_copy_from_tensor(etch_sv *dst, const etch_tensor *src, int via);
 /* Copy-like kernels write any real dtype into any real dtype (torch's copy_), and move any
  * other dtype only into itself. */
 bool etch_shape_check_convert(etch_kernel_context *ctx, int from, int to, const char *what);
+/* A size list argument (entries >= 0, at most ETCH_MAX_DIMS): NULL + failure otherwise. */
+const int64_t *etch_shape_size_list(etch_kernel_context *ctx, etch_value *v, const char *name,
+                                    size_t *len);
 /* Fail unless the dtypes are equal. */
 bool etch_shape_check_same(etch_kernel_context *ctx, const etch_tensor *a, const char *an,
                            const etch_tensor *b, const char *bn);

@@ -215,6 +215,17 @@ void etch_sv_copy(etch_sv *dst, const etch_sv *src, int via) {
     }
 }
 
+void etch_sv_fill(etch_sv *dst, const void *elem) {
+    etch_sv src;
+    etch_sv_scalar(&src, elem, dst->dtype);
+    src.ndim = dst->ndim;
+    for (int i = 0; i < dst->ndim; i++) {
+        src.sizes[i] = dst->sizes[i];
+        src.strides[i] = 0;
+    }
+    etch_sv_copy(dst, &src, -1);
+}
+
 void etch_sv_copy_from_tensor(etch_sv *dst, const etch_tensor *src, int via) {
     etch_sv s;
     etch_sv_of(&s, src);
@@ -229,6 +240,26 @@ bool etch_shape_check_convert(etch_kernel_context *ctx, int from, int to, const 
     etch_kernel_fail(ctx, ETCH_ERR_NOT_SUPPORTED, "%s: conversion from %s to %s is not supported",
                      what, etch_dtype_name(from), etch_dtype_name(to));
     return false;
+}
+
+const int64_t *etch_shape_size_list(etch_kernel_context *ctx, etch_value *v, const char *name,
+                                    size_t *len) {
+    const int64_t *s = etch_pk_int_list(ctx, v, name, len);
+    if (!s)
+        return NULL;
+    if (*len > ETCH_MAX_DIMS) {
+        etch_kernel_fail(ctx, ETCH_ERR_NOT_SUPPORTED, "%s has %zu entries, more than %d", name,
+                         *len, ETCH_MAX_DIMS);
+        return NULL;
+    }
+    for (size_t i = 0; i < *len; i++) {
+        if (s[i] < 0) {
+            etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "%s[%zu] = %lld is negative", name, i,
+                             (long long)s[i]);
+            return NULL;
+        }
+    }
+    return s;
 }
 
 bool etch_shape_check_same(etch_kernel_context *ctx, const etch_tensor *a, const char *an,
