@@ -210,9 +210,8 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
                 alignment: int = 16) -> EmittedMethod:
     """Emit one method; constant tensors go into `constants`."""
     g = eg.graph
-    # ---- storage of every tensor-valued node (key: (root node, result index)) ----
-    storage_of: Dict[Any, Any] = {}     # (node, i) -> storage key, for non-constant tensors
 
+    # ---- storage of every tensor-valued node (key: (root node, result index)) ----
     def key_of(n: torch.fx.Node, i: int = 0):
         if n.op == "call_function" and n.target is operator.getitem:
             return key_of(n.args[0], n.args[1])
