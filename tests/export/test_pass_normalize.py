@@ -50,6 +50,27 @@ class NormalizeTest(unittest.TestCase):
             for a, b in zip(after, m(x)):
                 torch.testing.assert_close(a, b)
 
+    def test_memory_formats_and_scalars(self):
+        class M(nn.Module):
+            def forward(self, x):
+                y = x.to(memory_format=torch.channels_last).clone(
+                    memory_format=torch.channels_last)
+                return (y + 1) * 2.5, y.sum(), y.mean()
+
+        x = torch.randn(1, 3, 4, 4)
+        eg = graph_of(M(), x)
+        normalize.run(eg)
+        eg.propagate()
+        for n in eg.call_nodes():
+            self.assertNotIn("memory_format", n.kwargs, n)
+        ops = eg.op_counts()
+        self.assertIn("aten::add.Scalar", ops)
+        self.assertIn("aten::mul.Scalar", ops)
+        self.assertIn("aten::sum.dim_IntList", ops)
+        self.assertIn("aten::mean.dim", ops)
+        for a, b in zip(eg.run([x]), M()(x)):
+            torch.testing.assert_close(a, b)
+
     def test_training_batch_norm_is_left_alone(self):
         m = nn.BatchNorm1d(4, track_running_stats=False).eval()
         eg = graph_of(m, torch.randn(3, 4))

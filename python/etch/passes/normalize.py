@@ -8,6 +8,7 @@
 * ``split`` / ``unsafe_split`` / ``split_with_sizes`` / ``unbind``
                                                       -> one ``slice_copy`` / ``select_copy``
                                                          per used piece
+* ``clone`` / ``_to_copy`` to another memory format     -> plain (values are the same)
 * ``sum`` / ``mean`` over everything                 -> the ``dim`` overloads with dim=None
 * ``index_copy``                                      -> ``index_put``
 * a Python number in a Tensor argument                -> the Scalar overload, or a 0-d constant
@@ -82,6 +83,11 @@ def run(eg: ExportedGraph) -> int:
         elif t in _SPLITS or t is aten.unbind_copy.int:
             if _split(eg, node) is False:
                 continue
+        elif t in (aten.clone.default, aten._to_copy.default) and \
+                node.kwargs.get("memory_format") not in (None, torch.contiguous_format,
+                                                         torch.preserve_format):
+            # channels_last & co change strides, not values; kernels write contiguous
+            node.kwargs = {k: v for k, v in node.kwargs.items() if k != "memory_format"}
         elif t in (aten.sum.default, aten.mean.default):
             dim_op = aten.sum.dim_IntList if t is aten.sum.default else aten.mean.dim
             replace_node(eg, node, dim_op, (node.args[0], None, False),
