@@ -55,6 +55,7 @@ SUPPORTED = {
     "aten::sort.values": names(ALL_DT),
     "aten::sort.values_stable": names(ALL_DT),
     "aten::topk.values": names([d for d in ALL_DT if d != torch.bool]),
+    "aten::argsort.stable_out": names(ALL_DT),
     "aten::embedding.out": names(ALL_DT),  # weight dtype; indices Int or Long
     "aten::upsample_nearest2d.vec_out": names([F32, F64, F16, BF16, torch.uint8]),
     "aten::upsample_nearest2d.out": names([F32, F64, F16, BF16, torch.uint8]),
@@ -481,11 +482,16 @@ def gen_sort():
                       [In(x), Int(d), Bool(desc), Out(dt, v), Out(torch.int64, i), TList([3, 4])])
                 exact("aten::sort.values_stable", "sort stable %s %s %d %s" % (dt, shape, d, desc),
                       [In(x), Bool(True), Int(d), Bool(desc), Out(dt, v), Out(torch.int64, i), TList([4, 5])])
+                ref = A.argsort.stable(x.float() if dt == F16 else x, stable=True, dim=d, descending=desc)
+                assert torch.equal(ref, i)
+                exact("aten::argsort.stable_out", "argsort %s %s %d %s" % (dt, shape, d, desc),
+                      [In(x), Bool(True), Int(d), Bool(desc), Out(torch.int64, ref), g.Ref(4)])
     x = torch.tensor([1.0, float("nan"), 3.0, float("-inf"), -0.0, 0.0, float("inf"), float("nan"), -2.5, 0.0, -0.0])
     for dt in FLOATS:
         for desc in [False, True]:
             v, i = sort_ref(x.to(dt), 0, desc)
             exact("aten::sort.values", "sort special %s %s" % (dt, desc), [In(x.to(dt)), Int(0), Bool(desc), Out(dt, v), Out(torch.int64, i), TList([3, 4])])
+        exact("aten::argsort.stable_out", "argsort special %s" % dt, [In(x.to(dt)), Bool(False), Int(-1), Bool(True), Out(torch.int64, sort_ref(x.to(dt), 0, True)[1]), g.Ref(4)])
     big = torch.tensor([(1 << 62) + 1, (1 << 62), -(1 << 62), (1 << 62) + 1, -1], dtype=torch.int64)
     v, i = sort_ref(big, 0, False)
     exact("aten::sort.values", "sort int64 exact", [In(big), Int(0), Bool(False), Out(torch.int64, v), Out(torch.int64, i), TList([3, 4])])
@@ -499,6 +505,14 @@ def gen_sort():
             v, i = sort_ref(x, d, False)
             exact("aten::sort.values", "sort order %d %d" % (k, d),
                   [In(x, o), Int(d), Bool(False), Out(F32, v, order=g.orders(4)[-1 - k]), Out(torch.int64, i, order=o), TList([3, 4])])
+    x = rnd([2, 3, 4, 5], F32)
+    for k, o in enumerate(g.orders(4)):
+        exact("aten::argsort.stable_out", "argsort order %d" % k, [In(x, o), Bool(True), Int(2), Bool(False), Out(torch.int64, sort_ref(x, 2, False)[1], order=g.orders(4)[-1 - k]), g.Ref(4)])
+    for shape in [[], [0, 3]]:
+        x = rnd(shape, F32)
+        exact("aten::argsort.stable_out", "argsort shape %s" % shape, [In(x), Bool(True), Int(-1), Bool(False), Out(torch.int64, sort_ref(x, -1, False)[1]), g.Ref(4)])
+    case("aten::argsort.stable_out", "argsort out dtype", [In(x), Bool(True), Int(-1), Bool(False), Out(torch.int32, None, shape=[0, 3]), g.Ref(4)], fail=True)
+    case("aten::argsort.stable_out", "argsort bad dim", [In(x), Bool(True), Int(2), Bool(False), Out(torch.int64, None, shape=[0, 3]), g.Ref(4)], fail=True)
     x = rnd([3, 5], F32)
     v, i = sort_ref(x, 1, False)
     # stable=None means "not necessarily stable" (torch 1.13 asserts on it); etch is stable

@@ -7,6 +7,8 @@
  *                          Tensor(a!) values, Tensor(b!) indices)
  * aten::topk.values(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True, *,
  *                   Tensor(a!) values, Tensor(b!) indices)
+ * aten::argsort.stable_out(Tensor self, *, bool stable, int dim=-1, bool descending=False,
+ *                          Tensor(a!) out)   (torch >= 2.1; 1.13's argsort lowers to sort)
  *
  * Values have self's dtype, indices are Long. Sort takes every real dtype, topk every one but
  * Bool (as torch). The order is total: NaN sorts above +inf, -0.0 equals 0.0, and equal values
@@ -30,6 +32,8 @@ typedef struct key {
 typedef struct slots {
     char *v, *x;    /* first value / index slot */
     int64_t vs, xs; /* byte strides */
+    const char *src; /* argsort: no value slots, values are read from src[index] */
+    int64_t ss;
     int dtype;
     size_t es;
     bool isf, desc;
@@ -47,7 +51,14 @@ static key load_key(const slots *s, const char *vp, const char *xp) {
     return k;
 }
 
-static key slot_key(const slots *s, int64_t i) { return load_key(s, s->v + i * s->vs, s->x + i * s->xs); }
+static key slot_key(const slots *s, int64_t i) {
+    if (s->src) {
+        int64_t pos;
+        memcpy(&pos, s->x + i * s->xs, 8);
+        return load_key(s, s->src + pos * s->ss, s->x + i * s->xs);
+    }
+    return load_key(s, s->v + i * s->vs, s->x + i * s->xs);
+}
 
 /* a comes before b in the output order */
 static bool before(const slots *s, const key *a, const key *b) {
@@ -65,10 +76,14 @@ static bool before(const slots *s, const key *a, const key *b) {
 
 static void swap_slots(const slots *s, int64_t a, int64_t b) {
     char t[16];
-    char *pa = s->v + a * s->vs, *pb = s->v + b * s->vs;
-    memcpy(t, pa, s->es);
-    memcpy(pa, pb, s->es);
-    memcpy(pb, t, s->es);
+    char *pa, *pb;
+    if (!s->src) {
+        pa = s->v + a * s->vs;
+        pb = s->v + b * s->vs;
+        memcpy(t, pa, s->es);
+        memcpy(pa, pb, s->es);
+        memcpy(pb, t, s->es);
+    }
     pa = s->x + a * s->xs;
     pb = s->x + b * s->xs;
     memcpy(t, pa, 8);
@@ -147,7 +162,9 @@ static slots make_slots(const sort_args *a, bool desc) {
     s.isf = etch_pk_is_float(s.dtype);
     s.desc = desc;
     s.v = s.x = NULL;
-    s.vs = a->dim < 0 ? 0 : a->vals->strides[a->dim] * (int64_t)s.es;
+    s.src = NULL;
+    s.ss = 0;
+    s.vs = a->dim < 0 || !a->vals ? 0 : a->vals->strides[a->dim] * (int64_t)s.es;
     s.xs = a->dim < 0 ? 0 : a->idx->strides[a->dim] * 8;
     return s;
 }
@@ -259,5 +276,39 @@ ETCH_PK_KERNEL(topk_values) {
             }
         }
         heap_sort(&s, k);
+    }
+}
+
+ETCH_PK_KERNEL(argsort_stable_out) {
+    bool stable, desc;
+    int64_t d;
+    if (!etch_pk_nargs(ctx, nargs, 5) || !etch_pk_bool(ctx, args[1], "stable", &stable) ||
+        !etch_pk_bool(ctx, args[3], "descending", &desc))
+        return;
+    sort_args a;
+    a.in = etch_pk_tensor(ctx, args[0], "self");
+    a.vals = NULL;
+    a.idx = a.in ? etch_pk_tensor(ctx, args[4], "out") : NULL;
+    if (!a.idx || !etch_pk_int(ctx, args[2], "dim", &d) ||
+        !etch_pk_wrap_dim(ctx, d, a.in->dim, &d) || !etch_pk_check_real(ctx, a.in, "self") ||
+        !etch_nn_check_dtype(ctx, a.idx, "out", ETCH_DTYPE_LONG))
+        return;
+    a.dim = a.in->dim == 0 ? -1 : d;
+    etch_tensor *in = a.in;
+    if (etch_pk_resize(ctx, a.idx, in->dim, in->sizes) != ETCH_OK || etch_tensor_numel(in) == 0)
+        return;
+    etch_nn_plan pl;
+    etch_nn_plan_init(&pl, in, NULL, a.dim < 0 ? 0u : 1u << a.dim);
+    slots s = make_slots(&a, desc);
+    s.ss = a.dim < 0 ? 0 : in->strides[a.dim] * (int64_t)s.es;
+    int64_t n = a.dim < 0 ? 1 : in->sizes[a.dim];
+    int64_t id[ETCH_MAX_DIMS];
+    for (int64_t o = 0; o < pl.outer; o++) {
+        etch_nn_plan_index(&pl, o, id);
+        s.src = (const char *)in->data + etch_nn_plan_offset(&pl, id, in, true) * (int64_t)s.es;
+        s.x = (char *)a.idx->data + etch_nn_plan_offset(&pl, id, a.idx, true) * 8;
+        for (int64_t i = 0; i < n; i++)
+            memcpy(s.x + i * s.xs, &i, 8);
+        heap_sort(&s, n);
     }
 }

@@ -135,6 +135,7 @@ ETCH_PK_KERNEL(cumsum_out);
 ETCH_PK_KERNEL(sort_values);
 ETCH_PK_KERNEL(sort_values_stable);
 ETCH_PK_KERNEL(topk_values);
+ETCH_PK_KERNEL(argsort_stable_out);
 /* embedding, interpolation, padding */
 ETCH_PK_KERNEL(embedding_out);
 ETCH_PK_KERNEL(upsample_nearest2d_vec_out);
