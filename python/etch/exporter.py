@@ -12,9 +12,8 @@ from typing import Callable, Dict, Optional, Sequence
 import torch
 
 from . import decomp as _decomp
-from . import ops as _ops
 from . import passes as _passes
-from .capture import CaptureError, capture
+from .capture import capture
 from .emit import ConstantTable, emit_method
 from .program import Program
 

@@ -16,14 +16,11 @@ graph runnable, so every pass can be checked by running the graph before and aft
 
 from __future__ import annotations
 
-import copy
-import operator
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.fx
-from torch.utils import _pytree as pytree
 
 from . import ops as _ops
 from . import symbolic as _sym

@@ -8,7 +8,6 @@ how often each is called, planned memory against its lower bound, constants.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from . import ops as _ops

@@ -4,7 +4,7 @@ import sys
 import tempfile
 import unittest
 
-from tests.export._common import REPO, etch, needs_cli, needs_lib, python_env, run_cli
+from tests.export._common import REPO, needs_cli, needs_lib, python_env, run_cli
 from etch.cli import parse_input_spec
 
 

@@ -1,8 +1,6 @@
 import random
 import unittest
 
-import torch
-
 from tests.export._common import etch
 from tests.export._planfile import analyze
 from etch import zoo

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Tuple
 
-import torch.fx
-
 from ..graph import ExportedGraph
 from . import bn_fold, constant_fold, dce, fuse_bias, noop, normalize, views
 from ._util import bind_args

@@ -9,8 +9,6 @@ second dimension, group by group.  The convolution must have no other user."""
 
 from __future__ import annotations
 
-import operator
-
 import torch
 
 from .. import ops as _ops

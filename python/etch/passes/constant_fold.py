@@ -9,7 +9,7 @@ blow up the file (more than ``MAX_GROWTH`` times the bytes of the inputs and abo
 from __future__ import annotations
 
 import operator
-from typing import Any, Dict
+from typing import Any
 
 import torch
 import torch.fx

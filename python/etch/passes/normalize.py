@@ -18,8 +18,6 @@
 
 from __future__ import annotations
 
-import operator
-
 import torch
 
 from .. import ops as _ops
