@@ -1,3 +1,0 @@
-#include "etch/llm.h"
-
-int etch_llm_api_version(void) { return 1; }
