@@ -11,9 +11,8 @@
 #include "kernels/portable/portable_shape.h"
 
 typedef struct put_arg {
-    char *dst;       /* self data or out data (same layout: strides of `layout`) */
+    char *dst;       /* self's data, or out's (the offsets come from the indexing over it) */
     int dst_dtype;
-    const etch_tensor *layout;
     const etch_tensor *values;
     int64_t vstrides[ETCH_MAX_DIMS]; /* per result dim (0 = broadcast) */
     size_t rdim;
@@ -106,7 +105,6 @@ ETCH_PK_KERNEL(index_put_out) {
     ai.self = out;
     p.dst = (char *)out->data;
     p.dst_dtype = out->dtype;
-    p.layout = out;
     etch_adv_index_visit(&ai, put_one, &p);
 }
 
@@ -120,7 +118,6 @@ ETCH_PK_KERNEL(index_put_) {
         return;
     p.dst = (char *)self->data;
     p.dst_dtype = self->dtype;
-    p.layout = self;
     etch_adv_index_visit(&ai, put_one, &p);
     /* the return slot is self; should it be another tensor, it receives self's data too */
     if (nargs > 4 && args[4] && args[4]->tag == ETCH_VALUE_TENSOR && args[4]->u.tensor &&
