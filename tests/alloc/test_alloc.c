@@ -1,0 +1,220 @@
+/*
+ * Nothing allocates during execute: malloc, calloc, realloc, free, aligned_alloc,
+ * posix_memalign and mmap are wrapped at link time (-Wl,--wrap=...) and counted while a
+ * window is armed around set_input + execute + reading outputs; the etch_allocator given to
+ * the program counts too. Programs: LeNet (portable kernels) and a bounded-dynamic program
+ * whose input is resized between executes.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <etch/etch.h>
+#include <etch/kernels.h>
+
+#include "etch_test.h"
+
+static int armed;
+static long calls;
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t a, size_t b);
+void *__real_realloc(void *p, size_t n);
+void __real_free(void *p);
+void *__real_aligned_alloc(size_t a, size_t n);
+int __real_posix_memalign(void **p, size_t a, size_t n);
+void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t a, size_t b);
+void *__wrap_realloc(void *p, size_t n);
+void __wrap_free(void *p);
+void *__wrap_aligned_alloc(size_t a, size_t n);
+int __wrap_posix_memalign(void **p, size_t a, size_t n);
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+
+void *__wrap_malloc(size_t n) { calls += armed; return __real_malloc(n); }
+void *__wrap_calloc(size_t a, size_t b) { calls += armed; return __real_calloc(a, b); }
+void *__wrap_realloc(void *p, size_t n) { calls += armed; return __real_realloc(p, n); }
+void __wrap_free(void *p) { calls += armed && p; __real_free(p); }
+void *__wrap_aligned_alloc(size_t a, size_t n) { calls += armed; return __real_aligned_alloc(a, n); }
+int __wrap_posix_memalign(void **p, size_t a, size_t n) {
+    calls += armed;
+    return __real_posix_memalign(p, a, n);
+}
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+    calls += armed;
+    return __real_mmap(addr, len, prot, flags, fd, off);
+}
+
+/* the allocator interface, counted the same way */
+static long iface_calls, iface_total;
+static void *count_alloc(void *self, size_t size, size_t align) {
+    (void)self;
+    iface_calls += armed;
+    iface_total++;
+    return aligned_alloc(align < 16 ? 16 : align, (size + 15) / 16 * 16);
+}
+static void count_free(void *self, void *p) {
+    (void)self;
+    iface_calls += armed && p;
+    free(p);
+}
+static const etch_allocator counting = {count_alloc, count_free, NULL};
+
+typedef struct loaded {
+    etch_program *prog;
+    etch_method *m;
+    void *pool;
+    void *arenas[8];
+    size_t sizes[8];
+    size_t narenas;
+} loaded;
+
+static int load(const char *path, etch_load_mode mode, loaded *L) {
+    memset(L, 0, sizeof *L);
+    etch_program_options o = etch_program_default_options();
+    o.load_mode = mode;
+    o.allocator = &counting;
+    etch_method_meta meta;
+    if (etch_program_open_file(path, &o, &L->prog) != ETCH_OK ||
+        etch_program_method_meta(L->prog, "forward", &meta) != ETCH_OK) {
+        fprintf(stderr, "%s: %s\n", path, etch_last_error());
+        return -1;
+    }
+    L->narenas = etch_method_meta_num_arenas(&meta);
+    if (L->narenas > 8)
+        return -1;
+    for (size_t j = 0; j < L->narenas; j++) {
+        L->sizes[j] = etch_method_meta_arena_size(&meta, j);
+        L->arenas[j] = aligned_alloc(16, (L->sizes[j] + 16) / 16 * 16);
+    }
+    size_t pool_size = etch_method_meta_pool_size(&meta);
+    L->pool = malloc(pool_size);
+    etch_method_memory mem = {L->pool, pool_size, L->arenas, L->sizes, L->narenas, NULL, 0};
+    if (etch_method_load(L->prog, "forward", &mem, NULL, &L->m) != ETCH_OK) {
+        fprintf(stderr, "%s: %s\n", path, etch_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static void unload(loaded *L) {
+    etch_method_free(L->m);
+    etch_program_close(L->prog);
+    for (size_t j = 0; j < L->narenas; j++)
+        free(L->arenas[j]);
+    free(L->pool);
+}
+
+static void arm(void) {
+    calls = iface_calls = 0;
+    armed = 1;
+}
+static void disarm(void) { armed = 0; }
+
+/* Opening a program allocates (its handle, and the mapping or a copy of the file): seen
+ * through the wrappers, which proves they catch etch's calls. */
+static void test_wrapper_counts(const char *fixtures) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/pte/add.pte", fixtures);
+    for (int mode = ETCH_LOAD_MMAP; mode <= ETCH_LOAD_READ; mode++) {
+        etch_program_options o = etch_program_default_options();
+        o.load_mode = (etch_load_mode)mode;
+        etch_program *p = NULL;
+        arm();
+        etch_status st = etch_program_open_file(path, &o, &p);
+        etch_program_close(p);
+        disarm();
+        CHECK_OK(st);
+        CHECK_MSG(calls >= 2, "the wrappers saw %ld calls opening and closing %s: --wrap is "
+                              "not in effect", calls, path);
+    }
+}
+
+static void test_lenet(const char *fixtures, etch_load_mode mode) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/pte/lenet_bundled.bpte", fixtures);
+    long before = iface_total;
+    loaded L;
+    CHECK(load(path, mode, &L) == 0);
+    if (!L.m)
+        return;
+    CHECK_MSG(iface_total > before, "the program did not allocate through the given allocator");
+    static float x[32 * 32];
+    int64_t sizes[4] = {1, 1, 32, 32};
+    etch_tensor t;
+    etch_tensor_init(&t, ETCH_DTYPE_FLOAT, 4, sizes, x);
+    float first = 0;
+    for (int run = 0; run < 3; run++) {
+        for (int i = 0; i < 32 * 32; i++)
+            x[i] = (float)((i * 7 + run * 13) % 17) / 17.0f;
+        arm();
+        etch_status st = etch_method_set_input_tensor(L.m, 0, &t);
+        if (st == ETCH_OK)
+            st = etch_method_execute(L.m);
+        const etch_value *out = etch_method_output(L.m, 0);
+        float v = ((const float *)out->u.tensor->data)[0];
+        disarm();
+        CHECK_OK(st);
+        CHECK_MSG(calls == 0 && iface_calls == 0,
+                  "LeNet execute %d allocated: %ld libc calls, %ld allocator calls", run, calls,
+                  iface_calls);
+        if (run == 0)
+            first = v;
+        else
+            CHECK_MSG(v != first || run == 0, "different inputs gave the same output");
+    }
+    unload(&L);
+}
+
+static void test_dynamic(const char *path) {
+    loaded L;
+    CHECK(load(path, ETCH_LOAD_MMAP, &L) == 0);
+    if (!L.m)
+        return;
+    static float x[8 * 4];
+    const int64_t rows[] = {8, 3, 5, 1};
+    for (int run = 0; run < 4; run++) {
+        int64_t sizes[2] = {rows[run], 4};
+        for (int i = 0; i < 32; i++)
+            x[i] = (float)(i % 5) - 2.0f;
+        etch_tensor t;
+        etch_tensor_init(&t, ETCH_DTYPE_FLOAT, 2, sizes, x);
+        arm();
+        etch_status st = etch_method_set_input_tensor(L.m, 0, &t);
+        if (st == ETCH_OK)
+            st = etch_method_execute(L.m);
+        const etch_tensor *out = etch_method_output(L.m, 0)->u.tensor;
+        int64_t n = etch_method_output(L.m, 1)->u.i;
+        disarm();
+        CHECK_OK(st);
+        CHECK_MSG(calls == 0 && iface_calls == 0,
+                  "dynamic execute %d allocated: %ld libc calls, %ld allocator calls", run, calls,
+                  iface_calls);
+        CHECK_MSG(out->sizes[0] == rows[run] && n == rows[run], "resize to %lld rows: got %lld/%lld",
+                  (long long)rows[run], (long long)out->sizes[0], (long long)n);
+        bool ok = true;
+        for (int64_t i = 0; i < rows[run] * 4; i++) {
+            float want = 2 * x[i] > 0 ? 2 * x[i] : 0;
+            ok = ok && ((const float *)out->data)[i] == want;
+        }
+        CHECK_MSG(ok, "dynamic run %d: wrong values", run);
+    }
+    unload(&L);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: test_alloc FIXTURES_DIR DYNAMIC.pte\n");
+        return 2;
+    }
+    etch_kernels_register_portable();
+    test_wrapper_counts(argv[1]);
+    test_lenet(argv[1], ETCH_LOAD_MMAP);
+    test_lenet(argv[1], ETCH_LOAD_READ);
+    test_dynamic(argv[2]);
+    return etch_test_finish();
+}
