@@ -534,8 +534,15 @@ def gen_division():
             emit(scalar_op, "%s scalar float zero" % name, [data([3], I32), 0.0], fn, rtol=g.EXACT_RTOL)
             emit(scalar_op, "%s bool tensor int scalar" % name, [data([4], B), 2], fn, rtol=g.EXACT_RTOL)
         emit(tensor_op, "%s bool" % name, [data([4], B), data([4], B)], fn, od=B, fail=True)
-        # torch 1.13 traps on INT64_MIN / -1 (SIGFPE), so that case is only a hand check:
-        # etch wraps it to INT64_MIN (floor_divide) / 0 (remainder, fmod).
+        # torch traps on INT_MIN / -1 (SIGFPE): etch's own expectation, the wrapped quotient
+        # (floor_divide) and a zero remainder (remainder, fmod)
+        for dt in [I64, I32, I8]:
+            lo = torch.iinfo(dt).min
+            ia = torch.tensor([lo, lo, 5], dtype=dt)
+            ib = torch.tensor([-1, 1, -1], dtype=dt)
+            want = torch.tensor([lo, lo, -5] if name == "floor_divide" else [0, 0, 0], dtype=dt)
+            emit(tensor_op, "%s min by -1 %s" % (name, dn(dt)), [ia, ib], None, od=dt, res=want,
+                 rtol=g.EXACT_RTOL)
 
 
 def gen_pow():
@@ -816,6 +823,13 @@ def gen_hardtanh_clamp():
              rtol=g.EXACT_RTOL, fail=half_overflow(dt, lo, hi))
     x = data([5], F32)
     emit(op, "clamp none none", [x], cl(None, None), od=F32, pre=[g.In(x), g.NONE, g.NONE], fail=True)
+    # a single NaN bound: torch 1.13's clamp_min/clamp_max kernels ignore it, etch propagates NaN
+    # as torch does when both bounds are given (and as clamp.Tensor_out does)
+    xn = torch.tensor([1.0, NAN, -2.0])
+    emit(op, "clamp nan min only", [xn], None, od=F32, pre=[g.In(xn), g.Dbl(NAN), g.NONE],
+         res=torch.full([3], NAN), rtol=g.EXACT_RTOL)
+    emit(op, "clamp nan max only", [xn], None, od=F32, pre=[g.In(xn), g.NONE, g.Dbl(NAN)],
+         res=torch.full([3], NAN), rtol=g.EXACT_RTOL)
     for od in [F64, I32, F16]:
         emit(op, "clamp out %s" % dn(od), [x], cl(-1, 1), od=od, pre=[g.In(x), g.Int(-1), g.Int(1)])
     xi = data([5], I32, "small")

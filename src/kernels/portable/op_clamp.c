@@ -3,7 +3,8 @@
  * aten::clamp.Tensor_out(Tensor self, Tensor? min=None, Tensor? max=None, *, Tensor(a!) out)
  *
  * min(max(self, min), max): when min > max every element becomes max; a NaN in self, min or
- * max gives NaN. At least one bound is required. The computation dtype is torch's result type
+ * max gives NaN (torch 1.13 ignores a NaN Scalar bound when it is the only one; etch does not).
+ * At least one bound is required. The computation dtype is torch's result type
  * of self and the bounds (Scalars count as wrapped numbers). clamp.out: out must have that
  * dtype, Bool is refused, and each Scalar must convert to it without overflow (as torch
  * checks). clamp.Tensor_out: every real dtype (Bool only with one bound, as torch), bounds
