@@ -15,12 +15,12 @@
 typedef struct sm_job {
     etch_nn_plan pl;
     const etch_tensor *in, *out;
-    bool log;
+    bool log, keep;
 } sm_job;
 
 typedef struct sm_acc {
     int in_dt, out_dt;
-    bool log;
+    bool log, keep; /* keep: the sum pass leaves exp(x - max) in out (Float/Double outs) */
     double max, sum;
 } sm_acc;
 
@@ -42,8 +42,12 @@ static void sum_run(void *arg, char *p, int64_t s, char *q, int64_t qs, int64_t 
     for (int64_t off = 0; off < n; off += ETCH_NN_CHUNK) {
         int64_t m = n - off < ETCH_NN_CHUNK ? n - off : ETCH_NN_CHUNK;
         etch_pk_load_row_f64(v, p + off * s, s, m, a->in_dt);
-        for (int64_t k = 0; k < m; k++)
-            a->sum += exp(v[k] - a->max);
+        for (int64_t k = 0; k < m; k++) {
+            v[k] = exp(v[k] - a->max);
+            a->sum += v[k];
+        }
+        if (a->keep)
+            etch_pk_store_row_f64(q + off * qs, qs, v, m, a->out_dt);
     }
 }
 
@@ -53,13 +57,19 @@ static void write_run(void *arg, char *p, int64_t s, char *q, int64_t qs, int64_
     double ls = a->log ? log(a->sum) : 0.0;
     for (int64_t off = 0; off < n; off += ETCH_NN_CHUNK) {
         int64_t m = n - off < ETCH_NN_CHUNK ? n - off : ETCH_NN_CHUNK;
-        etch_pk_load_row_f64(v, p + off * s, s, m, a->in_dt);
-        if (a->log) {
+        if (a->keep) {
+            etch_pk_load_row_f64(v, q + off * qs, qs, m, a->out_dt);
             for (int64_t k = 0; k < m; k++)
-                v[k] = (v[k] - a->max) - ls;
+                v[k] /= a->sum;
         } else {
-            for (int64_t k = 0; k < m; k++)
-                v[k] = exp(v[k] - a->max) / a->sum;
+            etch_pk_load_row_f64(v, p + off * s, s, m, a->in_dt);
+            if (a->log) {
+                for (int64_t k = 0; k < m; k++)
+                    v[k] = (v[k] - a->max) - ls;
+            } else {
+                for (int64_t k = 0; k < m; k++)
+                    v[k] = exp(v[k] - a->max) / a->sum;
+            }
         }
         etch_pk_store_row_f64(q + off * qs, qs, v, m, a->out_dt);
     }
@@ -73,9 +83,9 @@ static void sm_rows(void *arg, int64_t b, int64_t e) {
         etch_nn_plan_index(&j->pl, o, idx);
         char *ib = (char *)j->in->data + etch_nn_plan_offset(&j->pl, idx, j->in, true) * es;
         char *ob = (char *)j->out->data + etch_nn_plan_offset(&j->pl, idx, j->out, true) * es;
-        sm_acc a = {j->in->dtype, j->out->dtype, j->log, -INFINITY, 0.0};
+        sm_acc a = {j->in->dtype, j->out->dtype, j->log, j->keep, -INFINITY, 0.0};
         etch_nn_plan_runs(&j->pl, ib, es, NULL, 0, max_run, &a);
-        etch_nn_plan_runs(&j->pl, ib, es, NULL, 0, sum_run, &a);
+        etch_nn_plan_runs(&j->pl, ib, es, ob, es, sum_run, &a);
         etch_nn_plan_runs(&j->pl, ib, es, ob, es, write_run, &a);
     }
 }
@@ -104,6 +114,10 @@ static void softmax_common(etch_kernel_context *ctx, etch_value **args, size_t n
     j.in = in;
     j.out = out;
     j.log = log_;
+    /* softmax into a Float/Double out keeps exp(x - max) there between passes (one exp per
+     * element; Half/BFloat16 would lose precision, so they compute it twice) */
+    j.keep = !log_ && (out->dtype == ETCH_DTYPE_FLOAT || out->dtype == ETCH_DTYPE_DOUBLE) &&
+             in->data != out->data;
     if (j.pl.inner == 0)
         return;
     int64_t grain = j.pl.inner >= 2048 ? 1 : 2048 / j.pl.inner + 1;

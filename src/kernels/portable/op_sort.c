@@ -29,9 +29,15 @@ typedef struct key {
     int64_t i, pos;
 } key;
 
+/* A slot's contents held outside the outputs (the element being sifted). */
+typedef struct item {
+    key k;
+    char v[8];
+} item;
+
 typedef struct slots {
-    char *v, *x;    /* first value / index slot */
-    int64_t vs, xs; /* byte strides */
+    char *v, *x;     /* first value / index slot */
+    int64_t vs, xs;  /* byte strides */
     const char *src; /* argsort: no value slots, values are read from src[index] */
     int64_t ss;
     int dtype;
@@ -39,29 +45,69 @@ typedef struct slots {
     bool isf, desc;
 } slots;
 
-static key load_key(const slots *s, const char *vp, const char *xp) {
+static inline void load_val(const slots *s, const char *p, key *k) {
+    switch (s->dtype) {
+    case ETCH_DTYPE_FLOAT: {
+        float f;
+        memcpy(&f, p, 4);
+        k->f = f;
+        break;
+    }
+    case ETCH_DTYPE_DOUBLE: memcpy(&k->f, p, 8); break;
+    case ETCH_DTYPE_LONG: memcpy(&k->i, p, 8); break;
+    case ETCH_DTYPE_INT: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        k->i = v;
+        break;
+    }
+    default:
+        if (s->isf)
+            k->f = etch_pk_load_f64(p, s->dtype);
+        else
+            k->i = etch_pk_load_i64(p, s->dtype);
+        break;
+    }
+}
+
+static inline void copy_val(size_t es, char *d, const char *p) {
+    switch (es) {
+    case 1: memcpy(d, p, 1); break;
+    case 2: memcpy(d, p, 2); break;
+    case 4: memcpy(d, p, 4); break;
+    default: memcpy(d, p, 8); break;
+    }
+}
+
+static inline key slot_key(const slots *s, int64_t i) {
     key k;
     k.f = 0;
     k.i = 0;
-    if (s->isf)
-        k.f = etch_pk_load_f64(vp, s->dtype);
-    else
-        k.i = etch_pk_load_i64(vp, s->dtype);
-    memcpy(&k.pos, xp, 8);
+    memcpy(&k.pos, s->x + i * s->xs, 8);
+    load_val(s, s->src ? s->src + k.pos * s->ss : s->v + i * s->vs, &k);
     return k;
 }
 
-static key slot_key(const slots *s, int64_t i) {
-    if (s->src) {
-        int64_t pos;
-        memcpy(&pos, s->x + i * s->xs, 8);
-        return load_key(s, s->src + pos * s->ss, s->x + i * s->xs);
-    }
-    return load_key(s, s->v + i * s->vs, s->x + i * s->xs);
+static inline void read_item(const slots *s, int64_t i, item *it) {
+    it->k = slot_key(s, i);
+    if (!s->src)
+        copy_val(s->es, it->v, s->v + i * s->vs);
+}
+
+static inline void write_item(const slots *s, int64_t i, const item *it) {
+    memcpy(s->x + i * s->xs, &it->k.pos, 8);
+    if (!s->src)
+        copy_val(s->es, s->v + i * s->vs, it->v);
+}
+
+static inline void move_slot(const slots *s, int64_t dst, int64_t src) {
+    memcpy(s->x + dst * s->xs, s->x + src * s->xs, 8);
+    if (!s->src)
+        copy_val(s->es, s->v + dst * s->vs, s->v + src * s->vs);
 }
 
 /* a comes before b in the output order */
-static bool before(const slots *s, const key *a, const key *b) {
+static inline bool before(const slots *s, const key *a, const key *b) {
     int c;
     if (s->isf) {
         bool na = isnan(a->f), nb = isnan(b->f);
@@ -74,30 +120,13 @@ static bool before(const slots *s, const key *a, const key *b) {
     return c != 0 ? c < 0 : a->pos < b->pos;
 }
 
-static void swap_slots(const slots *s, int64_t a, int64_t b) {
-    char t[16];
-    char *pa, *pb;
-    if (!s->src) {
-        pa = s->v + a * s->vs;
-        pb = s->v + b * s->vs;
-        memcpy(t, pa, s->es);
-        memcpy(pa, pb, s->es);
-        memcpy(pb, t, s->es);
-    }
-    pa = s->x + a * s->xs;
-    pb = s->x + b * s->xs;
-    memcpy(t, pa, 8);
-    memcpy(pa, pb, 8);
-    memcpy(pb, t, 8);
-}
-
-/* Max-heap on [0, n) in the output order (the root comes last): restore it below i. */
-static void sift_down(const slots *s, int64_t i, int64_t n) {
-    key ki = slot_key(s, i);
+/* The slots [0, n) form a max-heap in the output order (the root comes last). Fill the hole
+ * at i with `it`, moving later children up. */
+static void sift_down(const slots *s, int64_t i, int64_t n, const item *it) {
     for (;;) {
         int64_t c = 2 * i + 1;
         if (c >= n)
-            return;
+            break;
         key kc = slot_key(s, c);
         if (c + 1 < n) {
             key kr = slot_key(s, c + 1);
@@ -106,32 +135,52 @@ static void sift_down(const slots *s, int64_t i, int64_t n) {
                 kc = kr;
             }
         }
-        if (!before(s, &ki, &kc))
-            return;
-        swap_slots(s, i, c);
+        if (!before(s, &it->k, &kc))
+            break;
+        move_slot(s, i, c);
         i = c;
     }
+    write_item(s, i, it);
 }
 
-static void sift_up(const slots *s, int64_t i) {
-    key ki = slot_key(s, i);
+/* Fill the hole at i with `it`, moving earlier parents down. */
+static void sift_up(const slots *s, int64_t i, const item *it) {
     while (i > 0) {
         int64_t p = (i - 1) / 2;
         key kp = slot_key(s, p);
-        if (!before(s, &kp, &ki))
-            return;
-        swap_slots(s, i, p);
+        if (!before(s, &kp, &it->k))
+            break;
+        move_slot(s, i, p);
         i = p;
     }
+    write_item(s, i, it);
 }
 
-/* Heapsort [0, n) into the output order. */
+/* Heapsort [0, n) into the output order (extraction as Floyd's bottom-up variant: the hole
+ * left by the root goes down to a leaf, then the displaced last element sifts up). */
 static void heap_sort(const slots *s, int64_t n) {
-    for (int64_t i = n / 2; i-- > 0;)
-        sift_down(s, i, n);
+    item it;
+    for (int64_t i = n / 2; i-- > 0;) {
+        read_item(s, i, &it);
+        sift_down(s, i, n, &it);
+    }
     for (int64_t end = n - 1; end > 0; end--) {
-        swap_slots(s, 0, end);
-        sift_down(s, 0, end);
+        read_item(s, end, &it);
+        move_slot(s, end, 0);
+        int64_t i = 0;
+        for (;;) {
+            int64_t c = 2 * i + 1;
+            if (c >= end)
+                break;
+            if (c + 1 < end) {
+                key kc = slot_key(s, c), kr = slot_key(s, c + 1);
+                if (before(s, &kc, &kr))
+                    c++;
+            }
+            move_slot(s, i, c);
+            i = c;
+        }
+        sift_up(s, i, &it);
     }
 }
 
@@ -259,20 +308,22 @@ ETCH_PK_KERNEL(topk_values) {
         s.x = (char *)a.idx->data + etch_nn_plan_offset(&pl, id, a.idx, true) * 8;
         /* slots [0, cnt) hold a heap of the best so far, the worst at the root */
         int64_t cnt = 0;
+        item it;
         for (int64_t j = 0; j < n; j++) {
             const char *e = src + j * istride;
+            it.k.f = 0;
+            it.k.i = 0;
+            it.k.pos = j;
+            load_val(&s, e, &it.k);
             if (cnt < k) {
-                memcpy(s.v + cnt * s.vs, e, s.es);
-                memcpy(s.x + cnt * s.xs, &j, 8);
-                sift_up(&s, cnt++);
+                copy_val(s.es, it.v, e);
+                sift_up(&s, cnt++, &it);
                 continue;
             }
-            key kj = load_key(&s, e, (const char *)&j);
             key root = slot_key(&s, 0);
-            if (before(&s, &kj, &root)) {
-                memcpy(s.v, e, s.es);
-                memcpy(s.x, &j, 8);
-                sift_down(&s, 0, k);
+            if (before(&s, &it.k, &root)) {
+                copy_val(s.es, it.v, e);
+                sift_down(&s, 0, k, &it);
             }
         }
         heap_sort(&s, k);
