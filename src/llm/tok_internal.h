@@ -138,6 +138,8 @@ int tok_map_init(etch_tokenizer *t, tok_map *m, uint32_t n_items);
 /* Insert id under its token bytes (keeps the first id for duplicate strings). */
 void tok_map_put(const etch_tokenizer *t, tok_map *m, int32_t id);
 int32_t tok_map_get(const etch_tokenizer *t, const tok_map *m, const void *s, size_t len);
+int32_t tok_map_get2(const etch_tokenizer *t, const tok_map *m, const void *a, size_t alen,
+                     const void *b, size_t blen); /* lookup of a||b */
 int tok_pairs_init(etch_tokenizer *t, uint32_t n_items);
 void tok_pairs_put(etch_tokenizer *t, int32_t left, int32_t right, uint32_t rank, int32_t merged);
 const tok_pair_slot *tok_pairs_get(const etch_tokenizer *t, int32_t left, int32_t right);

@@ -115,6 +115,11 @@ int32_t tok_map_get(const etch_tokenizer *t, const tok_map *m, const void *s, si
     return map_probe(t, m, tok_hash(s, len), s, len, NULL, 0);
 }
 
+int32_t tok_map_get2(const etch_tokenizer *t, const tok_map *m, const void *a, size_t alen,
+                     const void *b, size_t blen) {
+    return map_probe(t, m, tok_hash2(a, alen, b, blen), a, alen, b, blen);
+}
+
 int tok_pairs_init(etch_tokenizer *t, uint32_t n_items) {
     uint32_t cap = pow2_at_least(n_items * 2 + 1);
     t->pairs.slots = tok_arena_alloc(&t->arena, (size_t)cap * sizeof(tok_pair_slot));

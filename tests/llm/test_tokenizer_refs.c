@@ -356,13 +356,32 @@ int main(int argc, char **argv) {
         run_ref("hf-llama3", argv[3], data, "ref_hf_llama3.bin", NULL, strs, ns,
                 ETCH_TOKENIZER_PARSE_SPECIAL, NULL);
     } else if (strcmp(mode, "tiktoken") == 0) {
-        etch_tokenizer_params p = etch_tokenizer_default_params();
-        snprintf(path, sizeof path, "%s/cl100k_base.tiktoken", data);
-        p.split = ETCH_TOKENIZER_SPLIT_CL100K;
-        run_ref("cl100k", path, data, "ref_cl100k.bin", NULL, strs, ns, 0, &p);
-        snprintf(path, sizeof path, "%s/o200k_base.tiktoken", data);
-        p.split = ETCH_TOKENIZER_SPLIT_O200K;
-        run_ref("o200k", path, data, "ref_o200k.bin", NULL, strs, ns, 0, &p);
+        static const char *const names[] = {"cl100k", "o200k"};
+        for (int k = 0; k < 2; k++) {
+            /* specials from <name>.specials ("<id> <text>" lines) */
+            etch_tokenizer_special sp[64];
+            char texts[64][64];
+            size_t nsp = 0;
+            snprintf(path, sizeof path, "%s/%s_base.specials", data, names[k]);
+            FILE *f = fopen(path, "r");
+            CHECK_MSG(f != NULL, "cannot read %s", path);
+            while (f && nsp < 64 && fscanf(f, "%d %63s", &sp[nsp].id, texts[nsp]) == 2) {
+                sp[nsp].text = texts[nsp];
+                nsp++;
+            }
+            if (f) fclose(f);
+            etch_tokenizer_params p = etch_tokenizer_default_params();
+            p.specials = sp;
+            p.n_specials = nsp;
+            char label[32], rn[64];
+            snprintf(path, sizeof path, "%s/%s_base.tiktoken", data, names[k]);
+            snprintf(label, sizeof label, "%s", names[k]);
+            snprintf(rn, sizeof rn, "ref_%s.bin", names[k]);
+            run_ref(label, path, data, rn, NULL, strs, ns, 0, &p); /* split from the size */
+            snprintf(label, sizeof label, "%s+sp", names[k]);
+            snprintf(rn, sizeof rn, "ref_%s_sp.bin", names[k]);
+            run_ref(label, path, data, rn, NULL, strs, ns, ETCH_TOKENIZER_PARSE_SPECIAL, &p);
+        }
     }
     free(strs);
     free(sb.d);
