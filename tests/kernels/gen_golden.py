@@ -185,6 +185,8 @@ class Writer:
     def __init__(self):
         self.cases = []
         self.labels = set()
+        # (op, dtypes of the input tensors, expect_fail) per case: op_dtype_table.py reads it
+        self.index = []
 
     def case(self, op, label, args, fail=False, rtol=0.0):
         assert label not in self.labels, label
@@ -196,6 +198,7 @@ class Writer:
         for a in args:
             b += self.arg(a)
         self.cases.append(bytes(b))
+        self.index.append((op, [a.t.dtype for a in args if isinstance(a, In)], bool(fail)))
 
     def arg(self, a):
         if a is None:
@@ -1020,9 +1023,8 @@ def gen_prim():
     W.case("aten::_local_scalar_dense", "local_scalar none", [In(torch.ones(0)), Result()], fail=True)
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: gen_golden.py OUT_FILE")
+def generate_all():
+    """Fill W with every case (the built-in families, then the cases_<area>.py modules)."""
     gen_binary()
     gen_div_modes()
     gen_relu()
@@ -1039,6 +1041,12 @@ def main():
     for name in sorted(f[:-3] for f in os.listdir(here)
                        if f.startswith("cases_") and f.endswith(".py")):
         importlib.import_module(name).generate(sys.modules[__name__])
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: gen_golden.py OUT_FILE")
+    generate_all()
     W.save(sys.argv[1])
     print("%d golden cases -> %s" % (len(W.cases), sys.argv[1]))
 
