@@ -181,10 +181,14 @@ etch_status etch_detokenizer_flush(etch_detokenizer *d, char *buf, size_t cap, s
 
 /*
  * Sampling on one row of logits:
- *   temperature == 0 (or top_k == 1): argmax, ties to the lowest id (NaN never wins).
- *   otherwise: logits / temperature -> softmax -> keep the top_k most probable (0: all) ->
- *   keep the smallest prefix, by probability descending (ties: lower id first), whose mass
- *   reaches top_p (1: all) -> renormalize -> draw.
+ *   temperature == 0 (or top_k == 1): argmax, ties to the lowest id (NaN never wins); no
+ *   random number is drawn.
+ *   otherwise: p = softmax(logits / temperature) (float, written over the logits; NaN -> 0);
+ *   candidates in order of p descending, ties to the lower id; keep the top_k first (0: all);
+ *   then keep the shortest prefix whose mass (a double sum in that order) reaches top_p times
+ *   the mass of the candidates (1: all); draw u in [0, 1) once and return the first candidate
+ *   whose running mass exceeds u times the kept mass. Without top_k and top_p nothing is
+ *   sorted: the running mass goes over the ids in order.
  * The generator is xorshift64* (Vigna 2016: x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
  * out = x * 0x2545F4914F6CDD1D), its state seeded from `seed` through splitmix64; a uniform
  * u in [0, 1) is the top 53 bits of the output times 2^-53. Same seed, same logits, same ids.
