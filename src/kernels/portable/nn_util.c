@@ -45,8 +45,8 @@ bool etch_nn_dtype_arg(etch_kernel_context *ctx, const etch_value *v, const etch
     }
     if (dt != out->dtype) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_TYPE,
-                         "dtype argument %s differs from out's dtype %s",
-                         etch_dtype_name((int)dt), etch_dtype_name(out->dtype));
+                         "dtype argument %s differs from out's dtype %s", etch_dtype_name((int)dt),
+                         etch_dtype_name(out->dtype));
         return false;
     }
     *given = true;
@@ -81,8 +81,7 @@ bool etch_nn_dim_mask(etch_kernel_context *ctx, etch_value *v, const etch_tensor
             return false;
         if (m & (1u << d)) {
             etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
-                             "dim %lld appears more than once in the list of dims",
-                             (long long)d);
+                             "dim %lld appears more than once in the list of dims", (long long)d);
             return false;
         }
         m |= 1u << d;
@@ -124,8 +123,8 @@ bool etch_nn_pair(etch_kernel_context *ctx, etch_value *val, const char *name, b
         return false;
     *empty = len == 0;
     if ((len == 0 && !allow_empty) || len > 2) {
-        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "%s must have %s2 values, got %zu",
-                         name, allow_empty ? "0, 1 or " : "1 or ", len);
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "%s must have %s2 values, got %zu", name,
+                         allow_empty ? "0, 1 or " : "1 or ", len);
         return false;
     }
     if (len == 0)
@@ -356,8 +355,7 @@ int64_t etch_nn_extreme(const etch_nn_plan *p, const char *base, int dtype, bool
     st.is_max = is_max;
     st.is_float = etch_pk_is_float(dtype);
     st.elem = base;
-    etch_nn_plan_runs(p, (char *)base, (int64_t)etch_dtype_size(dtype), NULL, 0, extreme_run,
-                      &st);
+    etch_nn_plan_runs(p, (char *)base, (int64_t)etch_dtype_size(dtype), NULL, 0, extreme_run, &st);
     *elem = st.elem;
     return st.best;
 }
@@ -443,11 +441,10 @@ bool etch_nn_check_stat_dtype(etch_kernel_context *ctx, const etch_tensor *self,
                  t->dtype == ETCH_DTYPE_FLOAT;
     if (t->dtype == self->dtype || mixed)
         return true;
-    etch_kernel_fail(ctx, ETCH_ERR_INVALID_TYPE, "%s has dtype %s; expected %s%s", name,
-                     etch_dtype_name(t->dtype), etch_dtype_name(self->dtype),
-                     self->dtype == ETCH_DTYPE_HALF || self->dtype == ETCH_DTYPE_BFLOAT16
-                         ? " or Float"
-                         : "");
+    etch_kernel_fail(
+        ctx, ETCH_ERR_INVALID_TYPE, "%s has dtype %s; expected %s%s", name,
+        etch_dtype_name(t->dtype), etch_dtype_name(self->dtype),
+        self->dtype == ETCH_DTYPE_HALF || self->dtype == ETCH_DTYPE_BFLOAT16 ? " or Float" : "");
     return false;
 }
 
@@ -458,6 +455,6 @@ double etch_nn_load_logical(const etch_tensor *t, int64_t j) {
         off += (j % s) * t->strides[d];
         j /= s;
     }
-    return etch_pk_load_f64((const char *)t->data + off * (int64_t)etch_dtype_size(t->dtype),
-                            t->dtype);
+    return etch_pk_load_f64(
+        (const char *)etch_nn_at(t->data, off * (int64_t)etch_dtype_size(t->dtype)), t->dtype);
 }

@@ -41,8 +41,8 @@ static void ada_planes(void *arg, int64_t p0, int64_t p1) {
                     for (int64_t ih = h0; ih < h1; ih++) {
                         for (int64_t x = w0; x < w1; x += ETCH_NN_CHUNK) {
                             int64_t m = w1 - x < ETCH_NN_CHUNK ? w1 - x : ETCH_NN_CHUNK;
-                            etch_pk_load_row_f64(v, plane + ih * j->is[2] + x * j->is[3],
-                                                 j->is[3], m, j->dtype);
+                            etch_pk_load_row_f64(v, plane + ih * j->is[2] + x * j->is[3], j->is[3],
+                                                 m, j->dtype);
                             for (int64_t k = 0; k < m; k++)
                                 sum += v[k];
                         }
@@ -151,8 +151,7 @@ static void adaptive_common(etch_kernel_context *ctx, etch_value *self_v, etch_v
         j.xs[i] = src < 0 || !is_max ? 0 : idx->strides[src] * 8;
     }
     double per = (double)H * (double)W + (double)j.OH * (double)j.OW;
-    etch_kernel_parallel_for(ctx, N * C, per >= 65536 ? 1 : (int64_t)(65536 / per), ada_planes,
-                             &j);
+    etch_kernel_parallel_for(ctx, N * C, per >= 65536 ? 1 : (int64_t)(65536 / per), ada_planes, &j);
 }
 
 ETCH_PK_KERNEL(adaptive_avg_pool2d_out) {

@@ -15,7 +15,8 @@ static void amax_amin(etch_kernel_context *ctx, etch_value **args, size_t nargs,
     etch_tensor *out = in ? etch_pk_tensor(ctx, args[3], "out") : NULL;
     bool keepdim;
     if (!out || !etch_pk_bool(ctx, args[2], "keepdim", &keepdim) ||
-        !etch_pk_check_real(ctx, in, "self") || !etch_pk_check_same_dtype(ctx, in, "self", out, "out"))
+        !etch_pk_check_real(ctx, in, "self") ||
+        !etch_pk_check_same_dtype(ctx, in, "self", out, "out"))
         return;
     if (args[1]->tag != ETCH_VALUE_INT_LIST) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_TYPE, "dim must be an Int list, got %s",
@@ -37,11 +38,12 @@ static void amax_amin(etch_kernel_context *ctx, etch_value **args, size_t nargs,
     int64_t idx[ETCH_MAX_DIMS];
     for (int64_t o = 0; o < pl.outer; o++) {
         etch_nn_plan_index(&pl, o, idx);
-        const char *base = (const char *)in->data + etch_nn_plan_offset(&pl, idx, in, true) * (int64_t)es;
+        const char *base = (const char *)etch_nn_at(
+            in->data, etch_nn_plan_offset(&pl, idx, in, true) * (int64_t)es);
         const char *elem;
         etch_nn_extreme(&pl, base, in->dtype, is_max, &elem);
-        memcpy((char *)out->data + etch_nn_plan_offset(&pl, idx, out, keepdim) * (int64_t)es, elem,
-               es);
+        memcpy(etch_nn_at(out->data, etch_nn_plan_offset(&pl, idx, out, keepdim) * (int64_t)es),
+               elem, es);
     }
 }
 

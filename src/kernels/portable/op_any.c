@@ -5,8 +5,8 @@
  *
  * Every real dtype in; out is Bool or Byte (holding 0/1). An element counts when it is not
  * zero (NaN counts); with a Byte out the elements are first converted to Byte, as torch does
- * (so 0.5 does not count, 256 wraps to 0). An empty reduction gives false. dims None or [] reduce every dim. Any dim
- * order.
+ * (so 0.5 does not count, 256 wraps to 0). An empty reduction gives false. dims None or []
+ * reduce every dim. Any dim order.
  */
 #include "kernels/portable/portable_nn.h"
 
@@ -56,11 +56,11 @@ static void any_common(etch_kernel_context *ctx, etch_tensor *in, uint32_t mask,
     int64_t idx[ETCH_MAX_DIMS];
     for (int64_t o = 0; o < pl.outer; o++) {
         etch_nn_plan_index(&pl, o, idx);
-        char *base = (char *)in->data + etch_nn_plan_offset(&pl, idx, in, true) * ies;
+        char *base = etch_nn_at(in->data, etch_nn_plan_offset(&pl, idx, in, true) * ies);
         any_acc a = {in->dtype, out->dtype == ETCH_DTYPE_BYTE, false};
         etch_nn_plan_runs(&pl, base, ies, NULL, 0, any_run, &a);
         uint8_t r = a.any ? 1 : 0;
-        memcpy((char *)out->data + etch_nn_plan_offset(&pl, idx, out, keepdim), &r, 1);
+        memcpy(etch_nn_at(out->data, etch_nn_plan_offset(&pl, idx, out, keepdim)), &r, 1);
     }
 }
 

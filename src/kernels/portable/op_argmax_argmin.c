@@ -17,7 +17,8 @@ static void arg_extreme(etch_kernel_context *ctx, etch_value **args, size_t narg
     etch_tensor *out = in ? etch_pk_tensor(ctx, args[3], "out") : NULL;
     bool keepdim;
     if (!out || !etch_pk_bool(ctx, args[2], "keepdim", &keepdim) ||
-        !etch_pk_check_real(ctx, in, "self") || !etch_nn_check_dtype(ctx, out, "out", ETCH_DTYPE_LONG))
+        !etch_pk_check_real(ctx, in, "self") ||
+        !etch_nn_check_dtype(ctx, out, "out", ETCH_DTYPE_LONG))
         return;
     if (in->dtype == ETCH_DTYPE_BOOL) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_TYPE, "%s does not support Bool", name);
@@ -52,10 +53,11 @@ static void arg_extreme(etch_kernel_context *ctx, etch_value **args, size_t narg
     int64_t idx[ETCH_MAX_DIMS];
     for (int64_t o = 0; o < pl.outer; o++) {
         etch_nn_plan_index(&pl, o, idx);
-        const char *base = (const char *)in->data + etch_nn_plan_offset(&pl, idx, in, true) * es;
+        const char *base =
+            (const char *)etch_nn_at(in->data, etch_nn_plan_offset(&pl, idx, in, true) * es);
         const char *elem;
         int64_t best = etch_nn_extreme(&pl, base, in->dtype, is_max, &elem);
-        memcpy((char *)out->data + etch_nn_plan_offset(&pl, idx, out, full_rank) * 8, &best, 8);
+        memcpy(etch_nn_at(out->data, etch_nn_plan_offset(&pl, idx, out, full_rank) * 8), &best, 8);
     }
 }
 

@@ -53,7 +53,7 @@ static void avg_planes(void *arg, int64_t p0, int64_t p1) {
                     etch_pk_store_i64(o, j->dtype, 0);
                     continue;
                 }
-                int64_t div = j->has_div ? j->divisor
+                int64_t div = j->has_div       ? j->divisor
                               : j->include_pad ? pool
                                                : (h1 - h0) * (w1 - w0);
                 if (fdom) {
@@ -61,8 +61,8 @@ static void avg_planes(void *arg, int64_t p0, int64_t p1) {
                     for (int64_t ih = h0; ih < h1; ih++) {
                         for (int64_t x = w0; x < w1; x += ETCH_NN_CHUNK) {
                             int64_t m = w1 - x < ETCH_NN_CHUNK ? w1 - x : ETCH_NN_CHUNK;
-                            etch_pk_load_row_f64(v, plane + ih * j->is[2] + x * j->is[3],
-                                                 j->is[3], m, j->dtype);
+                            etch_pk_load_row_f64(v, plane + ih * j->is[2] + x * j->is[3], j->is[3],
+                                                 m, j->dtype);
                             for (int64_t k = 0; k < m; k++)
                                 sum += v[k];
                         }
@@ -73,10 +73,11 @@ static void avg_planes(void *arg, int64_t p0, int64_t p1) {
                     for (int64_t ih = h0; ih < h1; ih++)
                         for (int64_t iw = w0; iw < w1; iw++)
                             sum = etch_pk_wrap_add(
-                                sum, etch_pk_load_i64(plane + ih * j->is[2] + iw * j->is[3],
-                                                      j->dtype));
+                                sum,
+                                etch_pk_load_i64(plane + ih * j->is[2] + iw * j->is[3], j->dtype));
                     /* INT64_MIN / -1 wraps instead of trapping */
-                    etch_pk_store_i64(o, j->dtype, div == -1 ? etch_pk_wrap_sub(0, sum) : sum / div);
+                    etch_pk_store_i64(o, j->dtype,
+                                      div == -1 ? etch_pk_wrap_sub(0, sum) : sum / div);
                 }
             }
         }
@@ -192,6 +193,5 @@ ETCH_PK_KERNEL(avg_pool2d_out) {
         j.os[i] = src < 0 ? 0 : out->strides[src] * j.es;
     }
     double per = (double)OH * (double)OW * (double)k[0] * (double)k[1];
-    etch_kernel_parallel_for(ctx, N * C, per >= 65536 ? 1 : (int64_t)(65536 / per), avg_planes,
-                             &j);
+    etch_kernel_parallel_for(ctx, N * C, per >= 65536 ? 1 : (int64_t)(65536 / per), avg_planes, &j);
 }

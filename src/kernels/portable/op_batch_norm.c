@@ -47,22 +47,24 @@ static void bn_run(void *arg, char *p, int64_t s, char *q, int64_t qs, int64_t n
 static double param(const etch_tensor *t, int64_t c, double dflt) {
     if (!t)
         return dflt;
-    return etch_pk_load_f64((const char *)t->data + c * t->strides[0] * (int64_t)etch_dtype_size(t->dtype),
-                            t->dtype);
+    return etch_pk_load_f64(
+        (const char *)etch_nn_at(t->data, c * t->strides[0] * (int64_t)etch_dtype_size(t->dtype)),
+        t->dtype);
 }
 
 static void store_stat(const etch_tensor *t, int64_t c, double v) {
-    etch_pk_store_f64((char *)t->data + c * t->strides[0] * (int64_t)etch_dtype_size(t->dtype),
+    etch_pk_store_f64(etch_nn_at(t->data, c * t->strides[0] * (int64_t)etch_dtype_size(t->dtype)),
                       t->dtype, v);
 }
 
 static void bn_channels(void *arg, int64_t c0, int64_t c1) {
     const bn_job *j = (const bn_job *)arg;
-    int64_t ies = (int64_t)etch_dtype_size(j->in->dtype), oes = (int64_t)etch_dtype_size(j->out->dtype);
+    int64_t ies = (int64_t)etch_dtype_size(j->in->dtype),
+            oes = (int64_t)etch_dtype_size(j->out->dtype);
     for (int64_t c = c0; c < c1; c++) {
         int64_t idx[1] = {c};
-        char *ib = (char *)j->in->data + etch_nn_plan_offset(&j->pl, idx, j->in, true) * ies;
-        char *ob = (char *)j->out->data + etch_nn_plan_offset(&j->pl, idx, j->out, true) * oes;
+        char *ib = etch_nn_at(j->in->data, etch_nn_plan_offset(&j->pl, idx, j->in, true) * ies);
+        char *ob = etch_nn_at(j->out->data, etch_nn_plan_offset(&j->pl, idx, j->out, true) * oes);
         double mean, invstd;
         if (j->training) {
             double var;
@@ -93,7 +95,8 @@ static void bn_common(etch_kernel_context *ctx, etch_value **a, bool training, e
     etch_tensor *si = sm ? etch_pk_tensor(ctx, outs[2], "save_invstd") : NULL;
     double momentum;
     if (!si || !etch_nn_double(ctx, eps_v, "eps", &j.eps) ||
-        !etch_nn_double(ctx, mom_v, "momentum", &momentum) || !etch_nn_check_float(ctx, in, "input"))
+        !etch_nn_double(ctx, mom_v, "momentum", &momentum) ||
+        !etch_nn_check_float(ctx, in, "input"))
         return;
     if (in->dim < 2) {
         char b[ETCH_PK_SHAPE_BUF];

@@ -3,8 +3,9 @@
  *
  * Every real dtype; out has self's dtype. pad holds (left, right) pairs for the last dims,
  * last dim first: an even number of values, at most twice the rank. Negative pads crop; every
- * padded size must stay >= 0, and > 0 when some pad is positive (as torch). value must fit self's dtype without overflow (as torch's checked
- * conversion: e.g. -1 is accepted for Byte and becomes 255). Any dim order.
+ * padded size must stay >= 0, and > 0 when some pad is positive (as torch). value must fit
+ * self's dtype without overflow (as torch's checked conversion: e.g. -1 is accepted for Byte
+ * and becomes 255). Any dim order.
  */
 #include "kernels/portable/portable_nn.h"
 
@@ -68,7 +69,7 @@ ETCH_PK_KERNEL(constant_pad_nd_out) {
     int64_t id[ETCH_MAX_DIMS];
     for (int64_t r = 0; r < pl.outer; r++) {
         etch_nn_plan_index(&pl, r, id);
-        char *dst = (char *)out->data + etch_nn_plan_offset(&pl, id, out, true) * es;
+        char *dst = etch_nn_at(out->data, etch_nn_plan_offset(&pl, id, out, true) * es);
         int64_t os = out->strides[last] * es;
         bool inside = IW > 0;
         int64_t soff = 0;
@@ -81,7 +82,7 @@ ETCH_PK_KERNEL(constant_pad_nd_out) {
             }
             soff += si * in->strides[d];
         }
-        const char *src = inside ? (const char *)in->data + soff * es : NULL;
+        const char *src = inside ? (const char *)etch_nn_at(in->data, soff * es) : NULL;
         int64_t is = in->strides[last] * es;
         for (int64_t x = 0; x < W; x++) {
             int64_t sx = x - l;

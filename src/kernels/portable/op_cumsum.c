@@ -63,8 +63,8 @@ ETCH_PK_KERNEL(cumsum_out) {
     int64_t idx[ETCH_MAX_DIMS];
     for (int64_t o = 0; o < pl.outer; o++) {
         etch_nn_plan_index(&pl, o, idx);
-        char *ib = (char *)in->data + etch_nn_plan_offset(&pl, idx, in, true) * ies;
-        char *ob = (char *)out->data + etch_nn_plan_offset(&pl, idx, out, true) * oes;
+        char *ib = etch_nn_at(in->data, etch_nn_plan_offset(&pl, idx, in, true) * ies);
+        char *ob = etch_nn_at(out->data, etch_nn_plan_offset(&pl, idx, out, true) * oes);
         cumsum_acc a = {in->dtype, out->dtype, 0.0, 0};
         etch_nn_plan_runs(&pl, ib, ies, ob, oes, cumsum_run, &a);
     }

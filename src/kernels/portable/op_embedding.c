@@ -45,8 +45,9 @@ ETCH_PK_KERNEL(embedding_out) {
     int64_t id[ETCH_MAX_DIMS];
     for (int64_t e = 0; e < pl.outer; e++) {
         etch_nn_plan_index(&pl, e, id);
-        int64_t v = etch_pk_load_i64((const char *)ix->data + etch_nn_plan_offset(&pl, id, ix, true) * xes,
-                                     ix->dtype);
+        int64_t v = etch_pk_load_i64(
+            (const char *)etch_nn_at(ix->data, etch_nn_plan_offset(&pl, id, ix, true) * xes),
+            ix->dtype);
         if (v < 0 || v >= V) {
             etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
                              "index %lld is out of range for a weight of %lld rows", (long long)v,
@@ -65,10 +66,11 @@ ETCH_PK_KERNEL(embedding_out) {
     bool rows = ws == es && os == es;
     for (int64_t e = 0; e < pl.outer; e++) {
         etch_nn_plan_index(&pl, e, id);
-        int64_t v = etch_pk_load_i64((const char *)ix->data + etch_nn_plan_offset(&pl, id, ix, true) * xes,
-                                     ix->dtype);
-        const char *src = (const char *)w->data + v * w->strides[0] * es;
-        char *dst = (char *)out->data + etch_nn_plan_offset(&pl, id, out, true) * es;
+        int64_t v = etch_pk_load_i64(
+            (const char *)etch_nn_at(ix->data, etch_nn_plan_offset(&pl, id, ix, true) * xes),
+            ix->dtype);
+        const char *src = (const char *)etch_nn_at(w->data, v * w->strides[0] * es);
+        char *dst = etch_nn_at(out->data, etch_nn_plan_offset(&pl, id, out, true) * es);
         if (rows) {
             memcpy(dst, src, (size_t)(D * es));
         } else {

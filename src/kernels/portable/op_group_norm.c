@@ -31,8 +31,9 @@ typedef struct gn_acc {
 static double param(const etch_tensor *t, int64_t c, double dflt) {
     if (!t)
         return dflt;
-    return etch_pk_load_f64((const char *)t->data + c * t->strides[0] * (int64_t)etch_dtype_size(t->dtype),
-                            t->dtype);
+    return etch_pk_load_f64(
+        (const char *)etch_nn_at(t->data, c * t->strides[0] * (int64_t)etch_dtype_size(t->dtype)),
+        t->dtype);
 }
 
 static void gn_run(void *arg, char *p, int64_t s, char *q, int64_t qs, int64_t n) {
@@ -53,22 +54,22 @@ static void gn_run(void *arg, char *p, int64_t s, char *q, int64_t qs, int64_t n
 
 static void gn_groups(void *arg, int64_t r0, int64_t r1) {
     const gn_job *j = (const gn_job *)arg;
-    int64_t ies = (int64_t)etch_dtype_size(j->vin.dtype), oes = (int64_t)etch_dtype_size(j->vout.dtype);
-    int64_t ms = (int64_t)etch_dtype_size(j->mean->dtype), rs = (int64_t)etch_dtype_size(j->rstd->dtype);
+    int64_t ies = (int64_t)etch_dtype_size(j->vin.dtype),
+            oes = (int64_t)etch_dtype_size(j->vout.dtype);
+    int64_t ms = (int64_t)etch_dtype_size(j->mean->dtype),
+            rs = (int64_t)etch_dtype_size(j->rstd->dtype);
     int64_t idx[2];
     for (int64_t r = r0; r < r1; r++) {
         etch_nn_plan_index(&j->pl, r, idx); /* idx = {n, g} */
-        char *ib = (char *)j->vin.data + etch_nn_plan_offset(&j->pl, idx, &j->vin, true) * ies;
-        char *ob = (char *)j->vout.data + etch_nn_plan_offset(&j->pl, idx, &j->vout, true) * oes;
+        char *ib = etch_nn_at(j->vin.data, etch_nn_plan_offset(&j->pl, idx, &j->vin, true) * ies);
+        char *ob = etch_nn_at(j->vout.data, etch_nn_plan_offset(&j->pl, idx, &j->vout, true) * oes);
         double mean, var;
         etch_nn_moments(&j->pl, ib, j->vin.dtype, &mean, &var);
         gn_acc a = {j, mean, 1.0 / sqrt(var + j->eps), idx[1] * j->cg, 0};
-        etch_pk_store_f64((char *)j->mean->data +
-                              (idx[0] * j->mean->strides[0] + idx[1] * j->mean->strides[1]) * ms,
-                          j->mean->dtype, mean);
-        etch_pk_store_f64((char *)j->rstd->data +
-                              (idx[0] * j->rstd->strides[0] + idx[1] * j->rstd->strides[1]) * rs,
-                          j->rstd->dtype, a.rstd);
+        int64_t mo = idx[0] * j->mean->strides[0] + idx[1] * j->mean->strides[1];
+        int64_t ro = idx[0] * j->rstd->strides[0] + idx[1] * j->rstd->strides[1];
+        etch_pk_store_f64(etch_nn_at(j->mean->data, mo * ms), j->mean->dtype, mean);
+        etch_pk_store_f64(etch_nn_at(j->rstd->data, ro * rs), j->rstd->dtype, a.rstd);
         etch_nn_plan_runs(&j->pl, ib, ies, ob, oes, gn_run, &a);
     }
 }
@@ -105,8 +106,9 @@ ETCH_PK_KERNEL(native_group_norm_out) {
     char is[ETCH_PK_SHAPE_BUF];
     etch_pk_shape_str(is, sizeof is, in->dim, in->sizes);
     if (in->dim < 2 || in->dim >= ETCH_MAX_DIMS) {
-        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "expected an input [N, C, *] of rank 2 to %d, got %s",
-                         ETCH_MAX_DIMS - 1, is);
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "expected an input [N, C, *] of rank 2 to %d, got %s", ETCH_MAX_DIMS - 1,
+                         is);
         return;
     }
     int64_t hw = 1;
@@ -114,14 +116,14 @@ ETCH_PK_KERNEL(native_group_norm_out) {
         hw *= in->sizes[i];
     if (in->sizes[0] != N || in->sizes[1] != C || hw != HxW) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
-                         "input %s does not match N = %lld, C = %lld, HxW = %lld", is,
-                         (long long)N, (long long)C, (long long)HxW);
+                         "input %s does not match N = %lld, C = %lld, HxW = %lld", is, (long long)N,
+                         (long long)C, (long long)HxW);
         return;
     }
     if (G <= 0 || C % G != 0) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
-                         "group = %lld must be positive and divide the %lld channels",
-                         (long long)G, (long long)C);
+                         "group = %lld must be positive and divide the %lld channels", (long long)G,
+                         (long long)C);
         return;
     }
     etch_tensor *w, *b;
@@ -133,7 +135,8 @@ ETCH_PK_KERNEL(native_group_norm_out) {
         return;
     int64_t ssz[2] = {N, G};
     if (etch_pk_resize(ctx, out, in->dim, in->sizes) != ETCH_OK ||
-        etch_pk_resize(ctx, mean, 2, ssz) != ETCH_OK || etch_pk_resize(ctx, rstd, 2, ssz) != ETCH_OK)
+        etch_pk_resize(ctx, mean, 2, ssz) != ETCH_OK ||
+        etch_pk_resize(ctx, rstd, 2, ssz) != ETCH_OK)
         return;
     if (N == 0 || C == 0)
         return;

@@ -30,8 +30,8 @@ typedef struct ln_acc {
 
 static double param_at(const etch_tensor *t, bool contig, int64_t j) {
     if (contig)
-        return etch_pk_load_f64((const char *)t->data + j * (int64_t)etch_dtype_size(t->dtype),
-                                t->dtype);
+        return etch_pk_load_f64(
+            (const char *)etch_nn_at(t->data, j * (int64_t)etch_dtype_size(t->dtype)), t->dtype);
     return etch_nn_load_logical(t, j);
 }
 
@@ -57,21 +57,24 @@ static void ln_run(void *arg, char *p, int64_t s, char *q, int64_t qs, int64_t n
 
 static void ln_rows(void *arg, int64_t r0, int64_t r1) {
     const ln_job *j = (const ln_job *)arg;
-    int64_t ies = (int64_t)etch_dtype_size(j->in->dtype), oes = (int64_t)etch_dtype_size(j->out->dtype);
+    int64_t ies = (int64_t)etch_dtype_size(j->in->dtype),
+            oes = (int64_t)etch_dtype_size(j->out->dtype);
     int64_t idx[ETCH_MAX_DIMS];
     for (int64_t r = r0; r < r1; r++) {
         etch_nn_plan_index(&j->pl, r, idx);
-        char *ib = (char *)j->in->data + etch_nn_plan_offset(&j->pl, idx, j->in, true) * ies;
-        char *ob = (char *)j->out->data + etch_nn_plan_offset(&j->pl, idx, j->out, true) * oes;
+        char *ib = etch_nn_at(j->in->data, etch_nn_plan_offset(&j->pl, idx, j->in, true) * ies);
+        char *ob = etch_nn_at(j->out->data, etch_nn_plan_offset(&j->pl, idx, j->out, true) * oes);
         double mean, var;
         etch_nn_moments(&j->pl, ib, j->in->dtype, &mean, &var);
         ln_acc a = {j, mean, 1.0 / sqrt(var + j->eps), 0};
-        etch_pk_store_f64((char *)j->mean->data + etch_nn_plan_offset(&j->pl, idx, j->mean, true) *
-                                                      (int64_t)etch_dtype_size(j->mean->dtype),
-                          j->mean->dtype, mean);
-        etch_pk_store_f64((char *)j->rstd->data + etch_nn_plan_offset(&j->pl, idx, j->rstd, true) *
-                                                      (int64_t)etch_dtype_size(j->rstd->dtype),
-                          j->rstd->dtype, a.rstd);
+        etch_pk_store_f64(
+            etch_nn_at(j->mean->data, etch_nn_plan_offset(&j->pl, idx, j->mean, true) *
+                                          (int64_t)etch_dtype_size(j->mean->dtype)),
+            j->mean->dtype, mean);
+        etch_pk_store_f64(
+            etch_nn_at(j->rstd->data, etch_nn_plan_offset(&j->pl, idx, j->rstd, true) *
+                                          (int64_t)etch_dtype_size(j->rstd->dtype)),
+            j->rstd->dtype, a.rstd);
         etch_nn_plan_runs(&j->pl, ib, ies, ob, oes, ln_run, &a);
     }
 }
@@ -86,7 +89,8 @@ ETCH_PK_KERNEL(native_layer_norm_out) {
     etch_tensor *rstd = mean ? etch_pk_tensor(ctx, args[7], "out2") : NULL;
     size_t len;
     const int64_t *ns = rstd ? etch_pk_int_list(ctx, args[1], "normalized_shape", &len) : NULL;
-    if (!ns || !etch_nn_double(ctx, args[4], "eps", &j.eps) || !etch_nn_check_float(ctx, in, "input"))
+    if (!ns || !etch_nn_double(ctx, args[4], "eps", &j.eps) ||
+        !etch_nn_check_float(ctx, in, "input"))
         return;
     bool match = len >= 1 && len <= in->dim;
     for (size_t i = 0; match && i < len; i++)

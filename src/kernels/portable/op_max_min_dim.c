@@ -40,12 +40,13 @@ static void dim_extreme(etch_kernel_context *ctx, etch_value **args, size_t narg
     int64_t idx[ETCH_MAX_DIMS];
     for (int64_t o = 0; o < pl.outer; o++) {
         etch_nn_plan_index(&pl, o, idx);
-        const char *base = (const char *)in->data + etch_nn_plan_offset(&pl, idx, in, true) * es;
+        const char *base =
+            (const char *)etch_nn_at(in->data, etch_nn_plan_offset(&pl, idx, in, true) * es);
         const char *elem;
         int64_t best = etch_nn_extreme(&pl, base, in->dtype, is_max, &elem);
-        memcpy((char *)vals->data + etch_nn_plan_offset(&pl, idx, vals, keepdim) * es, elem,
+        memcpy(etch_nn_at(vals->data, etch_nn_plan_offset(&pl, idx, vals, keepdim) * es), elem,
                (size_t)es);
-        memcpy((char *)inds->data + etch_nn_plan_offset(&pl, idx, inds, keepdim) * 8, &best, 8);
+        memcpy(etch_nn_at(inds->data, etch_nn_plan_offset(&pl, idx, inds, keepdim) * 8), &best, 8);
     }
 }
 

@@ -47,8 +47,8 @@ static void mean_rows(void *arg, int64_t b, int64_t e) {
         int64_t io = etch_nn_plan_offset(&j->pl, idx, j->in, true);
         int64_t oo = etch_nn_plan_offset(&j->pl, idx, j->out, j->full_rank);
         mean_acc a = {j->in->dtype, j->round_dt, 0.0};
-        etch_nn_plan_runs(&j->pl, (char *)j->in->data + io * ies, ies, NULL, 0, mean_run, &a);
-        etch_pk_store_f64((char *)j->out->data + oo * oes, j->out->dtype,
+        etch_nn_plan_runs(&j->pl, etch_nn_at(j->in->data, io * ies), ies, NULL, 0, mean_run, &a);
+        etch_pk_store_f64(etch_nn_at(j->out->data, oo * oes), j->out->dtype,
                           a.sum / (double)j->pl.inner);
     }
 }

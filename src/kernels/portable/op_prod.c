@@ -60,10 +60,10 @@ static void prod_common(etch_kernel_context *ctx, etch_tensor *in, uint32_t mask
     int64_t idx[ETCH_MAX_DIMS];
     for (int64_t o = 0; o < pl.outer; o++) {
         etch_nn_plan_index(&pl, o, idx);
-        char *base = (char *)in->data + etch_nn_plan_offset(&pl, idx, in, true) * ies;
+        char *base = etch_nn_at(in->data, etch_nn_plan_offset(&pl, idx, in, true) * ies);
         prod_acc a = {in->dtype, out->dtype, 1.0, 1};
         etch_nn_plan_runs(&pl, base, ies, NULL, 0, prod_run, &a);
-        char *dst = (char *)out->data + etch_nn_plan_offset(&pl, idx, out, keepdim) * oes;
+        char *dst = etch_nn_at(out->data, etch_nn_plan_offset(&pl, idx, out, keepdim) * oes);
         if (etch_pk_is_float(out->dtype))
             etch_pk_store_f64(dst, out->dtype, a.f);
         else

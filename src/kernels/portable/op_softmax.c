@@ -81,8 +81,8 @@ static void sm_rows(void *arg, int64_t b, int64_t e) {
     int64_t idx[ETCH_MAX_DIMS];
     for (int64_t o = b; o < e; o++) {
         etch_nn_plan_index(&j->pl, o, idx);
-        char *ib = (char *)j->in->data + etch_nn_plan_offset(&j->pl, idx, j->in, true) * es;
-        char *ob = (char *)j->out->data + etch_nn_plan_offset(&j->pl, idx, j->out, true) * es;
+        char *ib = etch_nn_at(j->in->data, etch_nn_plan_offset(&j->pl, idx, j->in, true) * es);
+        char *ob = etch_nn_at(j->out->data, etch_nn_plan_offset(&j->pl, idx, j->out, true) * es);
         sm_acc a = {j->in->dtype, j->out->dtype, j->log, j->keep, -INFINITY, 0.0};
         etch_nn_plan_runs(&j->pl, ib, es, NULL, 0, max_run, &a);
         etch_nn_plan_runs(&j->pl, ib, es, ob, es, sum_run, &a);

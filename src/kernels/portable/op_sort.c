@@ -233,8 +233,9 @@ static void sort_common(etch_kernel_context *ctx, sort_args *a, bool desc) {
     int64_t id[ETCH_MAX_DIMS];
     for (int64_t o = 0; o < pl.outer; o++) {
         etch_nn_plan_index(&pl, o, id);
-        s.v = (char *)a->vals->data + etch_nn_plan_offset(&pl, id, a->vals, true) * (int64_t)s.es;
-        s.x = (char *)a->idx->data + etch_nn_plan_offset(&pl, id, a->idx, true) * 8;
+        s.v =
+            etch_nn_at(a->vals->data, etch_nn_plan_offset(&pl, id, a->vals, true) * (int64_t)s.es);
+        s.x = etch_nn_at(a->idx->data, etch_nn_plan_offset(&pl, id, a->idx, true) * 8);
         for (int64_t i = 0; i < n; i++)
             memcpy(s.x + i * s.xs, &i, 8);
         heap_sort(&s, n);
@@ -303,9 +304,10 @@ ETCH_PK_KERNEL(topk_values) {
     int64_t id[ETCH_MAX_DIMS];
     for (int64_t o = 0; o < pl.outer; o++) {
         etch_nn_plan_index(&pl, o, id);
-        const char *src = (const char *)in->data + etch_nn_plan_offset(&pl, id, in, true) * ies;
-        s.v = (char *)a.vals->data + etch_nn_plan_offset(&pl, id, a.vals, true) * ies;
-        s.x = (char *)a.idx->data + etch_nn_plan_offset(&pl, id, a.idx, true) * 8;
+        const char *src =
+            (const char *)etch_nn_at(in->data, etch_nn_plan_offset(&pl, id, in, true) * ies);
+        s.v = etch_nn_at(a.vals->data, etch_nn_plan_offset(&pl, id, a.vals, true) * ies);
+        s.x = etch_nn_at(a.idx->data, etch_nn_plan_offset(&pl, id, a.idx, true) * 8);
         /* slots [0, cnt) hold a heap of the best so far, the worst at the root */
         int64_t cnt = 0;
         item it;
@@ -356,8 +358,9 @@ ETCH_PK_KERNEL(argsort_stable_out) {
     int64_t id[ETCH_MAX_DIMS];
     for (int64_t o = 0; o < pl.outer; o++) {
         etch_nn_plan_index(&pl, o, id);
-        s.src = (const char *)in->data + etch_nn_plan_offset(&pl, id, in, true) * (int64_t)s.es;
-        s.x = (char *)a.idx->data + etch_nn_plan_offset(&pl, id, a.idx, true) * 8;
+        s.src = (const char *)etch_nn_at(in->data,
+                                         etch_nn_plan_offset(&pl, id, in, true) * (int64_t)s.es);
+        s.x = etch_nn_at(a.idx->data, etch_nn_plan_offset(&pl, id, a.idx, true) * 8);
         for (int64_t i = 0; i < n; i++)
             memcpy(s.x + i * s.xs, &i, 8);
         heap_sort(&s, n);

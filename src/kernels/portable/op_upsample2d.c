@@ -104,7 +104,8 @@ static void up_planes(void *arg, int64_t p0, int64_t p1) {
                 double x01 = etch_pk_load_f64(r0 + w1 * j->is[3], j->dtype);
                 double x10 = etch_pk_load_f64(r1 + w0 * j->is[3], j->dtype);
                 double x11 = etch_pk_load_f64(r1 + w1 * j->is[3], j->dtype);
-                double v = (1 - lh) * ((1 - lw) * x00 + lw * x01) + lh * ((1 - lw) * x10 + lw * x11);
+                double v =
+                    (1 - lh) * ((1 - lw) * x00 + lw * x01) + lh * ((1 - lw) * x10 + lw * x11);
                 etch_pk_store_f64(orow + ow * j->os[3], j->dtype, v);
             }
         }
@@ -175,8 +176,8 @@ static void up_common(etch_kernel_context *ctx, bool bilinear, bool align, etch_
     char is[ETCH_PK_SHAPE_BUF];
     etch_pk_shape_str(is, sizeof is, in->dim, in->sizes);
     if (in->dim != 4) {
-        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "expected a 4-D [N, C, H, W] input, got %s",
-                         is);
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "expected a 4-D [N, C, H, W] input, got %s", is);
         return;
     }
     int dt = in->dtype;

@@ -65,14 +65,14 @@ static void var_common(etch_kernel_context *ctx, etch_value *self_v, etch_value 
     int64_t idx[ETCH_MAX_DIMS];
     for (int64_t o = 0; o < pl.outer; o++) {
         etch_nn_plan_index(&pl, o, idx);
-        char *base = (char *)in->data + etch_nn_plan_offset(&pl, idx, in, true) * ies;
+        char *base = etch_nn_at(in->data, etch_nn_plan_offset(&pl, idx, in, true) * ies);
         var_acc a = {in->dtype, 0.0, 0.0};
         etch_nn_plan_runs(&pl, base, ies, NULL, 0, sum_run, &a);
         a.mean = a.sum / (double)pl.inner;
         a.sum = 0;
         etch_nn_plan_runs(&pl, base, ies, NULL, 0, sq_run, &a);
         double r = pl.inner == 0 ? NAN : a.sum / denom;
-        etch_pk_store_f64((char *)out->data + etch_nn_plan_offset(&pl, idx, out, keepdim) * oes,
+        etch_pk_store_f64(etch_nn_at(out->data, etch_nn_plan_offset(&pl, idx, out, keepdim) * oes),
                           out->dtype, r);
     }
 }

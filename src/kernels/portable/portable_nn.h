@@ -8,6 +8,12 @@
 
 #include "kernels/portable/portable.h"
 
+/* data + byte offset, without pointer arithmetic on NULL (an empty tensor's data may be NULL,
+ * and even adding 0 to it is undefined) */
+static inline char *etch_nn_at(const void *data, int64_t off) {
+    return data ? (char *)data + off : NULL;
+}
+
 /* ---- argument helpers (nn_util.c) -------------------------------------------------------- */
 
 /* Float, Double, Half or BFloat16, else fail ("<name> has dtype X; <op> needs a floating
@@ -43,17 +49,17 @@ bool etch_nn_scalar_fits(etch_kernel_context *ctx, const etch_value *v, int dtyp
 /* Store a Scalar value into one element of `dtype` (as torch converts it). */
 void etch_nn_store_scalar(void *p, int dtype, const etch_value *v);
 
-/* ---- reduction plans -------------------------------------------------------------------------- */
+/* ---- reduction plans ----------------------------------------------------------------------- */
 
 /* Splits a tensor's dims into kept dims (the "outer" elements: one result each) and reduced
  * dims (merged where the memory layout allows, so runs are as long as possible). Up to two
  * tensors of the same logical shape share the plan (e.g. an input and a same-shape output).
  * Reduced elements are visited in logical (row-major) order. */
 typedef struct etch_nn_plan {
-    int nk;                            /* kept dims, in logical order */
-    int kdim[ETCH_MAX_DIMS];           /* the tensor dim of each kept dim */
+    int nk;                  /* kept dims, in logical order */
+    int kdim[ETCH_MAX_DIMS]; /* the tensor dim of each kept dim */
     int64_t ksize[ETCH_MAX_DIMS];
-    int nr;                            /* reduced dims after dropping size 1 and merging */
+    int nr; /* reduced dims after dropping size 1 and merging */
     int64_t rsize[ETCH_MAX_DIMS];
     int64_t rstride[2][ETCH_MAX_DIMS]; /* element strides in tensor 0 and tensor 1 */
     int64_t outer, inner;              /* element counts of the kept and reduced dims */
@@ -85,8 +91,7 @@ int64_t etch_nn_extreme(const etch_nn_plan *p, const char *base, int dtype, bool
 /* Mean and biased variance (two passes, in double) of the reduced elements of one outer
  * element whose first reduced element is at `base`; with no elements: mean 0, variance NaN
  * (as torch's normalizations report them). */
-void etch_nn_moments(const etch_nn_plan *p, const char *base, int dtype, double *mean,
-                     double *var);
+void etch_nn_moments(const etch_nn_plan *p, const char *base, int dtype, double *mean, double *var);
 
 /* A normalization parameter (weight, bias, running statistic): absent (None), or a tensor of
  * `numel` elements whose dims are `dim`/`sizes` (sizes NULL: 1-D) and whose dtype is self's,
@@ -100,7 +105,7 @@ bool etch_nn_check_stat_dtype(etch_kernel_context *ctx, const etch_tensor *self,
 /* Element j (logical, row-major) of t. */
 double etch_nn_load_logical(const etch_tensor *t, int64_t j);
 
-/* ---- kernels ------------------------------------------------------------------------------------ */
+/* ---- kernels ------------------------------------------------------------------------------- */
 
 /* pooling */
 ETCH_PK_KERNEL(avg_pool2d_out);
