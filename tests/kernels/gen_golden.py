@@ -198,7 +198,8 @@ class Writer:
         for a in args:
             b += self.arg(a)
         self.cases.append(bytes(b))
-        self.index.append((op, [a.t.dtype for a in args if isinstance(a, In)], bool(fail)))
+        ins = [a.a if isinstance(a, Hidden) else a for a in args]  # hidden inputs count too
+        self.index.append((op, [a.t.dtype for a in ins if isinstance(a, (In, InOut))], bool(fail)))
 
     def arg(self, a):
         if a is None:
