@@ -185,7 +185,7 @@ class Writer:
     def __init__(self):
         self.cases = []
         self.labels = set()
-        # (op, dtypes of the input tensors, expect_fail) per case: op_dtype_table.py reads it
+        # (op, dtypes of the input tensors — of the outs when there is no input —, expect_fail): op_dtype_table.py reads it
         self.index = []
 
     def case(self, op, label, args, fail=False, rtol=0.0):
@@ -199,7 +199,10 @@ class Writer:
             b += self.arg(a)
         self.cases.append(bytes(b))
         ins = [a.a if isinstance(a, Hidden) else a for a in args]  # hidden inputs count too
-        self.index.append((op, [a.t.dtype for a in ins if isinstance(a, (In, InOut))], bool(fail)))
+        dtypes = [a.t.dtype for a in ins if isinstance(a, (In, InOut))]
+        if not dtypes:  # creation ops (full, arange, ...): the out tensor's dtype
+            dtypes = [a.dtype for a in ins if isinstance(a, Out)]
+        self.index.append((op, dtypes, bool(fail)))
 
     def arg(self, a):
         if a is None:

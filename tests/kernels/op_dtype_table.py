@@ -10,7 +10,8 @@ Every registered portable kernel (the K("name", ...) lines of src/kernels/portab
 and table_*.inc) is listed. A dtype is marked supported for an operator when at least one
 golden case (gen_golden.py and the cases_*.py modules, whose expected results are computed by
 PyTorch on the spot: torch is the probe) calls the operator with a first input tensor of that
-dtype and expects success; test_kernels then checks etch against torch on it. "refused" marks
+dtype (for creation ops without an input tensor, an out tensor of that dtype) and expects
+success; test_kernels then checks etch against torch on it. "refused" marks
 dtypes that only appear in cases expected to fail (torch rejects them, or etch's rules do).
 """
 import os
