@@ -3,7 +3,9 @@
  * posix_memalign and mmap are wrapped at link time (-Wl,--wrap=...) and counted while a
  * window is armed around set_input + execute + reading outputs; the etch_allocator given to
  * the program counts too. Programs: LeNet (portable kernels) and a bounded-dynamic program
- * whose input is resized between executes.
+ * whose input is resized between executes (one of its kernels, registered here, uses kernel
+ * scratch memory). In the sanitizer build the allocator's hooks also count every heap
+ * allocation of the process, libc-internal ones (which --wrap cannot reach) included.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -18,6 +20,28 @@
 
 static int armed;
 static long calls;
+
+#if defined(__SANITIZE_ADDRESS__)
+#define ALLOC_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ALLOC_ASAN 1
+#endif
+#endif
+#ifdef ALLOC_ASAN
+/* <sanitizer/allocator_interface.h> ships with clang only; the function is in gcc's libasan
+ * too. Hooks run on every malloc/free the sanitizer's allocator serves. */
+int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void *, size_t),
+                                              void (*free_hook)(const volatile void *));
+static long heap_hook_total;
+static void heap_malloc_hook(const volatile void *p, size_t n) {
+    (void)p;
+    (void)n;
+    calls += armed;
+    heap_hook_total++;
+}
+static void heap_free_hook(const volatile void *p) { (void)p; }
+#endif
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t a, size_t b);
@@ -64,9 +88,28 @@ static void count_free(void *self, void *p) {
 }
 static const etch_allocator counting = {count_alloc, count_free, NULL};
 
+/* alloc_test::copy_via_temp.out(T self, W out) -> W: out = self, through kernel scratch. */
+static void copy_via_temp(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
+    (void)nargs;
+    etch_tensor *in = args[0]->u.tensor, *out = args[1]->u.tensor;
+    if (etch_kernel_resize_like(ctx, out, in) != ETCH_OK)
+        return;
+    size_t nbytes = etch_tensor_nbytes(in);
+    void *scratch = etch_kernel_temp_alloc(ctx, nbytes ? nbytes : 1, 16);
+    if (!scratch)
+        return;
+    memcpy(scratch, in->data, nbytes);
+    memcpy(out->data, scratch, nbytes);
+}
+static const etch_kernel test_kernels[] = {
+    {"alloc_test::copy_via_temp.out", "TWW", copy_via_temp}};
+
+#define TEMP_SIZE 4096
+
 typedef struct loaded {
     etch_program *prog;
     etch_method *m;
+    void *temp;
     void *pool;
     void *arenas[8];
     size_t sizes[8];
@@ -93,7 +136,9 @@ static int load(const char *path, etch_load_mode mode, loaded *L) {
     }
     size_t pool_size = etch_method_meta_pool_size(&meta);
     L->pool = malloc(pool_size);
-    etch_method_memory mem = {L->pool, pool_size, L->arenas, L->sizes, L->narenas, NULL, 0};
+    L->temp = aligned_alloc(16, TEMP_SIZE);
+    etch_method_memory mem = {L->pool, pool_size, L->arenas, L->sizes, L->narenas,
+                              L->temp, TEMP_SIZE};
     if (etch_method_load(L->prog, "forward", &mem, NULL, &L->m) != ETCH_OK) {
         fprintf(stderr, "%s: %s\n", path, etch_last_error());
         return -1;
@@ -107,6 +152,7 @@ static void unload(loaded *L) {
     for (size_t j = 0; j < L->narenas; j++)
         free(L->arenas[j]);
     free(L->pool);
+    free(L->temp);
 }
 
 static void arm(void) {
@@ -211,10 +257,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: test_alloc FIXTURES_DIR DYNAMIC.pte\n");
         return 2;
     }
+#ifdef ALLOC_ASAN
+    CHECK(__sanitizer_install_malloc_and_free_hooks(heap_malloc_hook, heap_free_hook) != 0);
+#endif
     etch_kernels_register_portable();
+    CHECK_OK(etch_kernels_register(test_kernels, 1));
     test_wrapper_counts(argv[1]);
     test_lenet(argv[1], ETCH_LOAD_MMAP);
     test_lenet(argv[1], ETCH_LOAD_READ);
     test_dynamic(argv[2]);
+#ifdef ALLOC_ASAN
+    CHECK_MSG(heap_hook_total > 0, "the sanitizer's malloc hook never fired");
+#endif
     return etch_test_finish();
 }
