@@ -31,11 +31,13 @@ def main():
     # " .text.name  0xADDR  0xSIZE  file.o", the name possibly alone on the line before
     pat = re.compile(r"^ (\.[^\s]+)\s+0x[0-9a-f]+\s+0x([0-9a-f]+)\s+(\S+)$", re.M)
     joined = re.sub(r"^ (\.[^\s]+)\n\s+(0x)", r" \1 \2", text, flags=re.M)
-    per_file, total = {}, 0
+    per_file, total, other = {}, 0, {}
     for name, size, obj in pat.findall(joined):
         if marker not in obj:
             continue
         if not name.startswith((".text", ".rodata", ".data")):
+            kind = "." + name.split(".")[1]
+            other[kind] = other.get(kind, 0) + int(size, 16)
             continue
         n = int(size, 16)
         key = obj.rsplit("/", 1)[-1]
@@ -44,6 +46,9 @@ def main():
     for key in sorted(per_file, key=per_file.get, reverse=True):
         print("  %-24s %7d" % (key, per_file[key]))
     print("etch core (format + runtime), text + data: %d bytes (%.1f KB)" % (total, total / 1024))
+    if other:
+        print("  not counted, from the same objects: " +
+              ", ".join("%s %d" % (k, other[k]) for k in sorted(other)))
     if total == 0:
         print("0 passed, 1 failed")
         sys.exit("no etch objects found in %s" % path)

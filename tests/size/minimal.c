@@ -3,7 +3,8 @@
  * read an output. It registers its own one-line kernel so that no kernel library is linked:
  * what the size budget measures is the core (format + runtime) that such a program needs.
  *
- * usage: etch_minimal FILE.pte   (a program whose forward is x + c with aten::add.out)
+ * usage: etch_minimal FILE.pte   (a program whose forward adds with aten::add.out; every
+ *                                 input, float, is set to 1, 2, 3, ...)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,21 +57,23 @@ int main(int argc, char **argv) {
     etch_method_memory mem = {pool, pool_size, arenas, sizes, narenas, NULL, 0};
     st = etch_method_load(prog, "forward", &mem, NULL, &m);
     float x[64];
-    etch_value_info in;
-    if (st == ETCH_OK)
-        st = etch_method_meta_input(&meta, 0, &in);
-    if (st == ETCH_OK) {
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)(i + 1);
+    size_t ninputs = st == ETCH_OK ? etch_method_meta_num_inputs(&meta) : 0;
+    for (size_t k = 0; k < ninputs && st == ETCH_OK; k++) {
+        etch_value_info in;
+        st = etch_method_meta_input(&meta, k, &in);
+        if (st != ETCH_OK)
+            break;
         int64_t n = 1;
         for (int i = 0; i < in.dim; i++)
             n *= in.sizes[i];
         if (n > 64 || in.dtype != ETCH_DTYPE_FLOAT)
             return 1;
-        for (int64_t i = 0; i < n; i++)
-            x[i] = (float)(i + 1);
-        etch_tensor t;
+        etch_tensor t; /* the inputs share x: they are only read */
         st = etch_tensor_init(&t, ETCH_DTYPE_FLOAT, in.dim, in.sizes, x);
         if (st == ETCH_OK)
-            st = etch_method_set_input_tensor(m, 0, &t);
+            st = etch_method_set_input_tensor(m, k, &t);
     }
     if (st == ETCH_OK)
         st = etch_method_execute(m);
