@@ -9,7 +9,10 @@
  * remainder takes the sign of the divisor (Python's %), fmod the sign of the dividend (C's
  * fmod), floor_divide rounds the quotient down. Floating division by zero gives NaN/inf as
  * IEEE says; integral division by zero fails before anything is written. Integral results
- * wrap (INT_MIN // -1). Broadcasting, any dim order.
+ * wrap (INT_MIN // -1, with a zero remainder). Floating floor division rounds each step to
+ * the operands' dtype as torch's vectorised loop does (Half/BFloat16 included; torch's scalar
+ * tail keeps those steps in Float, so it may differ there in the last place). Broadcasting,
+ * any dim order.
  */
 #include <math.h>
 
