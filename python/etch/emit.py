@@ -194,6 +194,34 @@ def _flat_nodes(a) -> List[torch.fx.Node]:
     return out
 
 
+def _inplace_updates(eg: ExportedGraph) -> Tuple[Dict[torch.fx.Node, torch.fx.Node], set]:
+    """Writes into mutable state that can happen in the state's own memory.
+
+    ``r = index_put(state, indices, values)`` followed by the write-back ``copy_(state, r)``,
+    where nothing else reads the state, is emitted as ``aten::index_put_`` on the state and the
+    write-back disappears: a KV-cache update then touches only the rows it writes instead of
+    copying the whole cache twice per call.  Readers of ``r`` read the state (the same value).
+    Returns ({index_put node: state node}, {copy_ nodes to drop})."""
+    updates: Dict[torch.fx.Node, torch.fx.Node] = {}
+    dropped = set()
+    for c in eg.graph.nodes:
+        if not (c.op == "call_function" and c.target is aten.copy_.default):
+            continue
+        state, r = c.args[0], c.args[1]
+        if not (eg.is_mutable(state) and isinstance(r, torch.fx.Node)
+                and r.op == "call_function" and r.target is aten.index_put.default
+                and r.args[0] is state and set(state.users) == {r, c}
+                and state not in _flat_nodes((r.args[1:], r.kwargs))
+                and eg.spec(r) == eg.spec(state)):
+            continue
+        updates[r] = state
+        dropped.add(c)
+    return updates, dropped
+
+
+_INDEX_PUT_INPLACE = _ops.OutVariant("aten::index_put_", aten.index_put_.default._schema)
+
+
 def _variant(node: torch.fx.Node) -> _ops.OutVariant:
     if node.target is aten.copy_.default:
         # Write-back into mutable state: clone.out(src, out=state) copies the new value into
@@ -211,8 +239,12 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
     """Emit one method; constant tensors go into `constants`."""
     g = eg.graph
 
+    inplace, dropped = _inplace_updates(eg)
+
     # ---- storage of every tensor-valued node (key: (root node, result index)) ----
     def key_of(n: torch.fx.Node, i: int = 0):
+        if n in inplace:
+            return key_of(inplace[n])
         if n.op == "call_function" and n.target is operator.getitem:
             return key_of(n.args[0], n.args[1])
         if n.op == "call_function" and n.target is _ops.alias:
@@ -225,12 +257,14 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
     for n in g.nodes:
         if n.op != "call_function" or n.target is operator.getitem or _is_elided_alias(eg, n):
             continue
-        ins = _Instr(n, _variant(n))
+        if n in dropped:
+            continue
+        ins = _Instr(n, _INDEX_PUT_INPLACE if n in inplace else _variant(n))
         for d in _flat_nodes((n.args, n.kwargs)):
             if not eg.is_constant(d):
                 ins.reads.append(key_of(d))
         spec = eg.spec(n)
-        if n.target is aten.copy_.default or n.target is _ops.alias:
+        if n.target is aten.copy_.default or n.target is _ops.alias or n in inplace:
             ins.writes.append(key_of(n))
         elif isinstance(spec, tuple):
             ins.writes.extend((n, i) for i in range(len(spec)))
@@ -292,6 +326,8 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
             idx = V.add(_tensor(spec, buffer_idx=constants.add(eg.constant_value(n))))
         elif n.op == "call_function" and n.target is aten.copy_.default:
             idx = tensor_value(n.args[0])
+        elif n in inplace:
+            idx = tensor_value(inplace[n])
         elif eg.is_mutable(n):
             k = key_of(n, i)
             idx = V.add(_tensor(spec, (1, offset[k]),
