@@ -1,0 +1,125 @@
+"""Export a llama decoder (:class:`etch.llm.model.Llama`) to a ``.pte`` program for etch's LLM
+runner (and ExecuTorch's, which reads the same methods).
+
+The program has:
+
+* ``forward(tokens: int64[1, T], start_pos: int64[1]) -> float32[1, vocab_size]``, T dynamic
+  in 1..max_seq_len: writes the keys and values of positions start_pos .. start_pos + T - 1
+  into the KV cache (mutable state in planned memory, updated in place with
+  ``aten::index_put_``, zero at load) and returns the logits of the last position.  Prefill
+  is one call with the whole prompt; decoding is T = 1.
+* metadata as zero-instruction methods returning constants, under ExecuTorch's names:
+  ``get_vocab_size``, ``get_max_seq_len`` (most tokens one forward call takes),
+  ``get_max_context_len`` (the KV cache's positions), ``get_bos_id``, ``get_eos_ids`` (one
+  ``Int`` output per id), ``get_n_layers`` (Int), ``use_kv_cache`` and
+  ``enable_dynamic_shape`` (Bool).
+
+``etch.export`` emits only ``forward``; the metadata methods are appended here to the same
+program with :mod:`etch.serialize` (the ``.pte`` schema's dataclasses).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from ..serialize import pte as _pte
+from ..serialize import schema as S
+from .model import Llama
+
+__all__ = ["export_llama", "metadata_plan", "LlamaExport", "METADATA_METHODS"]
+
+METADATA_METHODS = ("get_vocab_size", "get_max_seq_len", "get_max_context_len", "get_bos_id",
+                    "get_eos_ids", "get_n_layers", "use_kv_cache", "enable_dynamic_shape")
+
+Scalar = Union[bool, int, float]
+
+
+def metadata_plan(name: str, values: Sequence[Scalar]) -> S.ExecutionPlan:
+    """A method with no inputs and no instructions whose outputs are the constants `values`
+    (Bool for bools, Int for ints, Double for floats)."""
+    evs: List[S.EValue] = []
+    for v in values:
+        if isinstance(v, bool):
+            evs.append(S.EValue(S.Bool(v)))
+        elif isinstance(v, int):
+            evs.append(S.EValue(S.Int(int(v))))
+        elif isinstance(v, float):
+            evs.append(S.EValue(S.Double(v)))
+        else:
+            raise TypeError("metadata %s: unsupported value %r" % (name, v))
+    n = len(evs)
+    out_spec = "$" if n == 1 else "T%d%s(%s)" % (n, "#1" * n, ",".join("$" * n))
+    return S.ExecutionPlan(
+        name=name,
+        container_meta_type=S.ContainerMetadata("T2#0#0(T0(),D0())", out_spec),
+        values=evs,
+        inputs=[],
+        outputs=list(range(n)),
+        chains=[S.Chain(inputs=[], outputs=[], instructions=[])],
+        operators=[],
+        delegates=[],
+        non_const_buffer_sizes=[0],
+    )
+
+
+class LlamaExport:
+    """The exported program: ``buffer`` (the .pte bytes), ``save(path)``, the ``metadata``
+    dict, and the underlying :class:`etch.program.Program` of ``forward``."""
+
+    def __init__(self, program, metadata: Dict[str, Tuple[Scalar, ...]]):
+        self.program = program
+        self.metadata = dict(metadata)
+        plans = [m.plan for m in program.methods]
+        plans += [metadata_plan(k, v) for k, v in self.metadata.items()]
+        self.buffer = _pte.serialize_program(S.Program(version=0, execution_plan=plans),
+                                             program.data)
+
+    def save(self, path) -> None:
+        import os
+        tmp = "%s.tmp%d" % (os.fspath(path), os.getpid())
+        with open(tmp, "wb") as f:
+            f.write(self.buffer)
+        os.replace(tmp, path)
+
+    def summary(self) -> str:
+        meta = ", ".join("%s=%s" % (k, v[0] if len(v) == 1 else list(v))
+                         for k, v in self.metadata.items())
+        return "%s\nmetadata: %s\nfile: %d bytes" % (self.program.summary(), meta,
+                                                     len(self.buffer))
+
+
+def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 2),
+                 check_ops="auto", progress: Optional[Callable[[str], None]] = None
+                 ) -> LlamaExport:
+    """Export `model` (its KV cache sized by ``model.args.max_seq_len``).
+
+    The default ``eos_ids`` suit llama2.c's TinyStories models: 2 is the tokenizer's EOS, and
+    those models end a story by starting the next one with BOS (1), where llama2.c's own
+    generator stops too."""
+    from ..exporter import export
+    a = model.args
+    S_ = a.max_seq_len
+    model = model.eval()
+    model.reset_cache()
+    tokens = torch.ones(1, S_, dtype=torch.long)
+    start = torch.zeros(1, dtype=torch.long)
+    program = export(model, (tokens, start), dynamic_shapes=[{1: S_}, None],
+                     check_ops=check_ops, progress=progress)
+    if not eos_ids:
+        raise ValueError("at least one EOS id is needed")
+    for t in (bos_id, *eos_ids):
+        if not 0 <= int(t) < a.vocab_size:
+            raise ValueError("token id %d outside the vocabulary (%d)" % (t, a.vocab_size))
+    meta: Dict[str, Tuple[Scalar, ...]] = {
+        "get_vocab_size": (a.vocab_size,),
+        "get_max_seq_len": (S_,),
+        "get_max_context_len": (S_,),
+        "get_bos_id": (int(bos_id),),
+        "get_eos_ids": tuple(int(t) for t in eos_ids),
+        "get_n_layers": (a.n_layers,),
+        "use_kv_cache": (True,),
+        "enable_dynamic_shape": (True,),
+    }
+    return LlamaExport(program, meta)

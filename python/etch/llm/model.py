@@ -1,0 +1,236 @@
+"""A reference llama decoder (llama2.c's architecture) written for export.
+
+The math is llama2.c's: RMSNorm (eps 1e-5, weight * x / sqrt(mean(x^2) + eps)), rotary
+embeddings over adjacent pairs (x[2i], x[2i+1]) of each head with frequency
+10000^(-2i/head_dim), grouped-query attention (head h reads kv head h // (n_heads /
+n_kv_heads)), SwiGLU feed-forward w2(silu(w1 x) * w3 x), a final RMSNorm and a classifier that
+is the token embedding when the checkpoint shares it.
+
+The module owns its KV cache as buffers, written in place at the positions of the current
+tokens, so the exported program holds the cache as mutable state:
+
+* ``k_cache`` of layer l is ``[n_kv_heads, head_dim, max_seq_len]`` (keys stored transposed, so
+  the scores are one batched matmul over the cache, with no copy of it) and ``v_cache`` is
+  ``[n_kv_heads, max_seq_len, head_dim]``;
+* ``forward(tokens[1, T], start_pos[1])`` writes positions ``start_pos .. start_pos + T - 1``
+  with ``index_put`` (slicing the cache by a position tensor cannot be traced in torch 1.13),
+  attends over the whole cache with a causal mask (key position <= query position) and
+  returns the logits of the **last** position, shape ``[1, vocab_size]``.
+
+Prefill is one call with T prompt tokens; decoding is T = 1.  Nothing checks that
+``start_pos + T <= max_seq_len``: the caller (the C runner) does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = ["ModelArgs", "Llama", "rope_tables"]
+
+
+@dataclass
+class ModelArgs:
+    dim: int
+    hidden_dim: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    vocab_size: int
+    max_seq_len: int
+    shared_classifier: bool = True
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.n_heads
+
+    def check(self) -> None:
+        for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size",
+                  "max_seq_len"):
+            if getattr(self, k) < 1:
+                raise ValueError("model argument %s = %d must be positive"
+                                 % (k, getattr(self, k)))
+        if self.dim % self.n_heads or self.head_dim % 2:
+            raise ValueError("dim %d must split into %d heads of even size"
+                             % (self.dim, self.n_heads))
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError("n_heads %d is not a multiple of n_kv_heads %d"
+                             % (self.n_heads, self.n_kv_heads))
+
+
+def rope_tables(head_dim: int, n_pos: int, theta: float = 10000.0):
+    """cos and sin of pos * theta^(-2i/head_dim), [n_pos, head_dim / 2], float32 (computed in
+    float64 and rounded once)."""
+    i = torch.arange(0, head_dim, 2, dtype=torch.float64)
+    freq = 1.0 / (theta ** (i / head_dim))
+    ang = torch.outer(torch.arange(n_pos, dtype=torch.float64), freq)
+    return torch.cos(ang).float(), torch.sin(ang).float()
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(torch.mean(x * x, -1, keepdim=True) + self.eps))
+
+
+def _rotate(x, cos, sin):
+    """x [T, heads, hd]; pairs (2i, 2i+1) rotated by the angle whose cos/sin are [T, 1, hd/2]."""
+    T, h, hd = x.shape
+    xp = x.reshape(T, h, hd // 2, 2)
+    x0 = xp[..., 0]
+    x1 = xp[..., 1]
+    return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], -1).reshape(T, h, hd)
+
+
+class Attention(nn.Module):
+    def __init__(self, a: ModelArgs):
+        super().__init__()
+        self.n_heads, self.n_kv, self.hd = a.n_heads, a.n_kv_heads, a.head_dim
+        self.wq = nn.Linear(a.dim, a.n_heads * a.head_dim, bias=False)
+        self.wk = nn.Linear(a.dim, a.n_kv_heads * a.head_dim, bias=False)
+        self.wv = nn.Linear(a.dim, a.n_kv_heads * a.head_dim, bias=False)
+        self.wo = nn.Linear(a.n_heads * a.head_dim, a.dim, bias=False)
+        self.register_buffer("k_cache", torch.zeros(a.n_kv_heads, a.head_dim, a.max_seq_len))
+        self.register_buffer("v_cache", torch.zeros(a.n_kv_heads, a.max_seq_len, a.head_dim))
+
+    def forward(self, x, pos, cos, sin, mask):
+        T = x.shape[0]
+        H, KV, hd = self.n_heads, self.n_kv, self.hd
+        G = H // KV
+        q = _rotate(self.wq(x).view(T, H, hd), cos, sin)
+        k = _rotate(self.wk(x).view(T, KV, hd), cos, sin)
+        v = self.wv(x).view(T, KV, hd)
+        # index_copy_ (traced as index_put with indices [None, None, pos]); assigning
+        # through cache[:, :, pos] = ... fails under torch 1.13's functionalization
+        self.k_cache.index_copy_(2, pos, k.permute(1, 2, 0))  # [KV, hd, T] at columns pos
+        self.v_cache.index_copy_(1, pos, v.permute(1, 0, 2))  # [KV, T, hd] at rows pos
+        qg = q.view(T, KV, G, hd).permute(1, 2, 0, 3).reshape(KV, G * T, hd)
+        scores = torch.bmm(qg, self.k_cache) * (1.0 / math.sqrt(hd))     # [KV, G*T, S]
+        S = scores.shape[-1]
+        scores = scores.view(KV, G, T, S).masked_fill(mask, float("-inf"))
+        p = torch.softmax(scores, -1).view(KV, G * T, S)
+        o = torch.bmm(p, self.v_cache)                                    # [KV, G*T, hd]
+        o = o.view(KV, G, T, hd).permute(2, 0, 1, 3).reshape(T, H * hd)
+        return self.wo(o)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, a: ModelArgs):
+        super().__init__()
+        self.w1 = nn.Linear(a.dim, a.hidden_dim, bias=False)
+        self.w2 = nn.Linear(a.hidden_dim, a.dim, bias=False)
+        self.w3 = nn.Linear(a.dim, a.hidden_dim, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Block(nn.Module):
+    def __init__(self, a: ModelArgs):
+        super().__init__()
+        self.attention = Attention(a)
+        self.feed_forward = FeedForward(a)
+        self.attention_norm = RMSNorm(a.dim, a.norm_eps)
+        self.ffn_norm = RMSNorm(a.dim, a.norm_eps)
+
+    def forward(self, x, pos, cos, sin, mask):
+        h = x + self.attention(self.attention_norm(x), pos, cos, sin, mask)
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class Llama(nn.Module):
+    """Parameter names follow llama2.c's model.py (``tok_embeddings``, ``layers.N.attention.wq``,
+    ..., ``norm``, ``output``), so its state dicts load directly."""
+
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        args.check()
+        self.args = args
+        self.tok_embeddings = nn.Embedding(args.vocab_size, args.dim)
+        self.layers = nn.ModuleList(Block(args) for _ in range(args.n_layers))
+        self.norm = RMSNorm(args.dim, args.norm_eps)
+        self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
+        if args.shared_classifier:
+            self.output.weight = self.tok_embeddings.weight
+        cos, sin = rope_tables(args.head_dim, args.max_seq_len, args.rope_theta)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+        self.register_buffer("key_pos", torch.arange(args.max_seq_len), persistent=False)
+
+    def forward(self, tokens, start_pos):
+        """tokens int64 [1, T], start_pos int64 [1] -> logits float32 [1, vocab_size] of the
+        last position."""
+        T = tokens.shape[1]
+        pos = start_pos + torch.arange(T)                    # [T]
+        cos = self.rope_cos[pos].unsqueeze(1)                # [T, 1, hd/2]
+        sin = self.rope_sin[pos].unsqueeze(1)
+        mask = self.key_pos.unsqueeze(0) > pos.unsqueeze(1)  # [T, S]: a future key
+        h = self.tok_embeddings(tokens).view(T, self.args.dim)
+        for layer in self.layers:
+            h = layer(h, pos, cos, sin, mask)
+        last = self.norm(h[-1:])                             # [1, dim]
+        return self.output(last)
+
+    def reset_cache(self) -> None:
+        for layer in self.layers:
+            layer.attention.k_cache.zero_()
+            layer.attention.v_cache.zero_()
+
+    def load_weights(self, state: Dict[str, torch.Tensor]) -> None:
+        """Load a llama2.c-style state dict (``_orig_mod.`` prefixes dropped; the classifier
+        may be missing when shared)."""
+        state = {k[len("_orig_mod."):] if k.startswith("_orig_mod.") else k: v
+                 for k, v in state.items()}
+        state = {k: v for k, v in state.items() if not k.startswith(("freqs_", "rope_"))}
+        if self.args.shared_classifier:
+            state.setdefault("output.weight", state.get("tok_embeddings.weight"))
+        own = self.state_dict()
+        missing = [k for k in own if k not in state and not k.endswith(("_cache",))]
+        extra = [k for k in state if k not in own]
+        if missing or extra:
+            raise ValueError("checkpoint does not match the model: missing %s, unexpected %s"
+                             % (missing[:5], extra[:5]))
+        for k, v in state.items():
+            if tuple(v.shape) != tuple(own[k].shape):
+                raise ValueError("checkpoint tensor %s has shape %s, the model wants %s"
+                                 % (k, tuple(v.shape), tuple(own[k].shape)))
+        with torch.no_grad():
+            for k, v in state.items():
+                own[k].copy_(v.float())
+        if self.args.shared_classifier:
+            self.output.weight = self.tok_embeddings.weight
+
+
+def greedy(model: Llama, prompt, steps: int, stop_ids=(), prefill: bool = True):
+    """Eager reference: ids following `prompt` (a list of ids) chosen by argmax (ties to the
+    lowest id), until `steps` positions are filled or an id in stop_ids is produced (not
+    included).  Returns the generated ids."""
+    model.reset_cache()
+    out = []
+    with torch.no_grad():
+        if prefill:
+            logits = model(torch.tensor([prompt]), torch.tensor([0]))
+        else:
+            for i, t in enumerate(prompt):
+                logits = model(torch.tensor([[t]]), torch.tensor([i]))
+        pos = len(prompt)
+        while pos < steps:
+            nxt = int(torch.argmax(logits[0]))
+            if nxt in stop_ids:
+                break
+            out.append(nxt)
+            logits = model(torch.tensor([[nxt]]), torch.tensor([pos]))
+            pos += 1
+    return out
+
