@@ -317,8 +317,8 @@ static void run_llama2c_vs_spm(const char *name, const char *bin_path, const cha
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4) {
-        fprintf(stderr, "usage: %s spm|hf|tiktoken DATA (FIXTURES|JSON)\n", argv[0]);
+    if (argc < 3 || (argc < 4 && strcmp(argv[1], "tiktoken") != 0)) {
+        fprintf(stderr, "usage: %s spm DATA FIXTURES | hf DATA JSON | tiktoken DATA\n", argv[0]);
         return 2;
     }
     const char *mode = argv[1], *data = argv[2];
