@@ -574,6 +574,11 @@ etch_status etch_pte_open(const uint8_t *data, size_t size, etch_pte *p) {
             fb_vec_table(&p->segments, i, &seg);
             FB_CHECK(p, "segment");
             uint64_t off = fb_u(&seg, SEGMENT_OFFSET, 8, 0), sz = fb_u(&seg, SEGMENT_SIZE, 8, 0);
+            /* even an empty segment's address is computed (etch_pte_segment): its offset
+             * must stay inside the area, or image + base + off overflows the pointer */
+            if (off > area)
+                return bad(NULL, "segment %u offset %llu is beyond the segment area of %llu "
+                                 "bytes", i, (unsigned long long)off, (unsigned long long)area);
             if (sz == 0)
                 continue;
             if (!h->present || !h->segment_base_offset)
