@@ -133,11 +133,16 @@ def main():
     r = random.Random(SEED)
     strings = EDGE + generated(r, n_gen) + real(r, n_real)
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "strings.bin"), "wb") as f:
-        f.write(b"ETS1" + struct.pack("<I", len(strings)))
-        for s in strings:
-            b = s.encode("utf-8")
-            f.write(struct.pack("<I", len(b)) + b)
+    blob = [b"ETS1" + struct.pack("<I", len(strings))]
+    for s in strings:
+        b = s.encode("utf-8")
+        blob.append(struct.pack("<I", len(b)) + b)
+    blob = b"".join(blob)
+    path = os.path.join(out_dir, "strings.bin")
+    # rewrite only on change, so that the reference steps can tell they are up to date
+    if not (os.path.exists(path) and open(path, "rb").read() == blob):
+        with open(path, "wb") as f:
+            f.write(blob)
     print("gen_strings: %d strings (%d edge, %d generated, %d real) -> %s" %
           (len(strings), len(EDGE), n_gen, n_real, out_dir))
 

@@ -38,8 +38,23 @@ def train(data_dir, name, **kw):
     return model
 
 
+def up_to_date(data_dir, names, inputs):
+    outs = [os.path.join(data_dir, "%s_%s.bin" % (k, n)) for n in names for k in ("ref", "dec")]
+    if not all(os.path.exists(o) for o in outs):
+        return False
+    oldest = min(os.path.getmtime(o) for o in outs)
+    return all(os.path.getmtime(i) <= oldest for i in inputs)
+
+
 def main():
     data_dir, fixtures = sys.argv[1], sys.argv[2]
+    names = ["tok512", "llama2", "uni", "uni_bf", "bpe_nobf"]
+    inputs = [os.path.join(data_dir, "strings.bin"), os.path.abspath(__file__),
+              os.path.join(fixtures, "tok512.model"),
+              os.path.join(fixtures, "llama2_tokenizer_32000.model")]
+    if up_to_date(data_dir, names, inputs):
+        print("ref_spm: references are up to date")
+        return
     strings = read_strings(os.path.join(data_dir, "strings.bin"))
     models = {
         "tok512": os.path.join(fixtures, "tok512.model"),

@@ -22,4 +22,17 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     (cd "$node_dir" && npm ci --no-audit --no-fund --prefer-offline --loglevel=error)
     echo "$want" > "$stamp"
 fi
+# the references are up to date when every output is newer than every input
+outs="ref_hf_llama3.bin ref_cl100k.bin ref_cl100k_sp.bin ref_o200k.bin ref_o200k_sp.bin ref_gpt2.bin
+      ref_cl100k_qwen2.bin cl100k_base.tiktoken o200k_base.tiktoken gpt2.tiktoken"
+fresh=1
+for o in $outs; do
+    for i in "$data_dir/strings.bin" "$here/ref_node.cjs" "$stamp"; do
+        if [ ! -f "$data_dir/$o" ] || [ "$i" -nt "$data_dir/$o" ]; then fresh=0; fi
+    done
+done
+if [ $fresh = 1 ]; then
+    echo "setup_node: references are up to date"
+    exit 0
+fi
 node "$here/ref_node.cjs" "$node_dir" "$data_dir"
