@@ -315,6 +315,12 @@ static void run_target(target *t, int flips) {
     unsigned long ntrunc = 0;
     for (size_t len = 0; len < m->size; len++) {
         POISON(m->data + len, m->size - len);
+#ifdef ROB_ASAN
+        if (len == m->size / 2) /* the cut-off tail really is unreadable */
+            CHECK(__asan_address_is_poisoned(m->data + len) &&
+                  __asan_address_is_poisoned(m->data + m->size - 1) &&
+                  (len == 0 || !__asan_address_is_poisoned(m->data + len - 1)));
+#endif
         run_case(t, len, 0, 0, &st, "truncation to", (unsigned long)len);
         UNPOISON(m->data + len, m->size - len);
         ntrunc++;
@@ -445,7 +451,7 @@ static int load_recipe(const char *path, const char *fixtures, buf *p, buf *d, c
                 const uint8_t *prog;
                 size_t psize, eo;
                 const char *ew;
-                buf e;
+                buf e = {NULL, 0};
                 ok = etch_bpte_program(p->data, p->size, &prog, &psize, &eo, &ew) &&
                      copy_buf(prog, psize, &e);
                 free(p->data);
