@@ -10,5 +10,7 @@ int cmd_run(int argc, char **argv);
 void cmd_run_usage(FILE *out);
 int cmd_verify(int argc, char **argv);
 void cmd_verify_usage(FILE *out);
+int cmd_llm(int argc, char **argv);
+void cmd_llm_usage(FILE *out);
 
 #endif

@@ -11,6 +11,8 @@ static const cli_command commands[] = {
      cmd_run_usage},
     {"verify", "run the test cases of a bundled program (.bpte) and check the outputs",
      cmd_verify, cmd_verify_usage},
+    {"llm", "generate text with a language model (.pte) and a tokenizer", cmd_llm,
+     cmd_llm_usage},
 };
 #define NUM_COMMANDS (sizeof commands / sizeof commands[0])
 
