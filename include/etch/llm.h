@@ -229,3 +229,4 @@ const int32_t *etch_sampler_last_candidates(const etch_sampler *s, int32_t *n);
 }
 #endif
 #endif
+#include "etch/llm_runner.h"
