@@ -21,6 +21,10 @@ extern "C" {
 etch_status etch_kernels_register_portable(void);
 /* The table behind it (for listings and the exporter's operator check). */
 const etch_kernel *etch_kernels_portable_table(size_t *count);
+/* The dtypes (bit 1u << etch_dtype) of the first input tensor — the out tensor for creation
+ * operators — that the portable kernel `name` is tested with against PyTorch (generated from
+ * the golden cases: tests/kernels/OP_DTYPES.md); 0 when the name is not a portable kernel. */
+uint32_t etch_kernels_portable_dtypes(const char *name);
 
 #ifdef __cplusplus
 }

@@ -106,6 +106,7 @@ def load(path: Optional[str] = None) -> ctypes.CDLL:
         "etch_kernels_register_portable": (c.c_int, []),
         "etch_kernels_count": (c.c_size_t, []),
         "etch_kernels_at": (P(etch_kernel), [c.c_size_t]),
+        "etch_kernels_portable_dtypes": (c.c_uint32, [c.c_char_p]),
         "etch_module_default_options": (etch_module_options, []),
         "etch_module_open": (c.c_int, [c.c_char_p, P(etch_module_options), P(c.c_void_p)]),
         "etch_module_open_buffer": (c.c_int, [c.c_void_p, c.c_size_t, P(etch_module_options),

@@ -67,7 +67,8 @@ def export(model: torch.nn.Module, example_inputs, *,
                                   "(set ETCH_LIB)")
         else:
             say("checking operators")
-            opcheck.check_program(program.program, opcheck.registry(lib))
+            opcheck.check_program(program.program, opcheck.registry(lib),
+                                  opcheck.dtype_support(lib))
     say("serializing")
     program.buffer  # noqa: B018  (serialize now so errors surface here)
     return program

@@ -34,6 +34,26 @@ class OpCheckTest(unittest.TestCase):
         kernels["aten::relu.out"] = "TWW"
         opcheck.check_program(p.program, kernels)
 
+    def test_dtype_without_a_kernel(self):
+        p = self.program()
+        kernels = {n: None for n in p.operators}
+        kernels["aten::relu.out"] = "TWW"
+        float_bit, double_bit = 1 << 6, 1 << 7
+        dtypes = {"aten::relu.out": double_bit}       # pretend relu has Double kernels only
+        with self.assertRaises(opcheck.OperatorCheckError) as cm:
+            opcheck.check_program(p.program, kernels, dtypes)
+        self.assertIn("aten::relu.out has no kernel for Float inputs in this build (it has: "
+                      "Double)", str(cm.exception))
+        dtypes["aten::relu.out"] |= float_bit
+        opcheck.check_program(p.program, kernels, dtypes)
+
+    @needs_lib
+    def test_dtype_table_from_the_library(self):
+        d = opcheck.dtype_support(lib_path())
+        self.assertTrue(d["aten::add.out"] >> 6 & 1)          # Float
+        self.assertFalse(d["aten::_softmax.out"] >> 3 & 1)    # no Int softmax (torch has none)
+        opcheck.check_program(self.program().program, opcheck.registry(lib_path()), d)
+
     @needs_lib
     def test_registry_from_the_library(self):
         reg = opcheck.registry(lib_path())

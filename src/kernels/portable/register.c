@@ -1,3 +1,5 @@
+#include <string.h>
+
 /* The portable kernel table: one line per operator (name, signature, function). */
 #include "kernels/portable/portable.h"
 #include "kernels/portable/portable_math.h"
@@ -72,6 +74,21 @@ static const etch_kernel portable_kernels[] = {
 #include "kernels/portable/table_nn.inc"
 #include "kernels/portable/table_shape.inc"
 };
+
+/* dtypes each operator is tested with, generated from the golden cases */
+static const struct {
+    const char *name;
+    uint32_t dtypes;
+} portable_dtypes[] = {
+#include "kernels/portable/op_dtypes.inc"
+};
+
+uint32_t etch_kernels_portable_dtypes(const char *name) {
+    for (size_t i = 0; name && i < sizeof portable_dtypes / sizeof portable_dtypes[0]; i++)
+        if (strcmp(portable_dtypes[i].name, name) == 0)
+            return portable_dtypes[i].dtypes;
+    return 0;
+}
 
 const etch_kernel *etch_kernels_portable_table(size_t *count) {
     if (count)
