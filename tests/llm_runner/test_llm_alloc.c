@@ -189,11 +189,11 @@ int main(int argc, char **argv) {
     CHECK(produced >= target);
     uint64_t rss1 = anon_rss();
     /* nothing allocates, so the resident set may only move by a few pages (stack, libc) */
-    CHECK_MSG(rss_max <= rss0 + 64 * 1024, "anonymous RSS grew from %llu to %llu (max %llu) bytes",
-              (unsigned long long)rss0, (unsigned long long)rss1,
-              (unsigned long long)rss_max);
-    printf("%ld tokens in %ld calls (%ld context resets), %zu bytes of text; anonymous RSS %llu -> %llu "
-           "bytes (max %llu); %ld allocation calls while generating\n",
+    CHECK_MSG(rss_max <= rss0 + 64 * 1024,
+              "anonymous RSS grew from %llu to %llu (max %llu) bytes", (unsigned long long)rss0,
+              (unsigned long long)rss1, (unsigned long long)rss_max);
+    printf("%ld tokens in %ld calls (%ld context resets), %zu bytes of text; anonymous RSS "
+           "%llu -> %llu bytes (max %llu); %ld allocation calls while generating\n",
            produced, turns, resets, c.bytes, (unsigned long long)rss0,
            (unsigned long long)rss1, (unsigned long long)rss_max, window_calls);
     printf("%s\n", json);
