@@ -404,7 +404,7 @@ static etch_status run(etch_llm_runner *r, const int32_t *ids, size_t n,
     }
     /* The ids buffer holds the whole prefill: pending, BOS, prompt (ids may already be in the
      * buffer, at offset `extra`, when they came from the tokenizer). */
-    if (ids != r->ids + extra)
+    if (n && ids != r->ids + extra)
         memmove(r->ids + extra, ids, n * sizeof *ids);
     size_t k = 0;
     if (r->pending >= 0)

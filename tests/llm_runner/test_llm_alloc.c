@@ -11,6 +11,7 @@
  * with the allocation count at zero and the anonymous resident set (/proc/self/statm) flat.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,12 +74,23 @@ void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
  * stacks. File-backed pages (the mmap'd program) are left out: the kernel may drop and refault
  * them at will. */
 static uint64_t anon_rss(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long long size = 0, resident = 0, shared = 0;
-    int n = f ? fscanf(f, "%llu %llu %llu", &size, &resident, &shared) : 0;
-    if (f)
-        fclose(f);
-    return n == 3 && resident >= shared ? (resident - shared) * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
+    char buf[256];
+    int fd = open("/proc/self/statm", O_RDONLY); /* no stdio: nothing allocates here */
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    unsigned long long v[3] = {0, 0, 0};
+    const char *p = buf;
+    for (int k = 0; k < 3; k++) {
+        while (*p == ' ')
+            p++;
+        while (*p >= '0' && *p <= '9')
+            v[k] = v[k] * 10 + (unsigned long long)(*p++ - '0');
+    }
+    return v[1] >= v[2] ? (v[1] - v[2]) * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
 }
 
 typedef struct counter {
