@@ -72,7 +72,7 @@ static void pool_planes(void *arg, int64_t p0, int64_t p1) {
                 }
                 char *o = j->out + n * j->os[0] + c * j->os[1] + oh * j->os[2] + ow * j->os[3];
                 if (bestp)
-                    memcpy(o, bestp, (size_t)j->es);
+                    memmove(o, bestp, (size_t)j->es);
                 else if (fdom)
                     etch_pk_store_f64(o, j->dtype, -INFINITY);
                 else
