@@ -1019,6 +1019,10 @@ def gen_prim():
     W.case("aten::sym_numel", "sym_numel", [In(rand([3, 4], torch.int8)), Result(12)])
     W.case("aten::sym_numel", "sym_numel empty", [In(x), Result(0)])
     W.case("aten::sym_numel", "sym_numel scalar", [In(torch.tensor(3)), Result(1)])
+    for dt in ALL:  # size queries read only the shape: every dtype
+        y = torch.zeros([2, 3], dtype=dt)  # no draw from the shared generator
+        W.case("aten::sym_size.int", "sym_size %s" % dt, [In(y), Int(1), Result(3)])
+        W.case("aten::sym_numel", "sym_numel %s" % dt, [In(y), Result(6)])
     for t, r in [(torch.tensor(2.5), 2.5), (torch.tensor([7], dtype=torch.int32), 7), (torch.tensor(True), True),
                  (torch.tensor([[-3]], dtype=torch.int64), -3), (torch.tensor(1.5, dtype=torch.float16), 1.5),
                  (torch.tensor(-2, dtype=torch.int8), -2), (torch.tensor(200, dtype=torch.uint8), 200)]:
