@@ -13,35 +13,6 @@
 
 #include "kernels/portable/portable_nn.h"
 
-typedef struct var_acc {
-    int dtype;
-    double mean, sum;
-} var_acc;
-
-static void sum_run(void *arg, char *p, int64_t s, char *p1, int64_t s1, int64_t n) {
-    var_acc *a = (var_acc *)arg;
-    double v[ETCH_NN_CHUNK];
-    for (int64_t off = 0; off < n; off += ETCH_NN_CHUNK) {
-        int64_t m = n - off < ETCH_NN_CHUNK ? n - off : ETCH_NN_CHUNK;
-        etch_pk_load_row_f64(v, p + off * s, s, m, a->dtype);
-        for (int64_t i = 0; i < m; i++)
-            a->sum += v[i];
-    }
-}
-
-static void sq_run(void *arg, char *p, int64_t s, char *p1, int64_t s1, int64_t n) {
-    var_acc *a = (var_acc *)arg;
-    double v[ETCH_NN_CHUNK];
-    for (int64_t off = 0; off < n; off += ETCH_NN_CHUNK) {
-        int64_t m = n - off < ETCH_NN_CHUNK ? n - off : ETCH_NN_CHUNK;
-        etch_pk_load_row_f64(v, p + off * s, s, m, a->dtype);
-        for (int64_t i = 0; i < m; i++) {
-            double d = v[i] - a->mean;
-            a->sum += d * d;
-        }
-    }
-}
-
 static void var_common(etch_kernel_context *ctx, etch_value *self_v, etch_value *dim_v,
                        double correction, bool keepdim, etch_value *out_v) {
     etch_tensor *in = etch_pk_tensor(ctx, self_v, "self");
@@ -66,12 +37,9 @@ static void var_common(etch_kernel_context *ctx, etch_value *self_v, etch_value 
     for (int64_t o = 0; o < pl.outer; o++) {
         etch_nn_plan_index(&pl, o, idx);
         char *base = etch_nn_at(in->data, etch_nn_plan_offset(&pl, idx, in, true) * ies);
-        var_acc a = {in->dtype, 0.0, 0.0};
-        etch_nn_plan_runs(&pl, base, ies, NULL, 0, sum_run, &a);
-        a.mean = a.sum / (double)pl.inner;
-        a.sum = 0;
-        etch_nn_plan_runs(&pl, base, ies, NULL, 0, sq_run, &a);
-        double r = pl.inner == 0 ? NAN : a.sum / denom;
+        double mean, pvar; /* population variance: the sum of squares over inner */
+        etch_nn_moments(&pl, base, in->dtype, &mean, &pvar);
+        double r = pl.inner == 0 ? NAN : pvar * (double)pl.inner / denom;
         etch_pk_store_f64(etch_nn_at(out->data, etch_nn_plan_offset(&pl, idx, out, keepdim) * oes),
                           out->dtype, r);
     }
