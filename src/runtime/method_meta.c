@@ -229,30 +229,32 @@ etch_status etch_method_meta_delegate(const etch_method_meta *m, size_t i,
     return ETCH_OK;
 }
 
+/* Value i as a tensor description; false for other kinds. */
+static bool tensor_at(const fb_vec *values, uint32_t i, etch_tensor_desc *d) {
+    fb_table ev, val;
+    fb_vec_table(values, i, &ev);
+    if (fb_u(&ev, EVALUE_TYPE, 1, 0) != KT_TENSOR)
+        return false;
+    fb_table_field(&ev, EVALUE_VAL, &val);
+    etch_pte_tensor_desc(&val, d);
+    return true;
+}
+
+static bool is_file_constant(const etch_tensor_desc *d) {
+    return !d->planned && !d->external && d->data_buffer_idx > 0;
+}
+
 uint64_t etch_method_meta_constant_bytes(const etch_method_meta *m) {
     fb_vec values = plan_vec(m, PLAN_VALUES, 4);
     uint64_t total = 0;
     for (uint32_t i = 0; i < values.len; i++) {
-        fb_table ev, val;
-        fb_vec_table(&values, i, &ev);
-        if (fb_u(&ev, EVALUE_TYPE, 1, 0) != KT_TENSOR)
-            continue;
-        fb_table_field(&ev, EVALUE_VAL, &val);
-        etch_tensor_desc d;
-        etch_pte_tensor_desc(&val, &d);
-        if (d.planned || d.data_buffer_idx == 0 || d.external)
+        etch_tensor_desc d, d2;
+        if (!tensor_at(&values, i, &d) || !is_file_constant(&d))
             continue;
         bool seen = false; /* count each shared buffer once */
-        for (uint32_t j = 0; j < i && !seen; j++) {
-            fb_table ev2, val2;
-            fb_vec_table(&values, j, &ev2);
-            if (fb_u(&ev2, EVALUE_TYPE, 1, 0) != KT_TENSOR)
-                continue;
-            fb_table_field(&ev2, EVALUE_VAL, &val2);
-            etch_tensor_desc d2;
-            etch_pte_tensor_desc(&val2, &d2);
-            seen = !d2.planned && !d2.external && d2.data_buffer_idx == d.data_buffer_idx;
-        }
+        for (uint32_t j = 0; j < i && !seen; j++)
+            seen = tensor_at(&values, j, &d2) && is_file_constant(&d2) &&
+                   d2.data_buffer_idx == d.data_buffer_idx;
         if (!seen)
             total += d.nbytes;
     }
@@ -261,16 +263,9 @@ uint64_t etch_method_meta_constant_bytes(const etch_method_meta *m) {
 
 bool etch_method_meta_needs_external_data(const etch_method_meta *m) {
     fb_vec values = plan_vec(m, PLAN_VALUES, 4);
-    for (uint32_t i = 0; i < values.len; i++) {
-        fb_table ev, val;
-        fb_vec_table(&values, i, &ev);
-        if (fb_u(&ev, EVALUE_TYPE, 1, 0) != KT_TENSOR)
-            continue;
-        fb_table_field(&ev, EVALUE_VAL, &val);
-        etch_tensor_desc d;
-        etch_pte_tensor_desc(&val, &d);
-        if (d.external)
+    etch_tensor_desc d;
+    for (uint32_t i = 0; i < values.len; i++)
+        if (tensor_at(&values, i, &d) && d.external)
             return true;
-    }
     return false;
 }
