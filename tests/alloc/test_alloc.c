@@ -18,8 +18,7 @@
 
 #include "etch_test.h"
 
-static int armed;
-static long calls;
+#include "alloc_wrap.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define ALLOC_ASAN 1
@@ -37,53 +36,23 @@ static long heap_hook_total;
 static void heap_malloc_hook(const volatile void *p, size_t n) {
     (void)p;
     (void)n;
-    calls += armed;
+    etch_alloc_calls += etch_alloc_armed;
     heap_hook_total++;
 }
 static void heap_free_hook(const volatile void *p) { (void)p; }
 #endif
 
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t a, size_t b);
-void *__real_realloc(void *p, size_t n);
-void __real_free(void *p);
-void *__real_aligned_alloc(size_t a, size_t n);
-int __real_posix_memalign(void **p, size_t a, size_t n);
-void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
-
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t a, size_t b);
-void *__wrap_realloc(void *p, size_t n);
-void __wrap_free(void *p);
-void *__wrap_aligned_alloc(size_t a, size_t n);
-int __wrap_posix_memalign(void **p, size_t a, size_t n);
-void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
-
-void *__wrap_malloc(size_t n) { calls += armed; return __real_malloc(n); }
-void *__wrap_calloc(size_t a, size_t b) { calls += armed; return __real_calloc(a, b); }
-void *__wrap_realloc(void *p, size_t n) { calls += armed; return __real_realloc(p, n); }
-void __wrap_free(void *p) { calls += armed && p; __real_free(p); }
-void *__wrap_aligned_alloc(size_t a, size_t n) { calls += armed; return __real_aligned_alloc(a, n); }
-int __wrap_posix_memalign(void **p, size_t a, size_t n) {
-    calls += armed;
-    return __real_posix_memalign(p, a, n);
-}
-void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
-    calls += armed;
-    return __real_mmap(addr, len, prot, flags, fd, off);
-}
-
 /* the allocator interface, counted the same way */
 static long iface_calls, iface_total;
 static void *count_alloc(void *self, size_t size, size_t align) {
     (void)self;
-    iface_calls += armed;
+    iface_calls += etch_alloc_armed;
     iface_total++;
     return aligned_alloc(align < 16 ? 16 : align, (size + 15) / 16 * 16);
 }
 static void count_free(void *self, void *p) {
     (void)self;
-    iface_calls += armed && p;
+    iface_calls += etch_alloc_armed && p;
     free(p);
 }
 static const etch_allocator counting = {count_alloc, count_free, NULL};
@@ -156,10 +125,10 @@ static void unload(loaded *L) {
 }
 
 static void arm(void) {
-    calls = iface_calls = 0;
-    armed = 1;
+    etch_alloc_calls = iface_calls = 0;
+    etch_alloc_armed = 1;
 }
-static void disarm(void) { armed = 0; }
+static void disarm(void) { etch_alloc_armed = 0; }
 
 /* Opening a program allocates (its handle, and the mapping or a copy of the file): seen
  * through the wrappers, which proves they catch etch's calls. */
@@ -175,8 +144,8 @@ static void test_wrapper_counts(const char *fixtures) {
         etch_program_close(p);
         disarm();
         CHECK_OK(st);
-        CHECK_MSG(calls >= 2, "the wrappers saw %ld calls opening and closing %s: --wrap is "
-                              "not in effect", calls, path);
+        CHECK_MSG(etch_alloc_calls >= 2, "the wrappers saw %ld calls opening and closing %s: --wrap is "
+                              "not in effect", etch_alloc_calls, path);
     }
 }
 
@@ -205,8 +174,8 @@ static void test_lenet(const char *fixtures, etch_load_mode mode) {
         float v = ((const float *)out->u.tensor->data)[0];
         disarm();
         CHECK_OK(st);
-        CHECK_MSG(calls == 0 && iface_calls == 0,
-                  "LeNet execute %d allocated: %ld libc calls, %ld allocator calls", run, calls,
+        CHECK_MSG(etch_alloc_calls == 0 && iface_calls == 0,
+                  "LeNet execute %d allocated: %ld libc calls, %ld allocator calls", run, etch_alloc_calls,
                   iface_calls);
         if (run == 0)
             first = v;
@@ -237,8 +206,8 @@ static void test_dynamic(const char *path) {
         int64_t n = etch_method_output(L.m, 1)->u.i;
         disarm();
         CHECK_OK(st);
-        CHECK_MSG(calls == 0 && iface_calls == 0,
-                  "dynamic execute %d allocated: %ld libc calls, %ld allocator calls", run, calls,
+        CHECK_MSG(etch_alloc_calls == 0 && iface_calls == 0,
+                  "dynamic execute %d allocated: %ld libc calls, %ld allocator calls", run, etch_alloc_calls,
                   iface_calls);
         CHECK_MSG(out->sizes[0] == rows[run] && n == rows[run], "resize to %lld rows: got %lld/%lld",
                   (long long)rows[run], (long long)out->sizes[0], (long long)n);

@@ -22,53 +22,7 @@
 
 #include "etch_test.h"
 
-static int armed;
-static long calls;
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t a, size_t b);
-void *__real_realloc(void *p, size_t n);
-void __real_free(void *p);
-void *__real_aligned_alloc(size_t a, size_t n);
-int __real_posix_memalign(void **p, size_t a, size_t n);
-void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
-
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t a, size_t b);
-void *__wrap_realloc(void *p, size_t n);
-void __wrap_free(void *p);
-void *__wrap_aligned_alloc(size_t a, size_t n);
-int __wrap_posix_memalign(void **p, size_t a, size_t n);
-void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
-
-void *__wrap_malloc(size_t n) {
-    calls += armed;
-    return __real_malloc(n);
-}
-void *__wrap_calloc(size_t a, size_t b) {
-    calls += armed;
-    return __real_calloc(a, b);
-}
-void *__wrap_realloc(void *p, size_t n) {
-    calls += armed;
-    return __real_realloc(p, n);
-}
-void __wrap_free(void *p) {
-    calls += armed && p != NULL;
-    __real_free(p);
-}
-void *__wrap_aligned_alloc(size_t a, size_t n) {
-    calls += armed;
-    return __real_aligned_alloc(a, n);
-}
-int __wrap_posix_memalign(void **p, size_t a, size_t n) {
-    calls += armed;
-    return __real_posix_memalign(p, a, n);
-}
-void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
-    calls += armed;
-    return __real_mmap(addr, len, prot, flags, fd, off);
-}
+#include "alloc_wrap.h"
 
 /* Anonymous resident memory (statm's resident minus shared, in bytes): the heap, arenas and
  * stacks. File-backed pages (the mmap'd program) are left out: the kernel may drop and refault
@@ -170,8 +124,8 @@ int main(int argc, char **argv) {
         }
         long before = c.tokens;
         gp.max_new_tokens = (int32_t)(turns % 3 == 0 ? -1 : 50 + turns % 7);
-        calls = 0;
-        armed = 1;
+        etch_alloc_calls = 0;
+        etch_alloc_armed = 1;
         etch_status st = turns % 2 ? etch_llm_runner_generate(r, turn, strlen(turn), &gp, &res)
                                    : etch_llm_runner_generate(r, NULL, 0, &gp, &res);
         if (st == ETCH_ERR_OUT_OF_RESOURCES) {
@@ -180,8 +134,8 @@ int main(int argc, char **argv) {
             st = etch_llm_runner_generate(r, NULL, 0, &gp, &res);
         }
         etch_llm_stats_json(etch_llm_runner_stats(r), json, sizeof json);
-        armed = 0;
-        window_calls += calls;
+        etch_alloc_armed = 0;
+        window_calls += etch_alloc_calls;
         CHECK_MSG(st == ETCH_OK, "%s: %s", etch_status_str(st), etch_last_error());
         if (st != ETCH_OK)
             break;
