@@ -59,6 +59,21 @@ typedef struct etch_kernel {
  * registration of the same name takes precedence over an earlier one, so custom kernels can
  * replace built-in ones. Not thread-safe against concurrent loads: register at start-up. */
 etch_status etch_kernels_register(const etch_kernel *kernels, size_t count);
+
+/* Kernel flags (etch_kernels_register_ex). */
+enum {
+    /* The kernel applies etch_kernel_epilogue(ctx) to its Float output, so the runtime may
+     * fuse a following relu/clamp/hardtanh/gelu/silu/sigmoid into it at method load. */
+    ETCH_KERNEL_FUSES_ACTIVATION = 1u << 0,
+};
+/* As etch_kernels_register, naming who provides the kernels ("portable", "optimized", ...;
+ * a static string) and their flags. etch_kernels_register uses impl "custom", flags 0. */
+etch_status etch_kernels_register_ex(const etch_kernel *kernels, size_t count,
+                                     const char *impl, uint32_t flags);
+/* The impl name and flags `k` (as returned by etch_kernels_find/at) was registered with;
+ * NULL / 0 for a kernel that is not registered. */
+const char *etch_kernels_impl_of(const etch_kernel *k);
+uint32_t etch_kernels_flags_of(const etch_kernel *k);
 /* Look up a kernel by full name; NULL when absent. */
 const etch_kernel *etch_kernels_find(const char *name, size_t name_len);
 /* Number of registered names and the i-th one (for listing; order of registration). */
@@ -89,6 +104,30 @@ etch_status etch_kernel_resize_like(etch_kernel_context *ctx, etch_tensor *t,
 /* Scratch memory valid until the kernel returns; NULL (and a recorded failure) when the
  * method's temp arena is too small. */
 void *etch_kernel_temp_alloc(etch_kernel_context *ctx, size_t size, size_t align);
+/* The same, but NULL without recording a failure (for kernels with a slower path that
+ * needs no scratch). */
+void *etch_kernel_temp_try(etch_kernel_context *ctx, size_t size, size_t align);
+/* Threads etch_kernel_parallel_for may use (1 without a thread pool). */
+int etch_kernel_num_threads(const etch_kernel_context *ctx);
+
+/* An activation fused into the kernel by the runtime (see ETCH_KERNEL_FUSES_ACTIVATION):
+ * after computing its Float output the kernel applies it elementwise. */
+typedef enum etch_activation {
+    ETCH_ACT_NONE = 0,
+    ETCH_ACT_RELU,      /* max(x, 0) */
+    ETCH_ACT_CLAMP,     /* min(max(x, lo), hi); lo/hi are -inf/+inf when absent
+                           (clamp, hardtanh, relu6) */
+    ETCH_ACT_GELU,      /* x * Phi(x) (erf) */
+    ETCH_ACT_GELU_TANH, /* gelu, approximate='tanh' */
+    ETCH_ACT_SILU,      /* x * sigmoid(x) */
+    ETCH_ACT_SIGMOID,
+} etch_activation;
+typedef struct etch_epilogue {
+    etch_activation act;
+    double lo, hi; /* ETCH_ACT_CLAMP only */
+} etch_epilogue;
+/* The activation to apply to the output; NULL when none. */
+const etch_epilogue *etch_kernel_epilogue(const etch_kernel_context *ctx);
 
 /* Run fn(arg, begin, end) over [0, n) in chunks of at least `grain` items, possibly on
  * several threads; returns when all chunks are done. */

@@ -11,6 +11,7 @@ struct etch_kernel_context {
     size_t temp_size;
     size_t temp_used;
     const etch_threadpool_iface *threadpool;
+    const etch_epilogue *epilogue; /* fused activation of the current call; NULL: none */
 };
 
 /* A context over optional scratch memory (tests and runners calling kernels directly). */

@@ -13,12 +13,23 @@
 #define ETCH_MAX_BACKENDS 16
 #endif
 
-static const etch_kernel *kernels[ETCH_MAX_KERNELS];
+typedef struct kernel_entry {
+    const etch_kernel *k;
+    const char *impl;
+    uint32_t flags;
+} kernel_entry;
+
+static kernel_entry kernels[ETCH_MAX_KERNELS];
 static size_t num_kernels;
 static const etch_backend *backends[ETCH_MAX_BACKENDS];
 static size_t num_backends;
 
 etch_status etch_kernels_register(const etch_kernel *k, size_t count) {
+    return etch_kernels_register_ex(k, count, "custom", 0);
+}
+
+etch_status etch_kernels_register_ex(const etch_kernel *k, size_t count, const char *impl,
+                                     uint32_t flags) {
     if (count && !k)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "kernels_register: NULL table");
     for (size_t i = 0; i < count; i++)
@@ -29,22 +40,39 @@ etch_status etch_kernels_register(const etch_kernel *k, size_t count) {
         return etch_err(ETCH_ERR_REGISTRATION_EXCEEDING_MAX_KERNELS,
                         "kernel registry full (%d entries)", ETCH_MAX_KERNELS);
     for (size_t i = 0; i < count; i++)
-        kernels[num_kernels++] = &k[i];
+        kernels[num_kernels++] = (kernel_entry){&k[i], impl ? impl : "custom", flags};
     return ETCH_OK;
 }
 
 const etch_kernel *etch_kernels_find(const char *name, size_t len) {
     /* newest first: later registrations replace earlier ones */
     for (size_t i = num_kernels; i-- > 0;) {
-        const char *n = kernels[i]->name;
+        const char *n = kernels[i].k->name;
         if (strncmp(n, name, len) == 0 && n[len] == 0)
-            return kernels[i];
+            return kernels[i].k;
     }
     return NULL;
 }
 
+static const kernel_entry *entry_of(const etch_kernel *k) {
+    for (size_t i = num_kernels; k && i-- > 0;)
+        if (kernels[i].k == k)
+            return &kernels[i];
+    return NULL;
+}
+
+const char *etch_kernels_impl_of(const etch_kernel *k) {
+    const kernel_entry *e = entry_of(k);
+    return e ? e->impl : NULL;
+}
+
+uint32_t etch_kernels_flags_of(const etch_kernel *k) {
+    const kernel_entry *e = entry_of(k);
+    return e ? e->flags : 0;
+}
+
 size_t etch_kernels_count(void) { return num_kernels; }
-const etch_kernel *etch_kernels_at(size_t i) { return i < num_kernels ? kernels[i] : NULL; }
+const etch_kernel *etch_kernels_at(size_t i) { return i < num_kernels ? kernels[i].k : NULL; }
 void etch_kernels_reset(void) { num_kernels = 0; }
 
 etch_status etch_backends_register(const etch_backend *b) {
@@ -84,6 +112,16 @@ void etch_kernel_context_init(etch_kernel_context *ctx, const char *op_name, voi
     ctx->temp_size = temp ? temp_size : 0;
     ctx->temp_used = 0;
     ctx->threadpool = threadpool;
+    ctx->epilogue = NULL;
+}
+
+const etch_epilogue *etch_kernel_epilogue(const etch_kernel_context *ctx) {
+    return ctx->epilogue && ctx->epilogue->act != ETCH_ACT_NONE ? ctx->epilogue : NULL;
+}
+
+int etch_kernel_num_threads(const etch_kernel_context *ctx) {
+    return ctx->threadpool && ctx->threadpool->num_threads > 1 ? ctx->threadpool->num_threads
+                                                               : 1;
 }
 
 void etch_kernel_fail(etch_kernel_context *ctx, etch_status status, const char *fmt, ...) {
@@ -121,20 +159,25 @@ etch_status etch_kernel_resize_like(etch_kernel_context *ctx, etch_tensor *t,
     return etch_kernel_resize(ctx, t, like->dim, like->sizes);
 }
 
-void *etch_kernel_temp_alloc(etch_kernel_context *ctx, size_t size, size_t align) {
+void *etch_kernel_temp_try(etch_kernel_context *ctx, size_t size, size_t align) {
     if (align == 0 || (align & (align - 1)))
         align = 16;
     uintptr_t base = (uintptr_t)ctx->temp + ctx->temp_used;
     size_t pad = (size_t)((align - (base & (align - 1))) & (align - 1));
     if (!ctx->temp || pad > ctx->temp_size - ctx->temp_used ||
-        size > ctx->temp_size - ctx->temp_used - pad) {
-        etch_kernel_fail(ctx, ETCH_ERR_MEMORY_ALLOCATION_FAILED,
-                         "needs %zu bytes of temp memory, %zu of %zu available", size,
-                         ctx->temp_size - ctx->temp_used, ctx->temp_size);
+        size > ctx->temp_size - ctx->temp_used - pad)
         return NULL;
-    }
     ctx->temp_used += pad + size;
     return (void *)(base + pad);
+}
+
+void *etch_kernel_temp_alloc(etch_kernel_context *ctx, size_t size, size_t align) {
+    void *p = etch_kernel_temp_try(ctx, size, align);
+    if (!p)
+        etch_kernel_fail(ctx, ETCH_ERR_MEMORY_ALLOCATION_FAILED,
+                         "needs %zu bytes of temp memory, %zu of %zu available", size,
+                         ctx->temp ? ctx->temp_size - ctx->temp_used : 0, ctx->temp_size);
+    return p;
 }
 
 void etch_kernel_parallel_for(etch_kernel_context *ctx, int64_t n, int64_t grain,

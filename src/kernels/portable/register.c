@@ -107,7 +107,7 @@ etch_status etch_kernels_register_portable(void) {
             if (etch_kernels_at(i) == &k[0])
                 return ETCH_OK;
     }
-    etch_status st = etch_kernels_register(k, n);
+    etch_status st = etch_kernels_register_ex(k, n, "portable", 0);
     if (st == ETCH_OK)
         registered = true;
     return st;

@@ -1,0 +1,27 @@
+/* Shared declarations of the optimized kernels (src/kernels/optimized). */
+#ifndef ETCH_KERNELS_OPTIMIZED_OPT_H
+#define ETCH_KERNELS_OPTIMIZED_OPT_H
+
+#include "etch/kernels.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define ETCH_OPT_X86 1
+#else
+#define ETCH_OPT_X86 0
+#endif
+#if defined(__aarch64__)
+#define ETCH_OPT_NEON 1
+#else
+#define ETCH_OPT_NEON 0
+#endif
+
+/* Plain (fusing = false) or activation-fusing table. */
+const etch_kernel *etch_opt_table(bool fusing, size_t *count);
+
+/* Apply ETCH_ISA from the environment (or the best ISA when unset). */
+etch_status etch_opt_select_isa_from_env(void);
+
+#define ETCH_OPT_KERNEL(name) \
+    void etch_opt_##name(etch_kernel_context *ctx, etch_value **args, size_t nargs)
+
+#endif

@@ -1,0 +1,66 @@
+/* The optimized kernel table, by family (table_<area>.inc, each line KP(name, sig, fn) for a
+ * plain kernel or KF(...) for one that applies a fused activation). Names and signatures are
+ * the portable kernels' own; each kernel takes its fast path for the cases it covers
+ * (float32, contiguous, ...) and calls the portable kernel otherwise. */
+#include <stdbool.h>
+
+#include "kernels/optimized/opt.h"
+#include "kernels/optimized/opt_conv.h"
+#include "kernels/optimized/opt_eltwise.h"
+#include "kernels/optimized/opt_gemm.h"
+
+#define ENTRY(name, sig, fn) {name, sig, etch_opt_##fn},
+#define SKIP(name, sig, fn)
+
+static const etch_kernel optimized_plain[] = {
+#define KP ENTRY
+#define KF SKIP
+#include "kernels/optimized/table_conv.inc"
+#include "kernels/optimized/table_eltwise.inc"
+#include "kernels/optimized/table_gemm.inc"
+#undef KP
+#undef KF
+    {0, 0, 0}};
+
+static const etch_kernel optimized_fusing[] = {
+#define KP SKIP
+#define KF ENTRY
+#include "kernels/optimized/table_conv.inc"
+#include "kernels/optimized/table_eltwise.inc"
+#include "kernels/optimized/table_gemm.inc"
+#undef KP
+#undef KF
+    {0, 0, 0}};
+
+#define COUNT(t) (sizeof t / sizeof t[0] - 1) /* without the terminator */
+
+/* Both tables, for listings: plain entries first, then the fusing ones. */
+const etch_kernel *etch_opt_table(bool fusing, size_t *count) {
+    if (count)
+        *count = fusing ? COUNT(optimized_fusing) : COUNT(optimized_plain);
+    return fusing ? optimized_fusing : optimized_plain;
+}
+
+const etch_kernel *etch_kernels_optimized_table(size_t *count) {
+    return etch_opt_table(false, count);
+}
+
+etch_status etch_kernels_register_optimized(void) {
+    etch_status st = etch_opt_select_isa_from_env();
+    if (st != ETCH_OK)
+        return st;
+    if ((st = etch_kernels_register_portable()) != ETCH_OK)
+        return st;
+    /* idempotent while the tables are registered (tests may reset the registry) */
+    const etch_kernel *first = COUNT(optimized_plain)    ? &optimized_plain[0]
+                               : COUNT(optimized_fusing) ? &optimized_fusing[0]
+                                                         : NULL;
+    for (size_t i = etch_kernels_count(); first && i-- > 0;)
+        if (etch_kernels_at(i) == first)
+            return ETCH_OK;
+    if ((st = etch_kernels_register_ex(optimized_plain, COUNT(optimized_plain), "optimized",
+                                       0)) != ETCH_OK)
+        return st;
+    return etch_kernels_register_ex(optimized_fusing, COUNT(optimized_fusing), "optimized",
+                                    ETCH_KERNEL_FUSES_ACTIVATION);
+}
