@@ -237,6 +237,20 @@ etch_status etch_method_reset(etch_method *method);
 
 const etch_value *etch_method_output(const etch_method *method, size_t i);
 
+/* What runs at instruction `pc` of chain `chain` (profiling, listings). */
+typedef struct etch_instruction_info {
+    const char *op_name; /* operator of a kernel call, backend id of a delegate call, else NULL */
+    const char *impl;    /* kernel provider ("portable", "optimized", "custom"), "delegate",
+                            or NULL for other instructions */
+    const char *fused;   /* operator fused into this call at load (e.g. "aten::relu.out"), or
+                            NULL */
+    bool skipped;        /* folded into an earlier instruction at load: does nothing */
+} etch_instruction_info;
+size_t etch_method_num_chains(const etch_method *method);
+size_t etch_method_chain_length(const etch_method *method, size_t chain);
+etch_status etch_method_instruction_info(const etch_method *method, size_t chain, size_t pc,
+                                         etch_instruction_info *out);
+
 /* Observer called after every instruction (profiling); NULL to remove. */
 typedef void (*etch_instruction_fn)(void *user_data, size_t chain, size_t pc,
                                     const char *op_name);

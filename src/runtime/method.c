@@ -783,6 +783,33 @@ const etch_value *etch_method_output(const etch_method *m, size_t i) {
     return i < m->noutputs ? &m->values[m->outputs[i]] : NULL;
 }
 
+size_t etch_method_num_chains(const etch_method *m) { return m ? m->nchains : 0; }
+
+size_t etch_method_chain_length(const etch_method *m, size_t chain) {
+    return m && chain < m->nchains ? m->chains[chain].n : 0;
+}
+
+etch_status etch_method_instruction_info(const etch_method *m, size_t chain, size_t pc,
+                                         etch_instruction_info *out) {
+    if (!m || !out)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "method_instruction_info: NULL argument");
+    if (chain >= m->nchains || pc >= m->chains[chain].n)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "method '%s': no instruction %zu in chain %zu", m->name, pc, chain);
+    const etch_instr *in = &m->chains[chain].instrs[pc];
+    memset(out, 0, sizeof *out);
+    if (in->kind == IA_KERNEL_CALL) {
+        out->op_name = m->ops[in->a].name;
+        out->impl = etch_kernels_impl_of(in->kernel);
+        if (!out->impl)
+            out->impl = "custom";
+    } else if (in->kind == IA_DELEGATE_CALL) {
+        out->op_name = m->delegates[in->a].backend->name;
+        out->impl = "delegate";
+    }
+    return ETCH_OK;
+}
+
 void etch_method_set_observer(etch_method *m, etch_instruction_fn fn, void *user_data) {
     m->observer = fn;
     m->observer_data = user_data;
