@@ -1,7 +1,51 @@
-/* Optimized conv kernels (entry points listed in table_conv.inc). */
+/* Optimized convolution and pooling kernels (entry points listed in table_conv.inc), and the
+ * per-ISA row kernels of the depthwise 3x3 convolution they dispatch to. */
 #ifndef ETCH_KERNELS_OPTIMIZED_OPT_CONV_H
 #define ETCH_KERNELS_OPTIMIZED_OPT_CONV_H
 
 #include "kernels/optimized/opt.h"
+
+ETCH_OPT_KERNEL(convolution_out);
+ETCH_OPT_KERNEL(max_pool2d_with_indices_out);
+ETCH_OPT_KERNEL(avg_pool2d_out);
+ETCH_OPT_KERNEL(adaptive_avg_pool2d_out);
+
+/* ---- depthwise 3x3, padding 1, stride 1 or 2 (conv_dw*.c) ---------------------------------
+ * One output row: out[ow] = bias + sum over kh, kw of w[kh*3+kw] * r[kh][ow*stride - 1 + kw],
+ * summed kh-major then kw (fused multiply-adds in the SIMD versions); a NULL r[kh] is a
+ * padding row and is skipped, as are columns outside [0, W).
+ *
+ * The SIMD row functions compute whole vector blocks of out[ow0, ow1), where [ow0, ow1) must
+ * hold only interior columns (1 <= ow and ow*stride + 1 <= W - 1), and return where they
+ * stopped; the caller finishes the row with etch_opt_dw3x3_cols_scalar. Each element's value
+ * depends only on its position (never on how a row or the planes are split), so every thread
+ * split gives identical results. */
+typedef struct etch_dw3x3_row {
+    const float *r[3]; /* input rows for kh = 0, 1, 2 (NULL: padding) */
+    const float *w;    /* the channel's 9 weights, row-major */
+    float bias;
+    float *out;
+    int64_t W;  /* input row length */
+    int stride; /* 1 or 2 */
+} etch_dw3x3_row;
+
+void etch_opt_dw3x3_cols_scalar(const etch_dw3x3_row *a, int64_t ow0, int64_t ow1);
+int64_t etch_opt_dw3x3_cols_avx2(const etch_dw3x3_row *a, int64_t ow0, int64_t ow1);
+int64_t etch_opt_dw3x3_cols_avx512(const etch_dw3x3_row *a, int64_t ow0, int64_t ow1);
+int64_t etch_opt_dw3x3_cols_neon(const etch_dw3x3_row *a, int64_t ow0, int64_t ow1);
+
+/* ---- max pooling rows (pool*.c) -------------------------------------------------------------
+ * One output row of max_pool2d over a contiguous float plane (H x W), windows kh x kw with
+ * stride (sh, sw), padding (ph, pw), dilation 1: out[ow] / idx[ow] for ow in [ow0, ow1), which
+ * must be interior columns (every window column inside [0, W)); rows h0..h1 (h1 exclusive,
+ * already clipped). Same choice as the portable kernel: the first maximum, or the last NaN. */
+typedef struct etch_maxpool_row {
+    const float *plane;
+    int64_t W, h0, h1, kw, sw, pw;
+    float *out;
+    int64_t *idx;
+} etch_maxpool_row;
+
+int64_t etch_opt_maxpool_cols_avx2(const etch_maxpool_row *a, int64_t ow0, int64_t ow1);
 
 #endif

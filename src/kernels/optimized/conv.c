@@ -1,0 +1,428 @@
+/*
+ * aten::convolution.out, float32 NCHW (or NCL) contiguous fast paths; everything else
+ * (transposed, other dtypes, other dim orders, malformed arguments) goes to the portable
+ * kernel, followed by the fused activation.
+ *
+ *   depthwise 3x3, padding 1, stride 1 or 2     direct SIMD rows (conv_dw*.c)
+ *   1x1, stride 1, no padding                   one GEMM per image and group, straight on
+ *                                               the input: out[Cout, HW] = w[Cout, Cin] x[Cin, HW]
+ *   C_in/groups == 1 (other depthwise shapes)   direct loop
+ *   anything else                               im2col of a tile of output pixels into scratch,
+ *                                               then a GEMM per tile (tiles sized for the L2
+ *                                               cache; smaller when scratch is short; the direct
+ *                                               loop when there is none)
+ *
+ * Bias and the fused activation are applied by the GEMM (or the row kernels). Work is split
+ * over channel planes or GEMM columns by the thread pool; no value depends on the split.
+ */
+#include <string.h>
+
+#include "kernels/optimized/epilogue.h"
+#include "kernels/optimized/opt_conv.h"
+#include "kernels/optimized/opt_gemm.h"
+#include "kernels/portable/portable.h"
+
+#define LIMIT 0x3fffffffLL /* as the portable kernel: larger sizes go there (and fail) */
+#define IM2COL_TARGET_FLOATS (256 * 1024) /* 1 MiB of columns per tile at most */
+#define IM2COL_MIN_COLS 8
+#define OWC 64 /* output columns the direct loop accumulates at once */
+
+typedef struct conv_shape {
+    int64_t N, C_in, C_out, cin_g, cout_g, groups;
+    int64_t IH, IW, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
+    const float *in, *w, *bias;
+    float *out;
+    const etch_epilogue *epi;
+} conv_shape;
+
+static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+/* The tensor in v when it is a Float tensor with data for its elements; NULL otherwise. */
+static etch_tensor *float_tensor(etch_value *v) {
+    if (!v || v->tag != ETCH_VALUE_TENSOR || !v->u.tensor)
+        return NULL;
+    etch_tensor *t = v->u.tensor;
+    if (t->dtype != ETCH_DTYPE_FLOAT || t->dim > ETCH_MAX_DIMS)
+        return NULL;
+    for (unsigned i = 0; i < t->dim; i++)
+        if (t->sizes[i] < 0 || t->sizes[i] > LIMIT)
+            return NULL;
+    if (!t->data && etch_tensor_numel(t) > 0)
+        return NULL;
+    return t;
+}
+
+/* A list of 1 or `spatial` ints in [min, LIMIT], expanded to `spatial` values. */
+static bool int_list(etch_value *v, size_t spatial, int64_t min, int64_t *out) {
+    if (!v || v->tag != ETCH_VALUE_INT_LIST ||
+        (v->u.list.len && (!v->u.list.items || !v->u.list.scratch)))
+        return false;
+    size_t len = 0;
+    const int64_t *l = etch_value_int_list(v, &len);
+    if (!l || (len != 1 && len != spatial))
+        return false;
+    for (size_t i = 0; i < spatial; i++) {
+        int64_t x = l[len == 1 ? 0 : i];
+        if (x < min || x > LIMIT)
+            return false;
+        out[i] = x;
+    }
+    return true;
+}
+
+static bool overlaps(const etch_tensor *a, const etch_tensor *b) {
+    if (!a || !b || !a->data || !b->data)
+        return false;
+    const char *a0 = (const char *)a->data, *b0 = (const char *)b->data;
+    return a0 < b0 + etch_tensor_nbytes(b) && b0 < a0 + etch_tensor_nbytes(a);
+}
+
+static void fallback(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
+    etch_portable_convolution_out(ctx, args, nargs);
+    if (etch_kernel_failed(ctx) || nargs < 10 || !args[9] || args[9]->tag != ETCH_VALUE_TENSOR)
+        return;
+    etch_tensor *out = args[9]->u.tensor;
+    const etch_epilogue *e = etch_kernel_epilogue(ctx);
+    if (e && out && out->dtype == ETCH_DTYPE_FLOAT && out->data)
+        etch_opt_apply_epilogue(e, (float *)out->data, etch_tensor_numel(out));
+}
+
+/* ---- direct loop (any kernel, stride, padding, dilation, groups) ------------------------- */
+
+static void direct_planes(void *arg, int64_t p0, int64_t p1) {
+    const conv_shape *s = (const conv_shape *)arg;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t n = p / s->C_out, oc = p % s->C_out, g = oc / s->cout_g;
+        const float *wo = s->w + oc * s->cin_g * s->KH * s->KW;
+        float b = s->bias ? s->bias[oc] : 0.0f;
+        float *op = s->out + p * s->OH * s->OW;
+        for (int64_t oh = 0; oh < s->OH; oh++) {
+            for (int64_t ow0 = 0; ow0 < s->OW; ow0 += OWC) {
+                int64_t own = s->OW - ow0 < OWC ? s->OW - ow0 : OWC;
+                float acc[OWC];
+                for (int64_t i = 0; i < own; i++)
+                    acc[i] = b;
+                for (int64_t icl = 0; icl < s->cin_g; icl++) {
+                    const float *ip = s->in + (n * s->C_in + g * s->cin_g + icl) * s->IH * s->IW;
+                    for (int64_t kh = 0; kh < s->KH; kh++) {
+                        int64_t ih = oh * s->sh - s->ph + kh * s->dh;
+                        if (ih < 0 || ih >= s->IH)
+                            continue;
+                        const float *row = ip + ih * s->IW;
+                        const float *wr = wo + (icl * s->KH + kh) * s->KW;
+                        for (int64_t kw = 0; kw < s->KW; kw++) {
+                            int64_t off = kw * s->dw - s->pw;
+                            int64_t lo = ceil_div(-off, s->sw), hi = ceil_div(s->IW - off, s->sw);
+                            if (lo < ow0)
+                                lo = ow0;
+                            if (hi > ow0 + own)
+                                hi = ow0 + own;
+                            const float wv = wr[kw];
+                            if (s->sw == 1)
+                                for (int64_t ow = lo; ow < hi; ow++)
+                                    acc[ow - ow0] += wv * row[ow + off];
+                            else
+                                for (int64_t ow = lo; ow < hi; ow++)
+                                    acc[ow - ow0] += wv * row[ow * s->sw + off];
+                        }
+                    }
+                }
+                float *o = op + oh * s->OW + ow0;
+                memcpy(o, acc, (size_t)own * sizeof(float));
+                etch_opt_apply_epilogue(s->epi, o, own);
+            }
+        }
+    }
+}
+
+static int64_t plane_grain(double per_plane) {
+    return per_plane >= 32768 ? 1 : (int64_t)(32768 / (per_plane > 1 ? per_plane : 1));
+}
+
+static void run_direct(etch_kernel_context *ctx, conv_shape *s) {
+    double per = (double)s->OH * (double)s->OW * (double)s->cin_g * (double)s->KH * (double)s->KW;
+    etch_kernel_parallel_for(ctx, s->N * s->C_out, plane_grain(per), direct_planes, s);
+}
+
+/* ---- depthwise 3x3 ------------------------------------------------------------------------ */
+
+typedef int64_t (*dw_cols_fn)(const etch_dw3x3_row *a, int64_t ow0, int64_t ow1);
+
+static dw_cols_fn dw_simd(void) {
+    switch (etch_isa_active()) {
+#if ETCH_OPT_X86
+    case ETCH_ISA_AVX512:
+        return etch_opt_dw3x3_cols_avx512;
+    case ETCH_ISA_AVX2:
+        return etch_opt_dw3x3_cols_avx2;
+#endif
+#if ETCH_OPT_NEON
+    case ETCH_ISA_NEON:
+        return etch_opt_dw3x3_cols_neon;
+#endif
+    default:
+        return NULL;
+    }
+}
+
+typedef struct dw_job {
+    const conv_shape *s;
+    dw_cols_fn simd;
+} dw_job;
+
+static void dw_planes(void *arg, int64_t p0, int64_t p1) {
+    const dw_job *j = (const dw_job *)arg;
+    const conv_shape *s = j->s;
+    const int64_t H = s->IH, W = s->IW, st = s->sh;
+    /* columns whose whole window lies inside the row */
+    int64_t lo = 1, hi = W >= 2 ? (W - 2) / st + 1 : 0;
+    if (lo > s->OW)
+        lo = s->OW;
+    if (hi > s->OW)
+        hi = s->OW;
+    if (hi < lo)
+        hi = lo;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t c = p % s->C_out;
+        etch_dw3x3_row a;
+        a.w = s->w + c * 9;
+        a.bias = s->bias ? s->bias[c] : 0.0f;
+        a.W = W;
+        a.stride = (int)st;
+        const float *ip = s->in + p * H * W;
+        for (int64_t oh = 0; oh < s->OH; oh++) {
+            for (int kh = 0; kh < 3; kh++) {
+                int64_t ih = oh * st - 1 + kh;
+                a.r[kh] = ih >= 0 && ih < H ? ip + ih * W : NULL;
+            }
+            a.out = s->out + (p * s->OH + oh) * s->OW;
+            etch_opt_dw3x3_cols_scalar(&a, 0, lo);
+            int64_t done = j->simd ? j->simd(&a, lo, hi) : lo;
+            etch_opt_dw3x3_cols_scalar(&a, done, s->OW);
+            etch_opt_apply_epilogue(s->epi, a.out, s->OW);
+        }
+    }
+}
+
+static void run_dw3x3(etch_kernel_context *ctx, conv_shape *s) {
+    dw_job j = {s, dw_simd()};
+    etch_kernel_parallel_for(ctx, s->N * s->C_out, plane_grain((double)s->OH * s->OW * 9.0),
+                             dw_planes, &j);
+}
+
+/* ---- 1x1 stride 1: GEMM on the input itself ------------------------------------------------ */
+
+static void run_pointwise(etch_kernel_context *ctx, conv_shape *s) {
+    const int64_t HW = s->IH * s->IW;
+    for (int64_t n = 0; n < s->N; n++) {
+        for (int64_t g = 0; g < s->groups; g++) {
+            etch_sgemm_desc d;
+            memset(&d, 0, sizeof d);
+            d.M = s->cout_g;
+            d.N = HW;
+            d.K = s->cin_g;
+            d.a = s->w + g * s->cout_g * s->cin_g;
+            d.a_rs = s->cin_g;
+            d.a_cs = 1;
+            d.b = s->in + (n * s->C_in + g * s->cin_g) * HW;
+            d.b_rs = HW;
+            d.b_cs = 1;
+            d.c = s->out + (n * s->C_out + g * s->cout_g) * HW;
+            d.ldc = HW;
+            d.bias = s->bias ? s->bias + g * s->cout_g : NULL;
+            d.bias_rs = 1;
+            d.bias_cs = 0;
+            d.alpha = 1.0f;
+            d.beta = 1.0f;
+            d.epilogue = s->epi;
+            etch_opt_sgemm(ctx, &d);
+        }
+    }
+}
+
+/* ---- im2col + GEMM ------------------------------------------------------------------------ */
+
+typedef struct im2col_job {
+    const conv_shape *s;
+    const float *in_g; /* first input channel of the group, image n */
+    float *col;        /* [K][nt] */
+    int64_t p0, nt;
+} im2col_job;
+
+static void im2col_rows(void *arg, int64_t k0, int64_t k1) {
+    const im2col_job *j = (const im2col_job *)arg;
+    const conv_shape *s = j->s;
+    const int64_t kk = s->KH * s->KW;
+    for (int64_t k = k0; k < k1; k++) {
+        int64_t ic = k / kk, r = k % kk, kh = r / s->KW, kw = r % s->KW;
+        const float *src = j->in_g + ic * s->IH * s->IW;
+        float *dst = j->col + k * j->nt;
+        const int64_t off = kw * s->dw - s->pw;
+        int64_t lo_all = ceil_div(-off, s->sw), hi_all = ceil_div(s->IW - off, s->sw);
+        for (int64_t p = j->p0, left = j->nt; left > 0;) {
+            int64_t oh = p / s->OW, ow = p % s->OW;
+            int64_t seg = s->OW - ow < left ? s->OW - ow : left;
+            int64_t ih = oh * s->sh - s->ph + kh * s->dh;
+            if (ih < 0 || ih >= s->IH) {
+                memset(dst, 0, (size_t)seg * sizeof(float));
+            } else {
+                const float *row = src + ih * s->IW;
+                int64_t lo = lo_all < ow ? ow : lo_all, hi = hi_all > ow + seg ? ow + seg : hi_all;
+                if (hi < lo)
+                    hi = lo = ow;
+                int64_t i = 0;
+                for (; ow + i < lo; i++)
+                    dst[i] = 0.0f;
+                if (s->sw == 1) {
+                    memcpy(dst + i, row + lo + off, (size_t)(hi - lo) * sizeof(float));
+                    i += hi - lo;
+                } else {
+                    for (; ow + i < hi; i++)
+                        dst[i] = row[(ow + i) * s->sw + off];
+                }
+                for (; i < seg; i++)
+                    dst[i] = 0.0f;
+            }
+            dst += seg;
+            p += seg;
+            left -= seg;
+        }
+    }
+}
+
+/* false: no scratch at all (the caller uses the direct loop) */
+static bool run_im2col(etch_kernel_context *ctx, conv_shape *s) {
+    const int64_t K = s->cin_g * s->KH * s->KW, P = s->OH * s->OW;
+    int64_t nt_max = IM2COL_TARGET_FLOATS / K;
+    if (nt_max < IM2COL_MIN_COLS)
+        nt_max = IM2COL_MIN_COLS;
+    if (nt_max > P)
+        nt_max = P;
+    float *col = NULL;
+    int64_t nt = 0;
+    for (;;) {
+        int64_t tiles = ceil_div(P, nt_max);
+        nt = ceil_div(P, tiles); /* balanced tiles */
+        col = (float *)etch_kernel_temp_try(ctx, (size_t)(nt * K) * sizeof(float), 64);
+        if (col || nt_max == 1)
+            break;
+        nt_max /= 2;
+    }
+    if (!col)
+        return false;
+    for (int64_t n = 0; n < s->N; n++) {
+        for (int64_t g = 0; g < s->groups; g++) {
+            for (int64_t p0 = 0; p0 < P; p0 += nt) {
+                im2col_job j = {s, s->in + (n * s->C_in + g * s->cin_g) * s->IH * s->IW, col, p0,
+                                P - p0 < nt ? P - p0 : nt};
+                int64_t grain = 16384 / j.nt;
+                etch_kernel_parallel_for(ctx, K, grain > 0 ? grain : 1, im2col_rows, &j);
+                etch_sgemm_desc d;
+                memset(&d, 0, sizeof d);
+                d.M = s->cout_g;
+                d.N = j.nt;
+                d.K = K;
+                d.a = s->w + g * s->cout_g * K;
+                d.a_rs = K;
+                d.a_cs = 1;
+                d.b = col;
+                d.b_rs = j.nt;
+                d.b_cs = 1;
+                d.c = s->out + (n * s->C_out + g * s->cout_g) * P + p0;
+                d.ldc = P;
+                d.bias = s->bias ? s->bias + g * s->cout_g : NULL;
+                d.bias_rs = 1;
+                d.bias_cs = 0;
+                d.alpha = 1.0f;
+                d.beta = 1.0f;
+                d.epilogue = s->epi;
+                etch_opt_sgemm(ctx, &d);
+            }
+        }
+    }
+    return true;
+}
+
+/* ---- the kernel --------------------------------------------------------------------------- */
+
+ETCH_OPT_KERNEL(convolution_out) {
+    if (nargs < 10) {
+        fallback(ctx, args, nargs);
+        return;
+    }
+    etch_tensor *in = float_tensor(args[0]), *w = float_tensor(args[1]);
+    etch_tensor *out = float_tensor(args[9]), *bias = NULL;
+    bool ok = in && w && out && (in->dim == 3 || in->dim == 4) && w->dim == in->dim &&
+              etch_tensor_is_contiguous(in) && etch_tensor_is_contiguous(w) &&
+              args[6] && args[6]->tag == ETCH_VALUE_BOOL && !args[6]->u.b && args[8] &&
+              args[8]->tag == ETCH_VALUE_INT && args[8]->u.i >= 1 && args[8]->u.i <= LIMIT;
+    if (ok && args[2] && args[2]->tag != ETCH_VALUE_NONE) {
+        bias = float_tensor(args[2]);
+        ok = bias && bias->dim == 1 && bias->sizes[0] == w->sizes[0];
+    }
+    size_t spatial = ok ? in->dim - 2u : 1;
+    int64_t stride[2], pad[2], dil[2], opad[2];
+    ok = ok && int_list(args[3], spatial, 1, stride) && int_list(args[4], spatial, 0, pad) &&
+         int_list(args[5], spatial, 1, dil) && int_list(args[7], spatial, 0, opad);
+    conv_shape s;
+    memset(&s, 0, sizeof s);
+    if (ok) {
+        s.groups = args[8]->u.i;
+        s.N = in->sizes[0];
+        s.C_in = in->sizes[1];
+        s.C_out = w->sizes[0];
+        s.cin_g = w->sizes[1];
+        ok = s.C_in == s.cin_g * s.groups && s.C_out % s.groups == 0 && s.cin_g > 0 &&
+             s.N > 0 && s.C_out > 0;
+    }
+    int64_t osz[4] = {0, 0, 0, 0};
+    if (ok) {
+        bool two = in->dim == 4;
+        s.cout_g = s.C_out / s.groups;
+        s.IH = two ? in->sizes[2] : 1;
+        s.IW = in->sizes[in->dim - 1];
+        s.KH = two ? w->sizes[2] : 1;
+        s.KW = w->sizes[w->dim - 1];
+        s.sh = two ? stride[0] : 1;
+        s.sw = stride[spatial - 1];
+        s.ph = two ? pad[0] : 0;
+        s.pw = pad[spatial - 1];
+        s.dh = two ? dil[0] : 1;
+        s.dw = dil[spatial - 1];
+        int64_t effh = s.dh * (s.KH - 1) + 1, effw = s.dw * (s.KW - 1) + 1;
+        ok = s.IH >= 1 && s.IW >= 1 && s.KH >= 1 && s.KW >= 1 && s.IH + 2 * s.ph >= effh &&
+             s.IW + 2 * s.pw >= effw;
+        s.OH = ok ? (s.IH + 2 * s.ph - effh) / s.sh + 1 : 0;
+        s.OW = ok ? (s.IW + 2 * s.pw - effw) / s.sw + 1 : 0;
+        osz[0] = s.N;
+        osz[1] = s.C_out;
+        osz[2] = two ? s.OH : s.OW;
+        osz[3] = s.OW;
+    }
+    if (!ok || overlaps(out, in) || overlaps(out, w) || overlaps(out, bias)) {
+        fallback(ctx, args, nargs);
+        return;
+    }
+    if (etch_kernel_resize(ctx, out, in->dim, osz) != ETCH_OK)
+        return;
+    if (!out->data || !etch_tensor_is_contiguous(out) || overlaps(out, in) ||
+        overlaps(out, w) || overlaps(out, bias)) {
+        fallback(ctx, args, nargs);
+        return;
+    }
+    s.in = (const float *)in->data;
+    s.w = (const float *)w->data;
+    s.bias = bias ? (const float *)bias->data : NULL;
+    s.out = (float *)out->data;
+    s.epi = etch_kernel_epilogue(ctx);
+
+    if (s.cin_g == 1 && s.cout_g == 1 && in->dim == 4 && s.KH == 3 && s.KW == 3 &&
+        s.sh == s.sw && (s.sh == 1 || s.sh == 2) && s.ph == 1 && s.pw == 1 && s.dh == 1 &&
+        s.dw == 1) {
+        run_dw3x3(ctx, &s);
+    } else if (s.KH == 1 && s.KW == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0) {
+        run_pointwise(ctx, &s);
+    } else if (s.cin_g == 1 || !run_im2col(ctx, &s)) {
+        run_direct(ctx, &s);
+    }
+}

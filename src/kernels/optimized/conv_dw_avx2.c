@@ -1,0 +1,84 @@
+/* Depthwise 3x3 convolution, padding 1, AVX2 + FMA: blocks of 8 (then 4) interior output
+ * columns; stride 2 reads two vectors and splits even and odd input columns. */
+#include <immintrin.h>
+
+#include "kernels/optimized/opt_conv.h"
+
+/* lanes 0, 2, 4, ... (even) or 1, 3, 5, ... (odd) of the 16 floats a:b */
+static inline __m256 even8(__m256 a, __m256 b) {
+    __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+static inline __m256 odd8(__m256 a, __m256 b) {
+    __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+int64_t etch_opt_dw3x3_cols_avx2(const etch_dw3x3_row *a, int64_t ow0, int64_t ow1) {
+    int64_t ow = ow0;
+    const float *w = a->w;
+    if (a->stride == 1) {
+        for (; ow + 8 <= ow1; ow += 8) {
+            __m256 acc = _mm256_set1_ps(a->bias);
+            for (int kh = 0; kh < 3; kh++) {
+                const float *r = a->r[kh];
+                if (!r)
+                    continue;
+                const float *p = r + ow - 1;
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * 3 + 0]), _mm256_loadu_ps(p), acc);
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * 3 + 1]), _mm256_loadu_ps(p + 1), acc);
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * 3 + 2]), _mm256_loadu_ps(p + 2), acc);
+            }
+            _mm256_storeu_ps(a->out + ow, acc);
+        }
+        for (; ow + 4 <= ow1; ow += 4) {
+            __m128 acc = _mm_set1_ps(a->bias);
+            for (int kh = 0; kh < 3; kh++) {
+                const float *r = a->r[kh];
+                if (!r)
+                    continue;
+                const float *p = r + ow - 1;
+                acc = _mm_fmadd_ps(_mm_set1_ps(w[kh * 3 + 0]), _mm_loadu_ps(p), acc);
+                acc = _mm_fmadd_ps(_mm_set1_ps(w[kh * 3 + 1]), _mm_loadu_ps(p + 1), acc);
+                acc = _mm_fmadd_ps(_mm_set1_ps(w[kh * 3 + 2]), _mm_loadu_ps(p + 2), acc);
+            }
+            _mm_storeu_ps(a->out + ow, acc);
+        }
+        return ow;
+    }
+    /* stride 2: output ow reads input columns 2*ow - 1, 2*ow, 2*ow + 1 */
+    for (; ow + 8 <= ow1; ow += 8) {
+        __m256 acc = _mm256_set1_ps(a->bias);
+        for (int kh = 0; kh < 3; kh++) {
+            const float *r = a->r[kh];
+            if (!r)
+                continue;
+            const float *p = r + 2 * ow;
+            __m256 l0 = _mm256_loadu_ps(p - 2), l1 = _mm256_loadu_ps(p + 6);
+            __m256 m0 = _mm256_loadu_ps(p), m1 = _mm256_loadu_ps(p + 8);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * 3 + 0]), odd8(l0, l1), acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * 3 + 1]), even8(m0, m1), acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * 3 + 2]), odd8(m0, m1), acc);
+        }
+        _mm256_storeu_ps(a->out + ow, acc);
+    }
+    for (; ow + 4 <= ow1; ow += 4) {
+        __m128 acc = _mm_set1_ps(a->bias);
+        for (int kh = 0; kh < 3; kh++) {
+            const float *r = a->r[kh];
+            if (!r)
+                continue;
+            const float *p = r + 2 * ow;
+            __m128 l0 = _mm_loadu_ps(p - 2), l1 = _mm_loadu_ps(p + 2);
+            __m128 m0 = _mm_loadu_ps(p), m1 = _mm_loadu_ps(p + 4);
+            acc = _mm_fmadd_ps(_mm_set1_ps(w[kh * 3 + 0]),
+                               _mm_shuffle_ps(l0, l1, _MM_SHUFFLE(3, 1, 3, 1)), acc);
+            acc = _mm_fmadd_ps(_mm_set1_ps(w[kh * 3 + 1]),
+                               _mm_shuffle_ps(m0, m1, _MM_SHUFFLE(2, 0, 2, 0)), acc);
+            acc = _mm_fmadd_ps(_mm_set1_ps(w[kh * 3 + 2]),
+                               _mm_shuffle_ps(m0, m1, _MM_SHUFFLE(3, 1, 3, 1)), acc);
+        }
+        _mm_storeu_ps(a->out + ow, acc);
+    }
+    return ow;
+}
