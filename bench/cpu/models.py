@@ -1,0 +1,296 @@
+"""The five models of the CPU benchmark, their fixed inputs, and their exports.
+
+Each model is built with a fixed seed (random initialisation, nothing downloaded), put in eval
+mode, and exported twice: to ``.pte`` with ``etch.export`` and to ``.onnx`` with
+``torch.onnx.export`` (opset 14).  Its one input (batch 1, float32, seeded) is saved as
+``.npy``, and PyTorch eager's output on it as ``<name>.ref.npy``.  Everything lands in
+``bench/cpu/.work/`` and is reused while this file and the exporter's sources are unchanged.
+
+Before a model is timed, ``check`` runs etch (``etch run``) and ONNX Runtime
+(``ort_bench.mjs --output``) on the saved input and compares both outputs with eager's; a model
+that fails to export or to agree becomes an error row of the benchmark.
+
+    /usr/bin/python3 bench/cpu/models.py [--models mlp,resnet18] [--force] [--etch PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+WORK = HERE / ".work"
+sys.path.insert(0, str(REPO / "python"))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+from etch import zoo  # noqa: E402
+
+ONNX_OPSET = 14
+TOLERANCE = 1e-4       # max |etch - eager| (and |ORT - eager|) allowed before a model is timed
+
+
+@dataclass
+class Spec:
+    factory: Callable[[], nn.Module]
+    shape: Tuple[int, ...]
+    warmup: int          # per engine and round
+    iterations: int      # per engine and round
+    about: str
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return zoo.MLP()                        # 32 -> 64 -> 64 -> 10, ReLU
+
+
+def _mobilenet_v2() -> nn.Module:
+    return zoo.mobilenet_v2()               # torchvision, seeded, batch norms randomised
+
+
+def _resnet18() -> nn.Module:
+    return zoo.resnet18()
+
+
+def _transformer() -> nn.Module:
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024,
+                                       dropout=0.1, batch_first=True)
+    return nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False)
+
+
+class LlamaStack(nn.Module):
+    """Four llama blocks (zoo.LlamaBlock: RMSNorm, RoPE, grouped-query causal attention,
+    SwiGLU) over a whole sequence, no KV cache, then a final RMSNorm."""
+
+    def __init__(self, layers=4, dim=256, n_heads=8, n_kv_heads=4, hidden=688, seq=64):
+        super().__init__()
+        self.layers = nn.ModuleList(zoo.LlamaBlock(dim, n_heads, n_kv_heads, hidden, seq)
+                                    for _ in range(layers))
+        self.norm = zoo.RMSNorm(dim)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.norm(x)
+
+
+def _llama() -> nn.Module:
+    torch.manual_seed(0)
+    m = LlamaStack()
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():                   # RMSNorm weights start at one: make them count
+        for mod in m.modules():
+            if isinstance(mod, zoo.RMSNorm):
+                mod.weight.copy_(torch.rand(mod.weight.shape, generator=g) * 0.5 + 0.75)
+    return m
+
+
+MODELS: Dict[str, Spec] = {
+    "mobilenet_v2": Spec(_mobilenet_v2, (1, 3, 224, 224), 3, 10,
+                         "torchvision mobilenet_v2, random init, 1x3x224x224"),
+    "resnet18": Spec(_resnet18, (1, 3, 224, 224), 2, 8,
+                     "torchvision resnet18, random init, 1x3x224x224"),
+    "mlp": Spec(_mlp, (1, 32), 200, 2000, "etch.zoo MLP 32-64-64-10, 1x32"),
+    "transformer": Spec(_transformer, (1, 64, 256), 3, 15,
+                        "nn.TransformerEncoder, 4 layers, d=256, 8 heads, ff 1024, seq 64"),
+    "llama": Spec(_llama, (1, 64, 256), 3, 15,
+                  "4 llama blocks d=256, 8 heads / 4 kv heads, ff 688, seq 64, no KV cache"),
+}
+
+
+def names() -> List[str]:
+    return list(MODELS)
+
+
+def build(name: str) -> Tuple[nn.Module, torch.Tensor]:
+    """(model in eval mode, its fixed input)."""
+    spec = MODELS[name]
+    model = spec.factory().eval()
+    g = torch.Generator().manual_seed(1234)
+    x = torch.randn(spec.shape, generator=g, dtype=torch.float32)
+    return model, x
+
+
+def paths(name: str, work: Path = WORK) -> Dict[str, Path]:
+    return {"pte": work / (name + ".pte"), "onnx": work / (name + ".onnx"),
+            "input": work / (name + ".input.npy"), "ref": work / (name + ".ref.npy"),
+            "stamp": work / (name + ".stamp.json")}
+
+
+def _source_stamp() -> str:
+    """Hash of what the exports depend on: this file and the exporter's sources."""
+    h = hashlib.sha256()
+    files = [Path(__file__).resolve()] + sorted((REPO / "python" / "etch").rglob("*.py"))
+    for f in files:
+        h.update(str(f.relative_to(REPO)).encode())
+        h.update(f.read_bytes())
+    h.update(torch.__version__.encode())
+    return h.hexdigest()[:16]
+
+
+def default_etch() -> Path:
+    return Path(os.environ.get("ETCH_BIN", REPO / "build" / "etch"))
+
+
+def export(name: str, etch_bin: Path, force: bool = False, work: Path = WORK,
+           log=print) -> Dict[str, object]:
+    """Export one model (cached). Returns {"ok", "error", "stage", "export_s"}."""
+    import etch
+    work.mkdir(parents=True, exist_ok=True)
+    p = paths(name, work)
+    stamp = _source_stamp()
+    if not force and p["stamp"].exists():
+        try:
+            old = json.loads(p["stamp"].read_text())
+        except ValueError:
+            old = {}
+        if old.get("stamp") == stamp and all(p[k].exists() for k in ("pte", "onnx", "input",
+                                                                         "ref")):
+            return {"ok": True, "cached": True, "error": None, "stage": None}
+    for k in ("pte", "onnx", "stamp"):
+        if p[k].exists():
+            p[k].unlink()
+    # the operator check loads the library the benchmarked CLI was built with
+    lib = etch_bin.resolve().parent / "libetch.so"
+    if lib.exists():
+        os.environ.setdefault("ETCH_LIB", str(lib))
+    model, x = build(name)
+    with torch.no_grad():
+        ref = model(x)
+    np.save(p["input"], x.numpy())
+    np.save(p["ref"], ref.numpy())
+    t0 = time.time()
+    try:
+        program = etch.export(model, (x,))
+        program.save(str(p["pte"]))
+    except Exception as e:  # an exporter failure is a result, reported per model
+        log("  %s: etch.export failed: %s: %s" % (name, type(e).__name__, e))
+        return {"ok": False, "error": "etch.export: %s: %s" % (type(e).__name__,
+                                                               _one_line(str(e))),
+                "stage": "export-etch", "trace": traceback.format_exc()}
+    t1 = time.time()
+    try:
+        model2, _ = build(name)
+        # grad enabled: keeps TransformerEncoderLayer off its fused fast path (no ONNX
+        # symbolic for torch._transformer_encoder_layer_fwd)
+        torch.onnx.export(model2, (x,), str(p["onnx"]), input_names=["x"],
+                          output_names=["y"], opset_version=ONNX_OPSET,
+                          do_constant_folding=True)
+    except Exception as e:
+        log("  %s: torch.onnx.export failed: %s: %s" % (name, type(e).__name__, e))
+        return {"ok": False, "error": "torch.onnx.export: %s: %s" % (type(e).__name__,
+                                                                    _one_line(str(e))),
+                "stage": "export-onnx", "trace": traceback.format_exc()}
+    t2 = time.time()
+    p["stamp"].write_text(json.dumps({"stamp": stamp, "etch_export_s": round(t1 - t0, 2),
+                                      "onnx_export_s": round(t2 - t1, 2)}))
+    return {"ok": True, "cached": False, "error": None, "stage": None,
+            "etch_export_s": t1 - t0, "onnx_export_s": t2 - t1}
+
+
+def _one_line(s: str, limit: int = 300) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= limit else s[:limit] + "..."
+
+
+def _diff(out: np.ndarray, ref: np.ndarray) -> Optional[float]:
+    if out.shape != ref.shape:
+        return None
+    return float(np.max(np.abs(out.astype(np.float64) - ref.astype(np.float64))))
+
+
+def check(name: str, etch_bin: Path, node: str = "node", work: Path = WORK,
+          tolerance: float = TOLERANCE) -> Dict[str, object]:
+    """Run etch and ONNX Runtime once on the saved input; compare with eager's output."""
+    p = paths(name, work)
+    ref = np.load(p["ref"])
+    res: Dict[str, object] = {"ok": True, "error": None, "ref_max_abs": float(np.abs(ref).max())}
+    with tempfile.TemporaryDirectory(prefix="etch-bench-") as tmp:
+        cmd = [str(etch_bin), "run", str(p["pte"]), "--inputs", str(p["input"]),
+               "--output-dir", tmp]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        out = Path(tmp) / "output_0.npy"
+        if r.returncode != 0 or not out.exists():
+            res.update(ok=False, stage="check-etch",
+                       error="etch run failed (exit %d): %s"
+                       % (r.returncode, _one_line(r.stderr or r.stdout)))
+            return res
+        d = _diff(np.load(out), ref)
+        res["etch_max_abs_diff"] = d
+        ort_out = Path(tmp) / "ort_output.npy"
+        cmd = [node, str(HERE / "ort_bench.mjs"), "--model", str(p["onnx"]), "--input",
+               str(p["input"]), "--threads", "1", "--warmup", "0", "--iterations", "1",
+               "--output", str(ort_out)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0 or not ort_out.exists():
+            res.update(ok=False, stage="check-ort",
+                       error="ort_bench.mjs failed (exit %d): %s"
+                       % (r.returncode, _one_line(r.stderr or r.stdout)))
+            return res
+        res["ort_max_abs_diff"] = _diff(np.load(ort_out), ref)
+    if d is None or d > tolerance:
+        res.update(ok=False, stage="check-etch",
+                   error="etch output differs from eager: max abs diff %s > %g"
+                   % ("(shape mismatch)" if d is None else "%.3g" % d, tolerance))
+    elif res["ort_max_abs_diff"] is None or res["ort_max_abs_diff"] > tolerance:
+        res.update(ok=False, stage="check-ort",
+                   error="ONNX Runtime output differs from eager: max abs diff %s > %g"
+                   % (res["ort_max_abs_diff"], tolerance))
+    return res
+
+
+def prepare(selected: List[str], etch_bin: Path, force: bool = False, node: str = "node",
+            work: Path = WORK, log=print) -> Dict[str, Dict[str, object]]:
+    """Export (cached) and check each model; {name: status}."""
+    out = {}
+    for name in selected:
+        log("[models] %s: export%s" % (name, " (forced)" if force else ""))
+        st = export(name, etch_bin, force=force, work=work, log=log)
+        if st["ok"]:
+            st.update(check(name, etch_bin, node=node, work=work))
+        if st.get("etch_max_abs_diff") is not None:
+            log("[models] %s: max abs diff vs eager: etch %.3g, ORT %s (|eager| max %.3g)"
+                % (name, st["etch_max_abs_diff"],
+                   "n/a" if st.get("ort_max_abs_diff") is None
+                   else "%.3g" % st["ort_max_abs_diff"], st["ref_max_abs"]))
+        if not st["ok"]:
+            log("[models] %s: ERROR (%s): %s" % (name, st.get("stage"), st["error"]))
+        out[name] = st
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(MODELS),
+                    help="comma-separated subset of: %s" % ", ".join(MODELS))
+    ap.add_argument("--force", action="store_true", help="export again even if cached")
+    ap.add_argument("--etch", type=Path, default=default_etch(),
+                    help="the etch CLI (default $ETCH_BIN or <repo>/build/etch)")
+    args = ap.parse_args(argv)
+    selected = [m for m in args.models.split(",") if m]
+    bad = [m for m in selected if m not in MODELS]
+    if bad:
+        ap.error("unknown model(s) %s; choose from %s" % (", ".join(bad), ", ".join(MODELS)))
+    if not args.etch.exists():
+        ap.error("etch CLI not found at %s (build it, or pass --etch / set ETCH_BIN)"
+                 % args.etch)
+    st = prepare(selected, args.etch, force=args.force)
+    return 0 if all(s["ok"] for s in st.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

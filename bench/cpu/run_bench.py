@@ -1,0 +1,579 @@
+"""etch vs ONNX Runtime vs PyTorch eager on the CPU, side by side, in one go.
+
+For each model (models.py) and thread count, the three engines run in alternating rounds, each
+round in a fresh process per engine and the engine order rotated every round, so that machine
+noise falls on all three alike:
+
+  etch      `etch bench FILE --inputs X.npy --cpu-threads N --kernels K --warmup W
+            --iterations I --json`
+  ORT       `node ort_bench.mjs` (onnxruntime-node, intraOpNumThreads N, interOpNumThreads 1,
+            graph optimization 'all', sequential execution)
+  PyTorch   `py_bench.py --engine torch` (torch.set_num_threads(N), inference_mode)
+
+A calibration run per engine (discarded) sizes each engine's iterations so one round takes
+about --target-s seconds (between --min-iterations and the model's cap in models.py).  The
+reported latency is the median of the per-iteration times pooled over the rounds; where an
+engine reports only a per-round median (etch bench without per-iteration times), the row uses
+the median of the per-round medians for all three engines (results.json says which).
+
+Writes results.json and RESULTS.md (default: next to this script; with --quick: .work/quick/).
+
+    /usr/bin/python3 bench/cpu/run_bench.py [--quick] [--models a,b] [--threads 1,2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import models  # noqa: E402
+
+ENGINES = ("etch", "ort", "torch")
+LABEL = {"etch": "etch", "ort": "ONNX Runtime", "torch": "PyTorch"}
+SPEEDUP_TARGET = {"resnet18": 1.7, "mobilenet_v2": 1.7}
+
+
+class EngineError(RuntimeError):
+    pass
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# ---------------------------------------------------------------------------------- engines
+
+def _run_json(cmd: List[str], env: Optional[dict] = None, timeout: float = 900) -> dict:
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise EngineError("timed out after %ds: %s" % (timeout, " ".join(cmd)))
+    except OSError as e:
+        raise EngineError("cannot run %s: %s" % (cmd[0], e))
+    if r.returncode != 0:
+        msg = " ".join((r.stderr.strip() or r.stdout.strip()).split())[-400:]
+        raise EngineError("exit %d: %s" % (r.returncode, msg or "(no output)"))
+    lines = [ln for ln in r.stdout.splitlines() if ln.strip().startswith("{")]
+    text = r.stdout.strip() if r.stdout.strip().startswith("{") else (lines[-1] if lines else "")
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        raise EngineError("no JSON object in the output of %s: %r" % (" ".join(cmd[:3]),
+                                                                       r.stdout[-300:]))
+    if not isinstance(obj, dict) or "median_ms" not in obj:
+        raise EngineError("unexpected JSON from %s: %r" % (cmd[0], text[:300]))
+    return obj
+
+
+class Runner:
+    def __init__(self, args):
+        self.args = args
+        self.py = sys.executable or "/usr/bin/python3"
+
+    def run(self, engine: str, name: str, threads: int, warmup: int, iterations: int) -> dict:
+        p = models.paths(name)
+        a = self.args
+        env = dict(os.environ)
+        if engine == "etch" and a.etch_runner == "cli":
+            cmd = [str(a.etch), "bench", str(p["pte"]), "--inputs", str(p["input"]),
+                   "--cpu-threads", str(threads), "--kernels", a.kernels,
+                   "--warmup", str(warmup), "--iterations", str(iterations), "--json"]
+        elif engine == "etch":
+            env["ETCH_LIB"] = str(a.etch.resolve().parent / "libetch.so")
+            cmd = [self.py, str(HERE / "py_bench.py"), "--engine", "etch-binding", "--model",
+                   name, "--threads", str(threads), "--warmup", str(warmup), "--iterations",
+                   str(iterations)]
+        elif engine == "ort":
+            cmd = [a.node, str(HERE / "ort_bench.mjs"), "--model", str(p["onnx"]), "--input",
+                   str(p["input"]), "--threads", str(threads), "--warmup", str(warmup),
+                   "--iterations", str(iterations)]
+        else:
+            env["OMP_NUM_THREADS"] = str(threads)
+            env["PYTHONWARNINGS"] = "ignore"
+            cmd = [self.py, str(HERE / "py_bench.py"), "--engine", "torch", "--model", name,
+                   "--threads", str(threads), "--warmup", str(warmup), "--iterations",
+                   str(iterations)]
+        t0 = time.time()
+        obj = _run_json(cmd, env=env, timeout=a.timeout)
+        obj["wall_s"] = time.time() - t0
+        return obj
+
+
+# ---------------------------------------------------------------------------- measurement
+
+def _busy_processes() -> int:
+    """Compiler/linker processes running now (a hint that the machine was shared)."""
+    n = 0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            comm = (d / "comm").read_text().strip()
+        except OSError:
+            continue
+        if comm in ("cc1", "cc1plus", "ld", "collect2", "as", "clang", "clang-14", "ld.lld"):
+            n += 1
+    return n
+
+
+def _loadavg() -> float:
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return -1.0
+
+
+def measure_row(runner: Runner, name: str, threads: int, rounds: int, target_s: float,
+                min_iter: int, warm_frac: float) -> dict:
+    spec = models.MODELS[name]
+    row = {"model": name, "threads": threads, "engines": {}, "errors": {}, "notes": []}
+    plan = {}
+    # calibration: one warm-up + one timed run per engine (discarded) sizes the rounds
+    for e in ENGINES:
+        try:
+            c = runner.run(e, name, threads, 1, 1)
+            per = max(c["median_ms"], 1e-3) / 1e3
+            it = int(max(min_iter, min(spec.iterations, round(target_s / per))))
+            wu = int(max(1, min(spec.warmup, round(it * warm_frac))))
+            plan[e] = (wu, it)
+        except EngineError as err:
+            row["errors"][e] = str(err)
+            log("    %s calibration failed: %s" % (LABEL[e], err))
+    row["plan"] = {e: {"warmup": w, "iterations": i} for e, (w, i) in plan.items()}
+    per_round: Dict[str, List[dict]] = {e: [] for e in plan}
+    busy = []
+    for r in range(rounds):
+        order = list(ENGINES[r % 3:] + ENGINES[:r % 3])
+        for e in order:
+            if e not in plan or e in row["errors"]:
+                continue
+            busy.append(_busy_processes())
+            try:
+                per_round[e].append(runner.run(e, name, threads, *plan[e]))
+            except EngineError as err:
+                row["errors"][e] = "round %d: %s" % (r + 1, err)
+                log("    %s failed: %s" % (LABEL[e], err))
+        log("    round %d/%d (%s): %s" % (
+            r + 1, rounds, ",".join(order), "  ".join(
+                "%s %.3f ms" % (e, per_round[e][-1]["median_ms"])
+                for e in ENGINES if per_round.get(e) and len(per_round[e]) == r + 1)))
+    row["busy_compilers_max"] = max(busy) if busy else 0
+    pooled = all("times_ms" in res for e in per_round if e not in row["errors"]
+                 for res in per_round[e])
+    row["stat"] = "median of pooled per-iteration times" if pooled else \
+        "median of per-round medians"
+    for e, results in per_round.items():
+        if e in row["errors"] or not results:
+            continue
+        meds = [res["median_ms"] for res in results]
+        samples = [t for res in results for t in res.get("times_ms", [])]
+        info = {
+            "median_ms": statistics.median(samples) if pooled else statistics.median(meds),
+            "round_medians_ms": meds,
+            "min_ms": min(res["min_ms"] for res in results),
+            "max_ms": max(res["max_ms"] for res in results),
+            "samples": len(samples) if pooled else len(meds),
+            "load_ms": statistics.median(res.get("load_ms", float("nan")) for res in results),
+            "peak_rss_kb": max(res.get("peak_rss_kb", 0) or 0 for res in results) or None,
+        }
+        if pooled and len(samples) >= 2:
+            q = statistics.quantiles(samples, n=4)
+            info["iqr_ms"] = [q[0], q[2]]
+        if e == "etch":
+            last = results[-1]
+            for k in ("isa", "kernels", "threads", "method"):
+                if k in last:
+                    info[k] = last[k]
+            info["ops"] = _merge_ops([res.get("ops") or [] for res in results])
+        if e == "ort":
+            info["version"] = results[-1].get("ort_version")
+        if e == "torch":
+            info["version"] = results[-1].get("torch_version")
+        row["engines"][e] = info
+    return row
+
+
+def _merge_ops(runs: List[list]) -> list:
+    """Average each operator's ms_per_run over the rounds; keyed by (op, impl, fused)."""
+    acc: Dict[tuple, dict] = {}
+    for ops in runs:
+        for o in ops:
+            if not isinstance(o, dict) or "op" not in o:
+                continue
+            key = (o.get("op"), o.get("impl"), str(o.get("fused")))
+            a = acc.setdefault(key, {"op": o.get("op"), "impl": o.get("impl"),
+                                     "fused": o.get("fused"), "calls": o.get("calls"),
+                                     "ms": [], "pct": []})
+            a["ms"].append(float(o.get("ms_per_run", 0.0)))
+            a["pct"].append(float(o.get("pct", 0.0)))
+    out = []
+    for a in acc.values():
+        out.append({"op": a["op"], "impl": a["impl"], "fused": a["fused"], "calls": a["calls"],
+                    "ms_per_run": statistics.mean(a["ms"]), "pct": statistics.mean(a["pct"])})
+    out.sort(key=lambda o: -o["ms_per_run"])
+    return out
+
+
+# ------------------------------------------------------------------------------- machine
+
+def machine_info(args) -> dict:
+    info = {"date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "platform": platform.platform(), "cpu": None, "cpus": os.cpu_count()}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        flags = next((ln for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                      if ln.startswith("flags")), "")
+        info["cpu_simd"] = [f for f in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512bf16")
+                            if (" %s " % f) in (flags + " ")]
+    except OSError:
+        pass
+
+    def git(*a):
+        try:
+            return subprocess.run(["git", "-C", str(models.REPO)] + list(a), capture_output=True,
+                                  text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+    info["etch_commit"] = git("rev-parse", "--short", "HEAD") or None
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src", "include",
+                "tools", "CMakeLists.txt", "cmake")
+    info["etch_tree_dirty"] = bool(dirty)
+    info["etch_binary"] = str(args.etch)
+    info["etch_runner"] = args.etch_runner
+    try:
+        v = subprocess.run([str(args.etch), "--version"], capture_output=True, text=True,
+                           timeout=30)
+        info["etch_version"] = v.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        info["etch_version"] = None
+    try:
+        v = subprocess.run([args.node, "--version"], capture_output=True, text=True, timeout=30)
+        info["node_version"] = v.stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        info["node_version"] = None
+    import torch
+    info["torch_version"] = torch.__version__
+    info["python"] = platform.python_version()
+    info["loadavg_start"] = _loadavg()
+    return info
+
+
+# ------------------------------------------------------------------------------- reports
+
+def _fmt_ms(v: Optional[float]) -> str:
+    if v is None:
+        return "—"
+    if v >= 100:
+        return "%.1f" % v
+    if v >= 1:
+        return "%.2f" % v
+    return "%.4f" % v
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return a / b if a is not None and b else None
+
+
+def _ms(row: dict, e: str) -> Optional[float]:
+    return row["engines"].get(e, {}).get("median_ms")
+
+
+def summarize(rows: List[dict]) -> List[dict]:
+    """Table rows: ratios and the 1→2 thread speedups."""
+    by = {(r["model"], r["threads"]): r for r in rows}
+    table = []
+    for r in rows:
+        t = {"model": r["model"], "threads": r["threads"]}
+        for e in ENGINES:
+            t[e + "_ms"] = _ms(r, e)
+        t["etch_over_ort"] = _ratio(t["etch_ms"], t["ort_ms"])
+        t["etch_over_torch"] = _ratio(t["etch_ms"], t["torch_ms"])
+        one = by.get((r["model"], 1))
+        if r["threads"] != 1 and one is not None:
+            t["etch_speedup_vs_1t"] = _ratio(_ms(one, "etch"), t["etch_ms"])
+            t["ort_speedup_vs_1t"] = _ratio(_ms(one, "ort"), t["ort_ms"])
+        else:
+            t["etch_speedup_vs_1t"] = t["ort_speedup_vs_1t"] = None
+        t["errors"] = r.get("errors", {})
+        table.append(t)
+    return table
+
+
+def write_markdown(path: Path, res: dict) -> None:
+    m = res["machine"]
+    cfg = res["config"]
+    L = []
+    L.append("# CPU benchmark: etch vs ONNX Runtime vs PyTorch eager")
+    L.append("")
+    L.append("Generated by `bench/cpu/run_bench.py`%s on %s. Batch 1, float32. How to rerun: "
+             "`bench/cpu/README.md`." % (" --quick" if cfg["quick"] else "", m["date_utc"]))
+    L.append("")
+    L.append("Machine: %s, %s logical CPUs (%s); %s. %s at commit `%s`%s, runner `%s`, "
+             "kernels `%s`, ISA `%s`. ONNX Runtime %s (onnxruntime-node, Node %s). PyTorch %s "
+             "(Debian)." % (
+                 m.get("cpu"), m.get("cpus"), ", ".join(m.get("cpu_simd") or []) or "no AVX2",
+                 m.get("platform"), m.get("etch_version") or "etch", m.get("etch_commit"),
+                 " plus uncommitted changes in the working tree" if m.get("etch_tree_dirty")
+                 else "", cfg["etch_runner"], cfg["kernels"], res.get("isa") or "?",
+                 res.get("ort_version") or "?", m.get("node_version"), m.get("torch_version")))
+    L.append("")
+    L.append("Method: per model and thread count, %d rounds; in each round every engine runs "
+             "in its own fresh process (its own warm-up, then timed iterations), the engine "
+             "order rotated each round. Iterations per engine were sized by a discarded "
+             "calibration run to about %.1f s per round (see results.json `plan`). Latency = %s."
+             % (cfg["rounds"], cfg["target_s"], res.get("stat", "median")))
+    L.append("")
+    note = res.get("noise_note")
+    if note:
+        L.append("**Noise:** " + note)
+        L.append("")
+    L.append("| model | threads | etch ms | ORT ms | PyTorch ms | etch/ORT | etch/PyTorch | "
+             "etch 1t/2t speedup | ORT 1t/2t speedup |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for t in res["table"]:
+        def r2(v):
+            return "—" if v is None else "%.2f" % v
+        L.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+            t["model"], t["threads"], _fmt_ms(t["etch_ms"]), _fmt_ms(t["ort_ms"]),
+            _fmt_ms(t["torch_ms"]), r2(t["etch_over_ort"]), r2(t["etch_over_torch"]),
+            ("%.2fx" % t["etch_speedup_vs_1t"]) if t["etch_speedup_vs_1t"] else "—",
+            ("%.2fx" % t["ort_speedup_vs_1t"]) if t["ort_speedup_vs_1t"] else "—"))
+    for name, st in res["models"].items():
+        if not st.get("ok"):
+            for th in cfg["threads"]:
+                L.append("| %s | %d | **ERROR** (%s) | | | | | | |" % (
+                    name, th, st.get("stage")))
+    L.append("")
+    errs = [(t["model"], t["threads"], e, msg) for t in res["table"]
+            for e, msg in t["errors"].items()]
+    bad_models = [(n, st) for n, st in res["models"].items() if not st.get("ok")]
+    if errs or bad_models:
+        L.append("## Errors")
+        L.append("")
+        for n, st in bad_models:
+            L.append("- **%s** (%s): %s" % (n, st.get("stage"), st.get("error")))
+        for model, th, e, msg in errs:
+            L.append("- **%s**, %d thread(s), %s: %s" % (model, th, LABEL[e], msg))
+        L.append("")
+    L.append("## Targets")
+    L.append("")
+    for t in res["table"]:
+        v = t["etch_over_ort"]
+        L.append("- %s, %d thread(s): etch/ORT %s — %s" % (
+            t["model"], t["threads"], "n/a" if v is None else "%.2f" % v,
+            "n/a" if v is None else ("met (<= 1.0)" if v <= 1.0 else "**not met** (> 1.0)")))
+    for t in res["table"]:
+        need = SPEEDUP_TARGET.get(t["model"])
+        if need and t["threads"] == 2:
+            s = t["etch_speedup_vs_1t"]
+            L.append("- %s: etch 2 threads vs 1: %s — %s" % (
+                t["model"], "n/a" if s is None else "%.2fx" % s,
+                "n/a" if s is None else ("met (>= %.1fx)" % need if s >= need
+                                         else "**not met** (< %.1fx)" % need)))
+    L.append("")
+    L.append("## Correctness (before timing)")
+    L.append("")
+    L.append("Max abs difference from PyTorch eager on the benchmark input (tolerance %g):"
+             % cfg["tolerance"])
+    L.append("")
+    L.append("| model | input | etch | ONNX Runtime | max abs eager output |")
+    L.append("|---|---|---:|---:|---:|")
+    for name, st in res["models"].items():
+        def d(v):
+            return "—" if v is None else "%.2g" % v
+        L.append("| %s | %s | %s | %s | %s |" % (
+            name, "x".join(str(s) for s in models.MODELS[name].shape),
+            d(st.get("etch_max_abs_diff")), d(st.get("ort_max_abs_diff")),
+            d(st.get("ref_max_abs"))))
+    L.append("")
+    L.append("## Where etch spends its time (top 5 operators, `etch bench --json` ops)")
+    L.append("")
+    any_ops = False
+    for name in res["models"]:
+        rows = {r["threads"]: r for r in res["rows"] if r["model"] == name}
+        e1 = rows.get(min(rows)) if rows else None
+        ops = (e1 or {}).get("engines", {}).get("etch", {}).get("ops") or []
+        if not ops:
+            continue
+        any_ops = True
+        th1 = min(rows)
+        others = {th: {(o["op"], o["impl"], str(o["fused"])): o
+                       for o in rows[th]["engines"].get("etch", {}).get("ops") or []}
+                  for th in rows if th != th1}
+        L.append("### %s" % name)
+        L.append("")
+        hdr = "| op | impl | fused | calls | ms/run %dt | %% %dt |" % (th1, th1)
+        sep = "|---|---|---|---:|---:|---:|"
+        for th in sorted(others):
+            hdr += " ms/run %dt |" % th
+            sep += "---:|"
+        L.append(hdr)
+        L.append(sep)
+        for o in ops[:5]:
+            line = "| %s | %s | %s | %s | %s | %.1f |" % (
+                o["op"], o.get("impl") or "", o.get("fused") or "", o.get("calls") or "",
+                _fmt_ms(o["ms_per_run"]), o["pct"])
+            for th in sorted(others):
+                oo = others[th].get((o["op"], o["impl"], str(o["fused"])))
+                line += " %s |" % (_fmt_ms(oo["ms_per_run"]) if oo else "—")
+            L.append(line)
+        L.append("")
+    if not any_ops:
+        L.append("(no operator profile: the etch runner did not report ops)")
+        L.append("")
+    L.append("## Peak resident memory (MB, per process, largest over the rounds)")
+    L.append("")
+    L.append("| model | threads | etch | ORT (Node) | PyTorch (Python) |")
+    L.append("|---|---:|---:|---:|---:|")
+    for r in res["rows"]:
+        def mb(e):
+            v = r["engines"].get(e, {}).get("peak_rss_kb")
+            return "—" if not v else "%.0f" % (v / 1024)
+        L.append("| %s | %d | %s | %s | %s |" % (r["model"], r["threads"], mb("etch"),
+                                                  mb("ort"), mb("torch")))
+    L.append("")
+    L.append("The PyTorch and ORT figures include their interpreters (Python with torch "
+             "imported, Node); etch's is the whole `etch` process.")
+    L.append("")
+    path.write_text("\n".join(L))
+
+
+# ---------------------------------------------------------------------------------- main
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    ap.add_argument("--quick", action="store_true",
+                    help="2 rounds of ~0.3 s per engine; writes to .work/quick/ unless "
+                         "--out-dir is given (a smoke test, not for the record)")
+    ap.add_argument("--models", default=",".join(models.names()),
+                    help="comma-separated subset of: %s" % ", ".join(models.names()))
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (1,2)")
+    ap.add_argument("--rounds", type=int, default=None, help="rounds per row (default 5)")
+    ap.add_argument("--target-s", type=float, default=None,
+                    help="seconds of timed iterations per engine and round (default 2)")
+    ap.add_argument("--min-iterations", type=int, default=3,
+                    help="at least this many timed iterations per engine and round")
+    ap.add_argument("--kernels", choices=("optimized", "portable"), default="optimized",
+                    help="etch kernels (etch bench --kernels)")
+    ap.add_argument("--etch", type=Path, default=models.default_etch(),
+                    help="the etch CLI (default $ETCH_BIN or <repo>/build/etch)")
+    ap.add_argument("--etch-runner", choices=("cli", "binding"), default="cli",
+                    help="time etch with `etch bench` (default) or, while that is missing, "
+                         "through the Python binding")
+    ap.add_argument("--node", default=os.environ.get("NODE", "node"), help="node executable")
+    ap.add_argument("--out-dir", type=Path, default=None,
+                    help="where results.json and RESULTS.md go (default bench/cpu/)")
+    ap.add_argument("--force-export", action="store_true", help="re-export every model")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per engine process")
+    ap.add_argument("--note", default=None,
+                    help="a sentence for RESULTS.md about the conditions (e.g. a shared machine)")
+    args = ap.parse_args(argv)
+
+    selected = [m for m in args.models.split(",") if m]
+    bad = [m for m in selected if m not in models.MODELS]
+    if bad or not selected:
+        ap.error("unknown model(s) %s; choose from %s" % (", ".join(bad) or "(none)",
+                                                           ", ".join(models.names())))
+    try:
+        threads = sorted({int(t) for t in args.threads.split(",") if t})
+    except ValueError:
+        ap.error("--threads takes comma-separated integers, got %r" % args.threads)
+    if not threads or any(t < 1 or t > 256 for t in threads):
+        ap.error("--threads: each count must be in 1..256")
+    rounds = args.rounds if args.rounds is not None else (2 if args.quick else 5)
+    target = args.target_s if args.target_s is not None else (0.3 if args.quick else 2.0)
+    if rounds < 1 or target <= 0 or args.min_iterations < 1 or args.timeout <= 0:
+        ap.error("--rounds, --min-iterations must be >= 1; --target-s, --timeout > 0")
+    if not args.etch.exists():
+        ap.error("etch CLI not found at %s (build it: cmake --build build --target etch; or "
+                 "pass --etch / set ETCH_BIN)" % args.etch)
+    if shutil.which(args.node) is None and not Path(args.node).exists():
+        ap.error("node not found (%s); install Node.js or pass --node" % args.node)
+    if not (HERE / "node_modules" / "onnxruntime-node").exists():
+        ap.error("onnxruntime-node is not installed: run `npm ci` in %s" % HERE)
+    if args.etch_runner == "cli":
+        r = subprocess.run([str(args.etch), "help", "bench"], capture_output=True, text=True)
+        if r.returncode != 0:
+            ap.error("%s has no `bench` command (exit %d); rebuild etch, or use "
+                     "--etch-runner binding" % (args.etch, r.returncode))
+    out_dir = args.out_dir or (models.WORK / "quick" if args.quick else HERE)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    t_start = time.time()
+    machine = machine_info(args)
+    log("[bench] %s, %s CPUs, etch %s, torch %s, node %s" % (
+        machine["cpu"], machine["cpus"], machine["etch_commit"], machine["torch_version"],
+        machine["node_version"]))
+    status = models.prepare(selected, args.etch, force=args.force_export, node=args.node,
+                            log=log)
+    for st in status.values():
+        st.pop("trace", None)
+    runner = Runner(args)
+    rows = []
+    for name in selected:
+        if not status[name].get("ok"):
+            continue
+        for th in threads:
+            log("[bench] %s, %d thread(s)" % (name, th))
+            rows.append(measure_row(runner, name, th, rounds, target, args.min_iterations,
+                                    0.25))
+    machine["loadavg_end"] = _loadavg()
+    table = summarize(rows)
+    busy = max([r.get("busy_compilers_max", 0) for r in rows] or [0])
+    noise = args.note or ""
+    if busy:
+        noise = (noise + " " if noise else "") + (
+            "compiler processes were running on this machine during the measurement (up to %d "
+            "at once); load average %.1f at the start, %.1f at the end." % (
+                busy, machine["loadavg_start"], machine["loadavg_end"]))
+    stats = {r["stat"] for r in rows}
+    etch_any = next((r["engines"]["etch"] for r in rows if "etch" in r["engines"]), {})
+    ort_any = next((r["engines"]["ort"] for r in rows if "ort" in r["engines"]), {})
+    res = {
+        "machine": machine,
+        "config": {"quick": args.quick, "models": selected, "threads": threads,
+                   "rounds": rounds, "target_s": target, "min_iterations": args.min_iterations,
+                   "kernels": args.kernels, "etch_runner": args.etch_runner,
+                   "tolerance": models.TOLERANCE, "onnx_opset": models.ONNX_OPSET},
+        "isa": etch_any.get("isa"),
+        "ort_version": ort_any.get("version"),
+        "stat": " / ".join(sorted(stats)) if stats else None,
+        "noise_note": noise or None,
+        "models": status,
+        "table": table,
+        "rows": rows,
+        "elapsed_s": round(time.time() - t_start, 1),
+    }
+    (out_dir / "results.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
+    write_markdown(out_dir / "RESULTS.md", res)
+    log("[bench] wrote %s and %s (%.0f s)" % (out_dir / "results.json", out_dir / "RESULTS.md",
+                                             res["elapsed_s"]))
+    for t in table:
+        log("  %-13s %dt  etch %s  ORT %s  PyTorch %s  etch/ORT %s" % (
+            t["model"], t["threads"], _fmt_ms(t["etch_ms"]), _fmt_ms(t["ort_ms"]),
+            _fmt_ms(t["torch_ms"]),
+            "—" if t["etch_over_ort"] is None else "%.2f" % t["etch_over_ort"]))
+    ok = all(st.get("ok") for st in status.values()) and not any(t["errors"] for t in table)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
