@@ -327,6 +327,7 @@ def run_llamacpp(node_modules: str, gguf: str, ids: List[int], n_new: int, threa
                                     if perf.get("prompt_eval_ms") else None),
                 perf_decode_tok_s=(perf["eval_runs"] / perf["eval_ms"] * 1000
                                    if perf.get("eval_ms") else None),
+                perf_prompt_eval_ms=perf.get("prompt_eval_ms"),
                 info={k: res[k] for k in ("node_llama_cpp", "llama_cpp_release", "build_type",
                                           "ggml_cpu_variant", "ggml_cpu_library",
                                           "system_info", "kv_cache_types", "context_size")})
@@ -343,7 +344,7 @@ METRICS = ("prefill_tok_s", "decode_tok_s", "ttft_ms", "prefill_ms", "decode_ms"
 
 def summarize(rows: List[dict]) -> dict:
     out = {k: median(rows, k) for k in METRICS}
-    for k in ("perf_prefill_tok_s", "perf_decode_tok_s"):
+    for k in ("perf_prefill_tok_s", "perf_decode_tok_s", "perf_prompt_eval_ms"):
         if any(k in r for r in rows):
             out[k] = median(rows, k)
     return out
@@ -444,7 +445,8 @@ def markdown(res: dict) -> str:
     L.append("|---|---|")
     L.append("| CPU | %s, %d logical cores (flags: %s) |" % (m["cpu_model"], m["cpus"],
                                                             m["cpu_flags"]))
-    L.append("| etch | commit %s, `%s` |" % (m["etch_commit"], m["etch_binary"]))
+    L.append("| etch | commit %s, `%s`; `--cpu-threads`: \"%s\" |"
+             % (m["etch_commit"], m["etch_binary"], m.get("etch_cpu_threads_help", "")))
     L.append("| llama.cpp | node-llama-cpp %s (prebuilt, %s), ggml CPU backend loaded: "
              "**%s** (`%s`) |" % (m["node_llama_cpp"], m["llama_cpp_release"],
                                  m["ggml_cpu_variant"], os.path.basename(m["ggml_cpu_library"])))
@@ -470,37 +472,35 @@ def markdown(res: dict) -> str:
         L.append("%.1fM parameters; `.pte` %.0f MB, GGUF %.0f MB." %
                  (sh["parameters"] / 1e6, sh["pte_bytes"] / 2**20, sh["gguf_bytes"] / 2**20))
         L.append("")
-        L.append("| threads | metric | etch | llama.cpp | etch / llama.cpp |")
-        L.append("|---|---|---:|---:|---:|")
+        L.append("| threads | metric | etch | llama.cpp | llama.cpp, Node.js wall clock "
+                 "| etch / llama.cpp |")
+        L.append("|---|---|---:|---:|---:|---:|")
+        node_rss = m["node_baseline_rss_bytes"]
         for t in sh["threads"]:
             e, l = t["etch"]["median"], t["llama.cpp"]["median"]
             n = t["threads"]
-            L.append("| %d | prefill tok/s | %s | %s | %s |" % (
-                n, fmt(e["prefill_tok_s"], ""), fmt(l["prefill_tok_s"], ""),
-                ratio(e["prefill_tok_s"], l["prefill_tok_s"])))
-            L.append("| %d | decode tok/s | %s | %s | %s |" % (
-                n, fmt(e["decode_tok_s"], ""), fmt(l["decode_tok_s"], ""),
-                ratio(e["decode_tok_s"], l["decode_tok_s"])))
-            L.append("| %d | time to first token, ms | %s | %s | %s |" % (
-                n, fmt(e["ttft_ms"], "ms"), fmt(l["ttft_ms"], "ms"),
-                ratio(e["ttft_ms"], l["ttft_ms"])))
-            L.append("| %d | peak RSS, MB | %s | %s | %s |" % (
-                n, fmt(e["peak_rss_bytes"], "mb"), fmt(l["peak_rss_bytes"], "mb"),
-                ratio(e["peak_rss_bytes"], l["peak_rss_bytes"])))
-            L.append("| %d | model load, ms | %s | %s (library %s) | %s |" % (
+            rows = [
+                ("prefill tok/s", e["prefill_tok_s"], l.get("perf_prefill_tok_s"),
+                 l["prefill_tok_s"], ""),
+                ("decode tok/s", e["decode_tok_s"], l.get("perf_decode_tok_s"),
+                 l["decode_tok_s"], ""),
+                ("time to first token, ms", e["ttft_ms"], l.get("perf_prompt_eval_ms"),
+                 l["ttft_ms"], "ms"),
+                ("peak RSS, MB", e["peak_rss_bytes"],
+                 l["peak_rss_bytes"] - node_rss if l["peak_rss_bytes"] else None,
+                 l["peak_rss_bytes"], "mb"),
+            ]
+            for name, ev, lv, jv, kind in rows:
+                L.append("| %d | %s | %s | %s | %s | **%s** |" % (
+                    n, name, fmt(ev, kind), fmt(lv, kind), fmt(jv, kind), ratio(ev, lv)))
+            L.append("| %d | model load, ms | %s | - | %s (library %s) | - |" % (
                 n, fmt(e["load_ms"], "ms"), fmt(l["load_ms"], "ms"),
-                fmt(l.get("load_library_ms"), "ms"), ratio(e["load_ms"], l["load_ms"])))
+                fmt(l.get("load_library_ms"), "ms")))
         L.append("")
         agree = ["%d thread%s: %s" % (t["threads"], "" if t["threads"] == 1 else "s",
                                       t["greedy_agreement"]) for t in sh["threads"]]
         L.append("Greedy continuations (etch's text vs llama.cpp's tokens decoded): %s."
                  % "; ".join(agree))
-        perf = ["%d: prefill %s, decode %s tok/s" % (
-            t["threads"], fmt(t["llama.cpp"]["median"].get("perf_prefill_tok_s"), ""),
-            fmt(t["llama.cpp"]["median"].get("perf_decode_tok_s"), ""))
-            for t in sh["threads"]]
-        L.append("llama.cpp's own counters (llama_perf_context, no Node.js overhead), by "
-                 "threads: %s." % "; ".join(perf))
         L.append("")
     L.append("## How the figures are measured")
     L.append("")
@@ -513,16 +513,27 @@ def markdown(res: dict) -> str:
              "size, batch = the prompt, fp32 KV cache, flash attention off, timestamps around "
              "`LlamaContextSequence.evaluate`, the prompt ids passed in).")
     L.append("")
-    L.append("* prefill tok/s = prompt tokens / (generation start -> prompt logits ready; "
-             "llama.cpp: -> first token, one greedy sample more)")
+    L.append("Columns: **etch** from its `PyTorchObserver` statistics (measured inside the C "
+             "runner); **llama.cpp** from llama.cpp's own counters (`llama_perf_context`: "
+             "prompt eval time, eval time; what llama.cpp's tools report), the comparison the "
+             "ratios use; **llama.cpp, Node.js wall clock** around node-llama-cpp's "
+             "`evaluate`, which adds the Node.js/N-API round trip of every token.")
+    L.append("")
+    L.append("* prefill tok/s = prompt tokens / (generation start -> prompt logits ready); "
+             "llama.cpp: prompt tokens / prompt eval time (Node.js: -> first token)")
     L.append("* decode tok/s = (N - 1) / (first token -> N-th token): N - 1 single-token "
-             "forward calls and samples")
-    L.append("* time to first token = generation start -> first token (model load excluded)")
+             "forward calls (and samples); llama.cpp: eval runs / eval time")
+    L.append("* time to first token = generation start -> first token sampled (model load "
+             "excluded); llama.cpp: prompt eval time (the sample is not in it); Node.js: "
+             "-> first token")
     L.append("* model load: etch = opening the runner (mmap the program, load the method, size "
              "the buffers); llama.cpp = `getLlama` (the addon and ggml's backends: the "
              "\"library\" part) + `loadModel` (mmap) + `createContext`")
-    L.append("* peak RSS = `ru_maxrss` of the process from `os.wait4`; both engines mmap the "
-             "weights, so the touched weights count. llama.cpp's includes the Node.js runtime.")
+    L.append("* peak RSS = `ru_maxrss` of the engine's process from `wait4` (through a small "
+             "launcher, so the driver's own memory does not leak into it); both engines mmap the "
+             "weights, so the touched weights count. The llama.cpp column is the Node.js "
+             "process's figure minus the Node.js baseline (`node -e ''`), an estimate; the "
+             "Node.js column is the process's figure.")
     L.append("* ratios are etch / llama.cpp: above 1 means etch is faster for tok/s, slower "
              "for time to first token and bigger for RSS.")
     L.append("")
@@ -554,6 +565,8 @@ def main(argv=None) -> int:
                    help="a node_modules holding node-llama-cpp (default: bench/llm/node_modules, "
                         "installed with npm ci from the lock when missing)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per engine run")
+    p.add_argument("--prepare-only", action="store_true",
+                   help="only make the cached weights, .pte and GGUF files")
     p.add_argument("--note", default="", help="a line for RESULTS.md (e.g. machine load)")
     p.add_argument("--etch-commit", default=None,
                    help="the commit the etch binary was built from (default: this checkout's "
@@ -598,8 +611,16 @@ def main(argv=None) -> int:
     if not shutil.which("node"):
         die("node is not installed")
     sys.path.insert(0, os.path.join(REPO, "python"))
+    if a.prepare_only:
+        for shape in shapes:
+            prepare_shape(shape, a.work, a.seed, BENCH_CONTEXT[shape], etch_lib)
+        return 0
     node_modules = ensure_node_modules(a.node_modules)
 
+    # does this etch run kernels on several threads? (its help says so while it does not)
+    h = subprocess.run([etch, "llm", "--help"], capture_output=True, text=True)
+    m_thr = re.search(r"--cpu-threads N\s+(.*?)\n\s+--", h.stdout + h.stderr, re.S)
+    etch_threads_help = " ".join(m_thr.group(1).split()) if m_thr else ""
     ids, text = prompt_ids(a.prompt_tokens)
     say("prompt: %d ids (BOS + %d), %d characters" % (len(ids), len(ids) - 1, len(text)))
     rc, _, _, node_rss, _ = run_process(["node", "-e", ""], 60)
@@ -608,7 +629,8 @@ def main(argv=None) -> int:
                    etch_binary=os.path.relpath(etch, REPO) if etch.startswith(REPO) else etch,
                    node=subprocess.run(["node", "--version"], capture_output=True,
                                        text=True).stdout.strip(),
-                   node_baseline_rss_bytes=node_rss, loadavg_start=loadavg())
+                   node_baseline_rss_bytes=node_rss, loadavg_start=loadavg(),
+                   etch_cpu_threads_help=etch_threads_help)
     res = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
                machine=machine,
                config=dict(quick=a.quick, reps=a.reps, prompt_tokens=a.prompt_tokens,
