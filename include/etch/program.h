@@ -200,6 +200,11 @@ typedef struct etch_method_memory {
 typedef struct etch_method_options {
     const etch_data_map *external_data;      /* for tensors stored in a .ptd */
     const etch_threadpool_iface *threadpool; /* NULL: kernels run serially */
+    /* Operator fusion at load (on unless set): a kernel registered with
+     * ETCH_KERNEL_FUSES_ACTIVATION followed by relu / clamp / hardtanh / gelu / silu /
+     * sigmoid on a Float intermediate that nothing else uses runs as one call
+     * (etch_method_instruction_info reports it). true: run every instruction as written. */
+    bool no_fusion;
 } etch_method_options;
 
 typedef struct etch_method etch_method;

@@ -172,7 +172,9 @@ size_t etch_method_meta_pool_size(const etch_method_meta *meta) {
     etch_pool pool = {NULL, 0, 0};
     POOL_ALLOC(&pool, etch_method, 1);
     allocate(&pool, &v, NULL);
-    return pool.used + 64 + (size_t)v.delegates.len * ETCH_DELEGATE_POOL_RESERVE;
+    /* + the fusion pass's scratch, which is released before delegates take their share */
+    return pool.used + 64 + etch_method_fuse_scratch(v.values.len) +
+           (size_t)v.delegates.len * ETCH_DELEGATE_POOL_RESERVE;
 }
 
 /* ---- values ----------------------------------------------------------------------------- */
@@ -425,6 +427,7 @@ static etch_status resolve_operators(etch_method *m, const plan_view *v) {
         fb_vec_table(&v->ops, i, &op);
         etch_operator_full_name(&op, m->ops[i].name, sizeof m->ops[i].name);
         m->ops[i].kernel = etch_kernels_find(m->ops[i].name, strlen(m->ops[i].name));
+        m->ops[i].flags = etch_kernels_flags_of(m->ops[i].kernel);
         if (m->ops[i].kernel)
             continue;
         nmissing++;
@@ -643,6 +646,10 @@ etch_status etch_method_load(const etch_program *p, const char *name,
     if ((st = parse_values(m, &v, mem, ext)) || (st = resolve_operators(m, &v)) ||
         (st = build_chains(m, &v)))
         return st;
+    if (!(opts && opts->no_fusion)) {
+        etch_pool scratch = m->pool; /* a copy: the pass's scratch is not kept */
+        etch_method_fuse(m, &scratch);
+    }
     /* inputs of kind None need no set_input */
     for (uint32_t i = 0; i < m->ninputs; i++)
         m->input_set[i] = m->values[m->inputs[i]].tag == ETCH_VALUE_NONE;
@@ -803,6 +810,8 @@ etch_status etch_method_instruction_info(const etch_method *m, size_t chain, siz
         out->impl = etch_kernels_impl_of(in->kernel);
         if (!out->impl)
             out->impl = "custom";
+        out->fused = in->fused ? m->ops[in->fused_op].name : NULL;
+        out->skipped = in->skipped;
     } else if (in->kind == IA_DELEGATE_CALL) {
         out->op_name = m->delegates[in->a].backend->name;
         out->impl = "delegate";
@@ -914,10 +923,14 @@ static etch_status run_chain(etch_method *m, uint32_t c, uint64_t *budget) {
         etch_status st = ETCH_OK;
         switch (in->kind) {
         case IA_KERNEL_CALL:
+            if (in->skipped) /* fused into the previous call */
+                break;
             if ((st = check_kernel_args(m, in)))
                 break;
             etch_kernel_context_init(&m->ctx, m->ops[in->a].name, m->temp, m->temp_size,
                                      m->threadpool);
+            if (in->fused)
+                m->ctx.epilogue = &in->epilogue;
             in->kernel->fn(&m->ctx, in->args, in->nargs);
             st = m->ctx.status;
             break;

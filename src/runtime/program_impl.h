@@ -44,11 +44,16 @@ enum { ARG_SKIP = 0, ARG_READ, ARG_WRITE, ARG_VIEW, ARG_LIST_READ, ARG_LIST_WRIT
 
 typedef struct etch_instr {
     uint8_t kind;          /* IA_* */
+    bool skipped;          /* fused into the previous instruction at load: execute skips it */
+    bool fused;            /* a kernel call that applies `epilogue` (fusion.c) */
+    bool jump_target;      /* some JumpFalse of the chain lands here (set by fusion.c) */
     uint32_t a, b;         /* op/delegate index, move from/to, jump cond/dest, free value */
+    uint32_t fused_op;     /* operator index of the instruction fused into this one */
     etch_value **args;
     uint8_t *arg_modes;    /* ARG_* per argument (kernel calls) */
     uint32_t nargs;
     const etch_kernel *kernel;
+    etch_epilogue epilogue; /* fused activation (when `fused`) */
 } etch_instr;
 
 typedef struct etch_chain {
@@ -65,6 +70,7 @@ typedef struct etch_delegate_rt {
 typedef struct etch_op_rt {
     char name[128];
     const etch_kernel *kernel;
+    uint32_t flags; /* ETCH_KERNEL_* the kernel was registered with */
 } etch_op_rt;
 
 struct etch_method {
@@ -95,5 +101,14 @@ struct etch_method {
     void *observer_data;
     etch_pool pool;
 };
+
+/* ---- operator fusion (fusion.c) ---- */
+
+/* Pool bytes etch_method_fuse needs while it runs (released afterwards). */
+size_t etch_method_fuse_scratch(uint32_t nvalues);
+/* Fold activations into the kernel calls before them (see etch_method_options.no_fusion);
+ * runs once chains are built, with `pool` having room for etch_method_fuse_scratch. Only
+ * ever changes instructions it proves equivalent; returns the number of fusions. */
+uint32_t etch_method_fuse(etch_method *m, etch_pool *pool);
 
 #endif
