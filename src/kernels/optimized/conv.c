@@ -23,7 +23,7 @@
 #include "kernels/portable/portable.h"
 
 #define LIMIT 0x3fffffffLL /* as the portable kernel: larger sizes go there (and fail) */
-#define IM2COL_TARGET_FLOATS (256 * 1024) /* 1 MiB of columns per tile at most */
+#define IM2COL_TARGET_FLOATS (1024 * 1024) /* 4 MiB of columns per tile at most */
 #define IM2COL_MIN_COLS 8
 #define OWC 64 /* output columns the direct loop accumulates at once */
 

@@ -141,11 +141,11 @@ static void maxpool_planes(void *arg, int64_t p0, int64_t p1) {
                 for (int64_t ih = h0; ih < h1; ih += j->dh) {
                     const float *row = plane + ih * j->W;
                     for (int64_t iw = w0; iw < w1; iw += j->dw) {
-                        float v = row[iw];
-                        if (v > bf || v != v) {
-                            bf = v;
-                            best = ih * j->W + iw;
-                        }
+                        /* branch-free: random data makes this choice unpredictable */
+                        const float v = row[iw];
+                        const bool take = (v > bf) | (v != v);
+                        bf = take ? v : bf;
+                        best = take ? ih * j->W + iw : best;
                     }
                 }
                 out[ow] = bf;
