@@ -9,6 +9,7 @@ topk/embedding/padding/nearest upsampling/adaptive max pooling) are compared exa
 """
 import math
 
+import numpy as np
 import torch
 
 F32, F64, F16, BF16 = torch.float32, torch.float64, torch.float16, torch.bfloat16
@@ -62,6 +63,7 @@ SUPPORTED = {
     "aten::upsample_bilinear2d.vec_out": names(FLOATS),
     "aten::upsample_bilinear2d.out": names(FLOATS),
     "aten::constant_pad_nd.out": names(ALL_DT),
+    "aten::linear.out": names([d for d in ALL_DT if d != torch.bool]),
 }
 
 A = torch.ops.aten
@@ -1007,6 +1009,55 @@ def gen_upsample():
     case(BO, "bilinear static wrong", [In(x), IntList([7, 3]), Bool(False), None, None, Out(F32, None, shape=[1, 2, 3, 7]), Ref(5)], fail=True)
 
 
+# ---- linear -------------------------------------------------------------------------------------
+
+
+def gen_linear():
+    """aten::linear.out: input [..., K] x weight [N, K] (+ bias [N] / [1] / 0-d). Draws from a
+    generator of its own, so the other cases keep their random values."""
+    In, Out, Ref = g.In, g.Out, g.Ref
+    LO = "aten::linear.out"
+    rng = np.random.default_rng(4242)
+
+    def r(shape, dt):
+        if dt in INTS:
+            lo = 0 if dt == torch.uint8 else -8
+            return torch.from_numpy(rng.integers(lo, 9, size=shape)).to(dt)
+        return torch.from_numpy(rng.uniform(-1.0, 1.0, size=shape)).to(dt)
+
+    def ref(x, w, b, dt):
+        if dt in INTS:
+            y = torch.matmul(x.long(), w.long().t())
+            return (y + b.long() if b is not None else y).to(dt)
+        y = torch.nn.functional.linear(x.double(), w.double(), b.double() if b is not None else None)
+        return y.to(dt)
+
+    for dt in [d for d in ALL_DT if d != torch.bool]:
+        for xshape, n, bshape in [([5], 3, [3]), ([4, 5], 6, None), ([4, 5], 6, [6]),
+                                  ([2, 3, 7], 4, [1]), ([2, 1, 3, 9], 5, []), ([3, 0], 2, [2]),
+                                  ([0, 4], 3, [3]), ([2, 130], 3, [3])]:
+            x = r(xshape, dt)
+            w = r([n, xshape[-1]], dt)
+            b = r(bshape, dt) if bshape is not None else None
+            case(LO, "linear %s %s n %d bias %s" % (NAMES[dt], xshape, n, bshape),
+                 [In(x), In(w), In(b) if b is not None else None, Out(dt, ref(x, w, b, dt)), Ref(3)])
+    x = r([3, 4, 5], F32)
+    w = r([6, 5], F32)
+    b = r([6], F32)
+    case(LO, "linear orders", [In(x, [1, 0, 2]), In(w, [1, 0]), In(b), Out(F32, ref(x, w, b, F32), order=[2, 0, 1]), Ref(3)])
+    case(LO, "linear weight width", [In(x), In(r([6, 4], F32)), None, Out(F32, None, shape=[3, 4, 6]), Ref(3)], fail=True)
+    case(LO, "linear bias length", [In(x), In(w), In(r([5], F32)), Out(F32, None, shape=[3, 4, 6]), Ref(3)], fail=True)
+    case(LO, "linear bias rank", [In(x), In(w), In(r([1, 6], F32)), Out(F32, None, shape=[3, 4, 6]), Ref(3)], fail=True)
+    case(LO, "linear dtype mismatch", [In(x), In(w.double()), None, Out(F32, None, shape=[3, 4, 6]), Ref(3)], fail=True)
+    case(LO, "linear bias dtype", [In(x), In(w), In(b.double()), Out(F32, None, shape=[3, 4, 6]), Ref(3)], fail=True)
+    case(LO, "linear out dtype", [In(x), In(w), None, Out(F64, None, shape=[3, 4, 6]), Ref(3)], fail=True)
+    case(LO, "linear bool", [In(x > 0), In(w > 0), None, Out(torch.bool, None, shape=[3, 4, 6]), Ref(3)], fail=True)
+    case(LO, "linear weight rank", [In(x), In(r([5], F32)), None, Out(F32, None, shape=[3, 4]), Ref(3)], fail=True)
+    case(LO, "linear scalar input", [In(torch.tensor(1.0)), In(w), None, Out(F32, None, shape=[6]), Ref(3)], fail=True)
+    case(LO, "linear static wrong", [In(x), In(w), None, Out(F32, None, shape=[3, 6, 4]), Ref(3)], fail=True)
+    case(LO, "linear dynamic out", [In(x), In(w), In(b), Out(F32, ref(x, w, b, F32), shape=[4, 4, 8], dynamic=True, capacity=128), Ref(3)])
+
+
 def generate(gen):
     global g
     g = gen
@@ -1029,3 +1080,4 @@ def generate(gen):
     gen_embedding()
     gen_pad()
     gen_upsample()
+    gen_linear()

@@ -1,21 +1,409 @@
-/* float32 GEMM. For now a straightforward reference loop (the packed, blocked, SIMD version
- * replaces it; its contract is in opt_gemm.h). */
+/* float32 GEMM (contract in opt_gemm.h), BLIS-style:
+ *
+ *   for each column block jc (nc wide)            B block kc x nc packed into NR-wide panels
+ *     for each depth block pc (kc deep)           (scratch, stays in L2/L3)
+ *       for each row block ic (mc tall)           A block mc x kc packed into MR-tall panels
+ *         for each NR panel jr, MR panel ir       register microkernel (gemm_<isa>.c)
+ *
+ * alpha, bias and the fused activation are applied to each tile right after its last depth
+ * block, while it is still in L1. Work is split into tasks over N (or over M when N is narrow);
+ * task t packs into its own scratch block t, so any thread may run any task.
+ *
+ * Other paths:
+ *  - M == 1 (single-token decode): a matrix-vector kernel streams B once, no packing; threads
+ *    split N.
+ *  - small M, or no scratch available: "direct" path. B rows are read in place when B is
+ *    row-major (otherwise one NR panel at a time is packed on the stack), A one MR panel at a
+ *    time on the stack. Never fails, never allocates.
+ * Scratch comes from etch_kernel_temp_try and is given back when the call returns (so kernels
+ * that call this in a loop do not exhaust the arena). */
+#include <string.h>
+
 #include "kernels/optimized/epilogue.h"
+#include "kernels/optimized/gemm_isa.h"
 #include "kernels/optimized/opt_gemm.h"
+#include "runtime/context.h"
+
+/* ---- scalar building blocks (always available; gcc vectorizes them for the baseline) ---- */
+
+#define S_MR 4
+#define S_NR 8
+
+static void ukr_scalar(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,
+                       int64_t ldc, int accumulate) {
+    float acc[S_MR][S_NR];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < kc; k++) {
+        const float *a = ap + k * S_MR, *b = bp + k * ldb;
+        for (int i = 0; i < S_MR; i++)
+            for (int j = 0; j < S_NR; j++)
+                acc[i][j] += a[i] * b[j];
+    }
+    for (int i = 0; i < S_MR; i++)
+        for (int j = 0; j < S_NR; j++)
+            c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+}
+
+static void gemv_n_scalar(int64_t K, int64_t n, const float *x, int64_t x_s, const float *b,
+                          int64_t ldb, float *y) {
+    for (int64_t j = 0; j < n; j++)
+        y[j] = 0.0f;
+    for (int64_t k = 0; k < K; k++) {
+        const float xv = x[k * x_s], *row = b + k * ldb;
+        for (int64_t j = 0; j < n; j++)
+            y[j] += xv * row[j];
+    }
+}
+
+static void gemv_t_scalar(int64_t K, int64_t n, const float *x, const float *b, int64_t ldb,
+                          float *y) {
+    for (int64_t j = 0; j < n; j++) {
+        const float *col = b + j * ldb;
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t k = 0;
+        for (; k + 8 <= K; k += 8)
+            for (int l = 0; l < 8; l++)
+                acc[l] += x[k + l] * col[k + l];
+        float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+        for (; k < K; k++)
+            s += x[k] * col[k];
+        y[j] = s;
+    }
+}
+
+const etch_sgemm_isa etch_sgemm_isa_scalar = {
+    "scalar", S_MR, S_NR, 128, 256, 1024, ukr_scalar, gemv_n_scalar, gemv_t_scalar};
+
+const etch_sgemm_isa *etch_sgemm_isa_for(int isa) {
+    switch (isa) {
+#if ETCH_OPT_X86
+    case ETCH_ISA_AVX2:
+        return &etch_sgemm_isa_avx2;
+    case ETCH_ISA_AVX512:
+        return &etch_sgemm_isa_avx512;
+#endif
+#if ETCH_OPT_NEON
+    case ETCH_ISA_NEON:
+        return &etch_sgemm_isa_neon;
+#endif
+    default:
+        return &etch_sgemm_isa_scalar;
+    }
+}
+
+/* ---- shared pieces ------------------------------------------------------------------------ */
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
+
+#define DIRECT_KC 128   /* depth block of the direct path (its stack panels) */
+#define GEMV_NB 1024    /* matrix-vector column block (the output stays in L1) */
+#define TASK_FLOPS 65536 /* rough work (M*N*K) below which a task is not worth a thread */
+
+/* c[i0:i1, j0:j1] = act(alpha * c + beta * bias) */
+static void finish(const etch_sgemm_desc *d, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    const bool scale = d->alpha != 1.0f;
+    for (int64_t i = i0; i < i1; i++) {
+        float *c = d->c + i * d->ldc;
+        if (scale)
+            for (int64_t j = j0; j < j1; j++)
+                c[j] *= d->alpha;
+        if (d->bias) {
+            const float *bias = d->bias + i * d->bias_rs;
+            const float beta = d->beta;
+            if (d->bias_cs == 1)
+                for (int64_t j = j0; j < j1; j++)
+                    c[j] += beta * bias[j];
+            else
+                for (int64_t j = j0; j < j1; j++)
+                    c[j] += beta * bias[j * d->bias_cs];
+        }
+        etch_opt_apply_epilogue(d->epilogue, c + j0, j1 - j0);
+    }
+}
+
+/* A rows [i, i+mm) x depth [p, p+kb) -> kb groups of mr floats (zero rows past mm). */
+static void pack_a_panel(const etch_sgemm_desc *d, int mr, int64_t i, int64_t mm, int64_t p,
+                         int64_t kb, float *ap) {
+    const float *a = d->a + i * d->a_rs + p * d->a_cs;
+    if (mm < mr)
+        memset(ap, 0, (size_t)(kb * mr) * sizeof(float));
+    if (d->a_rs == 1) { /* columns of A contiguous */
+        for (int64_t k = 0; k < kb; k++) {
+            const float *col = a + k * d->a_cs;
+            for (int64_t r = 0; r < mm; r++)
+                ap[k * mr + r] = col[r];
+        }
+    } else {
+        for (int64_t r = 0; r < mm; r++) {
+            const float *row = a + r * d->a_rs;
+            if (d->a_cs == 1)
+                for (int64_t k = 0; k < kb; k++)
+                    ap[k * mr + r] = row[k];
+            else
+                for (int64_t k = 0; k < kb; k++)
+                    ap[k * mr + r] = row[k * d->a_cs];
+        }
+    }
+}
+
+/* B depth [p, p+kb) x columns [j, j+nn) -> kb rows of nr floats (zero columns past nn). */
+static void pack_b_panel(const etch_sgemm_desc *d, int nr, int64_t p, int64_t kb, int64_t j,
+                         int64_t nn, float *bp) {
+    const float *b = d->b + p * d->b_rs + j * d->b_cs;
+    if (d->b_cs == 1) {
+        for (int64_t k = 0; k < kb; k++) {
+            memcpy(bp + k * nr, b + k * d->b_rs, (size_t)nn * sizeof(float));
+            for (int64_t c = nn; c < nr; c++)
+                bp[k * nr + c] = 0.0f;
+        }
+        return;
+    }
+    if (nn < nr)
+        memset(bp, 0, (size_t)(kb * nr) * sizeof(float));
+    for (int64_t c = 0; c < nn; c++) {
+        const float *col = b + c * d->b_cs;
+        if (d->b_rs == 1)
+            for (int64_t k = 0; k < kb; k++)
+                bp[k * nr + c] = col[k];
+        else
+            for (int64_t k = 0; k < kb; k++)
+                bp[k * nr + c] = col[k * d->b_rs];
+    }
+}
+
+/* One mm x nn tile (mm <= mr, nn <= nr) at c; a full tile goes straight to C. */
+static void tile(const etch_sgemm_isa *isa, int64_t kb, const float *ap, const float *bp,
+                 int64_t ldb, float *c, int64_t ldc, int64_t mm, int64_t nn, bool first) {
+    if (mm == isa->mr && nn == isa->nr) {
+        isa->ukr(kb, ap, bp, ldb, c, ldc, !first);
+        return;
+    }
+    float t[ETCH_SGEMM_MAX_MR * ETCH_SGEMM_MAX_NR];
+    isa->ukr(kb, ap, bp, ldb, t, isa->nr, 0);
+    for (int64_t i = 0; i < mm; i++) {
+        float *crow = c + i * ldc;
+        const float *trow = t + i * isa->nr;
+        if (first)
+            memcpy(crow, trow, (size_t)nn * sizeof(float));
+        else
+            for (int64_t j = 0; j < nn; j++)
+                crow[j] += trow[j];
+    }
+}
+
+/* ---- packed path: rectangle [i0,i1) x [j0,j1) with scratch ---------------------------------- */
+
+static void gemm_packed(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int64_t i0,
+                        int64_t i1, int64_t j0, int64_t j1, float *apack, float *bpack,
+                        int64_t mc, int64_t kc, int64_t nc) {
+    const int mr = isa->mr, nr = isa->nr;
+    for (int64_t jc = j0; jc < j1; jc += nc) {
+        const int64_t nb = min64(nc, j1 - jc);
+        for (int64_t pc = 0; pc < d->K; pc += kc) {
+            const int64_t kb = min64(kc, d->K - pc);
+            const bool first = pc == 0, last = pc + kb == d->K;
+            for (int64_t jr = 0; jr < nb; jr += nr)
+                pack_b_panel(d, nr, pc, kb, jc + jr, min64(nr, nb - jr), bpack + jr * kb);
+            for (int64_t ic = i0; ic < i1; ic += mc) {
+                const int64_t mb = min64(mc, i1 - ic);
+                for (int64_t ir = 0; ir < mb; ir += mr)
+                    pack_a_panel(d, mr, ic + ir, min64(mr, mb - ir), pc, kb, apack + ir * kb);
+                for (int64_t jr = 0; jr < nb; jr += nr) {
+                    const int64_t nn = min64(nr, nb - jr);
+                    for (int64_t ir = 0; ir < mb; ir += mr) {
+                        const int64_t mm = min64(mr, mb - ir);
+                        float *c = d->c + (ic + ir) * d->ldc + jc + jr;
+                        tile(isa, kb, apack + ir * kb, bpack + jr * kb, nr, c, d->ldc, mm, nn,
+                             first);
+                        if (last)
+                            finish(d, ic + ir, ic + ir + mm, jc + jr, jc + jr + nn);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---- direct path: no scratch, panels on the stack ---------------------------------------- */
+
+static void gemm_direct(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int64_t i0,
+                        int64_t i1, int64_t j0, int64_t j1) {
+    const int mr = isa->mr, nr = isa->nr;
+    float ap[ETCH_SGEMM_MAX_MR * DIRECT_KC];
+    float bp[ETCH_SGEMM_MAX_NR * DIRECT_KC];
+    for (int64_t pc = 0; pc < d->K; pc += DIRECT_KC) {
+        const int64_t kb = min64(DIRECT_KC, d->K - pc);
+        const bool first = pc == 0, last = pc + kb == d->K;
+        for (int64_t jr = j0; jr < j1; jr += nr) {
+            const int64_t nn = min64(nr, j1 - jr);
+            const float *bpanel = bp;
+            int64_t ldb = nr;
+            if (d->b_cs == 1 && nn == nr) { /* rows of B read in place */
+                bpanel = d->b + pc * d->b_rs + jr;
+                ldb = d->b_rs;
+            } else {
+                pack_b_panel(d, nr, pc, kb, jr, nn, bp);
+            }
+            for (int64_t ir = i0; ir < i1; ir += mr) {
+                const int64_t mm = min64(mr, i1 - ir);
+                pack_a_panel(d, mr, ir, mm, pc, kb, ap);
+                tile(isa, kb, ap, bpanel, ldb, d->c + ir * d->ldc + jr, d->ldc, mm, nn, first);
+                if (last)
+                    finish(d, ir, ir + mm, jr, jr + nn);
+            }
+        }
+    }
+}
+
+/* ---- matrix-vector path (M == 1) ----------------------------------------------------------- */
+
+static bool gemv_ok(const etch_sgemm_desc *d) {
+    return d->M == 1 && (d->b_cs == 1 || (d->b_rs == 1 && d->a_cs == 1));
+}
+
+static void gemv_cols(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int64_t j0,
+                      int64_t j1) {
+    for (int64_t j = j0; j < j1; j += GEMV_NB) {
+        const int64_t n = min64(GEMV_NB, j1 - j);
+        if (d->b_cs == 1)
+            isa->gemv_n(d->K, n, d->a, d->a_cs, d->b + j, d->b_rs, d->c + j);
+        else
+            isa->gemv_t(d->K, n, d->a, d->b + j * d->b_cs, d->b_cs, d->c + j);
+        finish(d, 0, 1, j, j + n);
+    }
+}
+
+/* ---- planning and tasks ------------------------------------------------------------------- */
+
+typedef enum { RUN_GEMV, RUN_DIRECT, RUN_PACKED } run_kind;
+
+typedef struct plan {
+    const etch_sgemm_desc *d;
+    const etch_sgemm_isa *isa;
+    run_kind kind;
+    int64_t ntasks;
+    bool split_m;     /* tasks split M (else N) */
+    int64_t step;     /* rows or columns per task */
+    float *scratch;   /* RUN_PACKED: ntasks blocks of block_floats */
+    int64_t block_floats, mc, kc, nc;
+} plan;
+
+static void run_task(const plan *p, int64_t t) {
+    const etch_sgemm_desc *d = p->d;
+    int64_t i0 = 0, i1 = d->M, j0 = 0, j1 = d->N;
+    if (p->split_m) {
+        i0 = t * p->step;
+        i1 = min64(d->M, i0 + p->step);
+    } else {
+        j0 = t * p->step;
+        j1 = min64(d->N, j0 + p->step);
+    }
+    if (i0 >= i1 || j0 >= j1)
+        return;
+    switch (p->kind) {
+    case RUN_GEMV:
+        gemv_cols(d, p->isa, j0, j1);
+        break;
+    case RUN_DIRECT:
+        gemm_direct(d, p->isa, i0, i1, j0, j1);
+        break;
+    case RUN_PACKED: {
+        float *apack = p->scratch + t * p->block_floats;
+        gemm_packed(d, p->isa, i0, i1, j0, j1, apack, apack + p->mc * p->kc, p->mc, p->kc,
+                    p->nc);
+        break;
+    }
+    }
+}
+
+static void task_range(void *arg, int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; t++)
+        run_task((const plan *)arg, t);
+}
+
+/* Split `units` (panels of `unit` rows/columns) over at most `want` tasks. */
+static void split(plan *p, int64_t extent, int64_t unit, int64_t want) {
+    const int64_t units = (extent + unit - 1) / unit;
+    int64_t n = want < units ? want : units;
+    if (n < 1)
+        n = 1;
+    p->step = (units + n - 1) / n * unit;
+    p->ntasks = (extent + p->step - 1) / p->step;
+}
+
+static void k_zero(const etch_sgemm_desc *d) {
+    for (int64_t i = 0; i < d->M; i++) {
+        float *c = d->c + i * d->ldc;
+        for (int64_t j = 0; j < d->N; j++)
+            c[j] = 0.0f;
+    }
+    finish(d, 0, d->M, 0, d->N);
+}
 
 void etch_opt_sgemm(etch_kernel_context *ctx, const etch_sgemm_desc *d) {
-    (void)ctx;
-    for (int64_t i = 0; i < d->M; i++) {
-        float *crow = d->c + i * d->ldc;
-        for (int64_t j = 0; j < d->N; j++) {
-            float acc = 0.0f;
-            for (int64_t k = 0; k < d->K; k++)
-                acc += d->a[i * d->a_rs + k * d->a_cs] * d->b[k * d->b_rs + j * d->b_cs];
-            float v = d->alpha * acc;
-            if (d->bias)
-                v += d->beta * d->bias[i * d->bias_rs + j * d->bias_cs];
-            crow[j] = v;
-        }
-        etch_opt_apply_epilogue(d->epilogue, crow, d->N);
+    if (d->M <= 0 || d->N <= 0)
+        return;
+    if (d->K <= 0) {
+        k_zero(d);
+        return;
     }
+    plan p;
+    memset(&p, 0, sizeof p);
+    p.d = d;
+    p.isa = etch_sgemm_isa_for((int)etch_isa_active());
+    const int mr = p.isa->mr, nr = p.isa->nr;
+    const int threads = ctx ? etch_kernel_num_threads(ctx) : 1;
+    const double work = (double)d->M * (double)d->N * (double)d->K;
+    int64_t want = work / TASK_FLOPS < threads ? (int64_t)(work / TASK_FLOPS) : threads;
+    if (want < 1)
+        want = 1;
+    const size_t temp_mark = ctx ? ctx->temp_used : 0;
+
+    if (gemv_ok(d)) {
+        p.kind = RUN_GEMV;
+        split(&p, d->N, 16, want); /* whole cache lines of the output per task */
+    } else {
+        const int64_t m_units = (d->M + mr - 1) / mr, n_units = (d->N + nr - 1) / nr;
+        p.split_m = n_units < want && m_units > n_units;
+        if (p.split_m)
+            split(&p, d->M, mr, want);
+        else
+            split(&p, d->N, nr, want);
+        p.kind = RUN_DIRECT;
+        /* packing pays off once A has a few row panels */
+        if (ctx && d->M > 2 * mr) {
+            const int64_t rows = p.split_m ? p.step : d->M;
+            const int64_t cols = p.split_m ? d->N : p.step;
+            int64_t mc = min64(p.isa->mc, round_up(rows, mr));
+            const int64_t kc = min64(p.isa->kc, d->K);
+            int64_t nc = min64(p.isa->nc, round_up(cols, nr));
+            for (;;) {
+                const int64_t block = round_up(mc * kc + kc * nc, 16); /* 64-byte multiples */
+                float *s = (float *)etch_kernel_temp_try(
+                    ctx, (size_t)(block * p.ntasks) * sizeof(float), 64);
+                if (s) {
+                    p.kind = RUN_PACKED;
+                    p.scratch = s;
+                    p.block_floats = block;
+                    p.mc = mc;
+                    p.kc = kc;
+                    p.nc = nc;
+                    break;
+                }
+                if (nc > 4 * nr)
+                    nc = round_up(nc / 2, nr);
+                else if (mc > 2 * mr)
+                    mc = round_up(mc / 2, mr);
+                else
+                    break; /* direct path */
+            }
+        }
+    }
+    if (p.ntasks > 1)
+        etch_kernel_parallel_for(ctx, p.ntasks, 1, task_range, &p);
+    else
+        run_task(&p, 0);
+    if (ctx)
+        ctx->temp_used = temp_mark; /* the scratch is dead: give it back */
 }

@@ -12,7 +12,8 @@
  *   bias(i,j) = bias[i*bias_rs + j*bias_cs] when bias != NULL (stride 0 broadcasts)
  * M, N or K may be 0 (K == 0 gives beta * bias). Uses the method's thread pool through ctx
  * and scratch from etch_kernel_temp_try (a path without scratch when it is short), so it
- * never fails and never allocates. */
+ * never fails and never allocates; the scratch is given back when it returns. ctx may be
+ * NULL (one thread, no scratch). Implementation: gemm.c (+ gemm_<isa>.c). */
 typedef struct etch_sgemm_desc {
     int64_t M, N, K;
     const float *a;
@@ -28,5 +29,11 @@ typedef struct etch_sgemm_desc {
 } etch_sgemm_desc;
 
 void etch_opt_sgemm(etch_kernel_context *ctx, const etch_sgemm_desc *d);
+
+/* Kernels (table_gemm.inc). */
+ETCH_OPT_KERNEL(mm_out);
+ETCH_OPT_KERNEL(bmm_out);
+ETCH_OPT_KERNEL(addmm_out);
+ETCH_OPT_KERNEL(linear_out);
 
 #endif

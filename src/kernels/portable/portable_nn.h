@@ -141,6 +141,8 @@ ETCH_PK_KERNEL(sort_values);
 ETCH_PK_KERNEL(sort_values_stable);
 ETCH_PK_KERNEL(topk_values);
 ETCH_PK_KERNEL(argsort_stable_out);
+/* linear */
+ETCH_PK_KERNEL(linear_out);
 /* embedding, interpolation, padding */
 ETCH_PK_KERNEL(embedding_out);
 ETCH_PK_KERNEL(upsample_nearest2d_vec_out);

@@ -1,0 +1,108 @@
+/* AVX-512 building blocks of the float32 GEMM (see gemm_isa.h): the AVX2 structure with
+ * 512-bit vectors, a 12 x 32 register microkernel (24 accumulators, 2 B vectors, 1
+ * broadcast), and the matrix-vector kernels. */
+#include <immintrin.h>
+
+#include "kernels/optimized/gemm_isa.h"
+
+#define MR 12
+#define NR 32
+
+static void ukr_avx512(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,
+                       int64_t ldc, int accumulate) {
+    __m512 lo[MR], hi[MR];
+    for (int i = 0; i < MR; i++) {
+        lo[i] = _mm512_setzero_ps();
+        hi[i] = _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+        /* fully unrolled: the accumulators live in zmm registers */
+#define ROW(i)                                                                                 \
+    do {                                                                                       \
+        const __m512 av = _mm512_set1_ps(ap[i]);                                               \
+        lo[i] = _mm512_fmadd_ps(av, b0, lo[i]);                                                \
+        hi[i] = _mm512_fmadd_ps(av, b1, hi[i]);                                                \
+    } while (0)
+        ROW(0);
+        ROW(1);
+        ROW(2);
+        ROW(3);
+        ROW(4);
+        ROW(5);
+        ROW(6);
+        ROW(7);
+        ROW(8);
+        ROW(9);
+        ROW(10);
+        ROW(11);
+#undef ROW
+        ap += MR;
+        bp += ldb;
+    }
+    for (int i = 0; i < MR; i++) {
+        float *r = c + i * ldc;
+        __m512 l = lo[i], h = hi[i];
+        if (accumulate) {
+            l = _mm512_add_ps(l, _mm512_loadu_ps(r));
+            h = _mm512_add_ps(h, _mm512_loadu_ps(r + 16));
+        }
+        _mm512_storeu_ps(r, l);
+        _mm512_storeu_ps(r + 16, h);
+    }
+}
+
+static void gemv_n_avx512(int64_t K, int64_t n, const float *x, int64_t x_s, const float *b,
+                          int64_t ldb, float *y) {
+    for (int64_t j = 0; j < n; j++)
+        y[j] = 0.0f;
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+        const float x0 = x[k * x_s], x1 = x[(k + 1) * x_s], x2 = x[(k + 2) * x_s],
+                    x3 = x[(k + 3) * x_s];
+        const __m512 v0 = _mm512_set1_ps(x0), v1 = _mm512_set1_ps(x1), v2 = _mm512_set1_ps(x2),
+                     v3 = _mm512_set1_ps(x3);
+        const float *r0 = b + k * ldb, *r1 = r0 + ldb, *r2 = r1 + ldb, *r3 = r2 + ldb;
+        int64_t j = 0;
+        for (; j + 16 <= n; j += 16) {
+            __m512 acc = _mm512_loadu_ps(y + j);
+            acc = _mm512_fmadd_ps(v0, _mm512_loadu_ps(r0 + j), acc);
+            acc = _mm512_fmadd_ps(v1, _mm512_loadu_ps(r1 + j), acc);
+            acc = _mm512_fmadd_ps(v2, _mm512_loadu_ps(r2 + j), acc);
+            acc = _mm512_fmadd_ps(v3, _mm512_loadu_ps(r3 + j), acc);
+            _mm512_storeu_ps(y + j, acc);
+        }
+        for (; j < n; j++)
+            y[j] += x0 * r0[j] + x1 * r1[j] + x2 * r2[j] + x3 * r3[j];
+    }
+    for (; k < K; k++) {
+        const float xv = x[k * x_s];
+        const __m512 v = _mm512_set1_ps(xv);
+        const float *r = b + k * ldb;
+        int64_t j = 0;
+        for (; j + 16 <= n; j += 16)
+            _mm512_storeu_ps(y + j,
+                             _mm512_fmadd_ps(v, _mm512_loadu_ps(r + j), _mm512_loadu_ps(y + j)));
+        for (; j < n; j++)
+            y[j] += xv * r[j];
+    }
+}
+
+static void gemv_t_avx512(int64_t K, int64_t n, const float *x, const float *b, int64_t ldb,
+                          float *y) {
+    for (int64_t j = 0; j < n; j++) {
+        const float *col = b + j * ldb;
+        __m512 acc = _mm512_setzero_ps();
+        int64_t k = 0;
+        for (; k + 16 <= K; k += 16)
+            acc = _mm512_fmadd_ps(_mm512_loadu_ps(x + k), _mm512_loadu_ps(col + k), acc);
+        float s = _mm512_reduce_add_ps(acc);
+        for (; k < K; k++)
+            s += x[k] * col[k];
+        y[j] = s;
+    }
+}
+
+/* kc 256: a B micro-panel (32 KiB) streams through L1/L2; mc 192: the A block in L2. */
+const etch_sgemm_isa etch_sgemm_isa_avx512 = {
+    "avx512", MR, NR, 192, 256, 1024, ukr_avx512, gemv_n_avx512, gemv_t_avx512};

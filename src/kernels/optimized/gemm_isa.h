@@ -1,0 +1,43 @@
+/* Per-ISA building blocks of the float32 GEMM (gemm.c drives them; gemm_<isa>.c define them).
+ *
+ * Register microkernel: c[0:MR, 0:NR] (+)= ap · bp over kc steps, where
+ *   ap is a packed A micro-panel: kc groups of MR floats (column k of the MR rows),
+ *   bp holds kc rows of NR floats, row k at bp + k * ldb (packed: ldb == NR; the unpacked
+ *   path points it straight at a row-major B with ldb = its row stride),
+ *   c(i, j) = c[i * ldc + j]; accumulate != 0 adds to c, else overwrites it.
+ * Matrix-vector kernels (M == 1):
+ *   gemv_n: y[j] = sum_k x[k * x_s] * b[k * ldb + j], j < n   (B rows contiguous)
+ *   gemv_t: y[j] = sum_k x[k] * b[j * ldb + k],       j < n   (B columns contiguous) */
+#ifndef ETCH_KERNELS_OPTIMIZED_GEMM_ISA_H
+#define ETCH_KERNELS_OPTIMIZED_GEMM_ISA_H
+
+#include <stdint.h>
+
+typedef void (*etch_sgemm_ukr_fn)(int64_t kc, const float *ap, const float *bp, int64_t ldb,
+                                  float *c, int64_t ldc, int accumulate);
+typedef void (*etch_sgemv_n_fn)(int64_t K, int64_t n, const float *x, int64_t x_s,
+                                const float *b, int64_t ldb, float *y);
+typedef void (*etch_sgemv_t_fn)(int64_t K, int64_t n, const float *x, const float *b,
+                                int64_t ldb, float *y);
+
+typedef struct etch_sgemm_isa {
+    const char *name;
+    int mr, nr;           /* microkernel tile */
+    int64_t mc, kc, nc;   /* cache blocking (mc multiple of mr, nc multiple of nr) */
+    etch_sgemm_ukr_fn ukr;
+    etch_sgemv_n_fn gemv_n;
+    etch_sgemv_t_fn gemv_t;
+} etch_sgemm_isa;
+
+#define ETCH_SGEMM_MAX_MR 16
+#define ETCH_SGEMM_MAX_NR 32
+
+extern const etch_sgemm_isa etch_sgemm_isa_scalar;
+extern const etch_sgemm_isa etch_sgemm_isa_avx2;
+extern const etch_sgemm_isa etch_sgemm_isa_avx512;
+extern const etch_sgemm_isa etch_sgemm_isa_neon;
+
+/* The building blocks for an instruction set (the scalar ones when it is not compiled in). */
+const etch_sgemm_isa *etch_sgemm_isa_for(int isa);
+
+#endif

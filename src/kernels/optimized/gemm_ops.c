@@ -1,0 +1,291 @@
+/* Optimized aten::mm.out, aten::bmm.out, aten::addmm.out and aten::linear.out on
+ * etch_opt_sgemm. Fast path: float32 operands and out, out with unit column stride (any
+ * strides for the inputs); anything else goes to the portable kernel, which also produces the
+ * error messages (dtype mismatch, shapes, ranks...). All four apply the fused activation
+ * (etch_kernel_epilogue) to their Float output, on the fast path inside the GEMM tiles. */
+#include <string.h>
+
+#include "kernels/optimized/epilogue.h"
+#include "kernels/optimized/opt_gemm.h"
+#include "kernels/portable/portable.h"
+#include "kernels/portable/portable_nn.h"
+
+static etch_tensor *float_tensor(etch_value *v) {
+    return v && v->tag == ETCH_VALUE_TENSOR && v->u.tensor &&
+                   v->u.tensor->dtype == ETCH_DTYPE_FLOAT && v->u.tensor->dim <= ETCH_MAX_DIMS
+               ? v->u.tensor
+               : NULL;
+}
+
+/* After a portable fallback: the fused activation over a Float out of any layout. */
+static void epilogue_after_portable(etch_kernel_context *ctx, etch_value *outv) {
+    const etch_epilogue *e = etch_kernel_epilogue(ctx);
+    etch_tensor *out = float_tensor(outv);
+    if (!e || !out || etch_kernel_failed(ctx) || etch_tensor_numel(out) == 0)
+        return;
+    int64_t idx[ETCH_MAX_DIMS];
+    memset(idx, 0, sizeof idx);
+    float *base = (float *)out->data;
+    const int64_t n = etch_tensor_numel(out);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t off = 0;
+        for (unsigned dd = 0; dd < out->dim; dd++)
+            off += idx[dd] * out->strides[dd];
+        etch_opt_apply_epilogue(e, base + off, 1);
+        for (int dd = (int)out->dim - 1; dd >= 0; dd--) {
+            if (++idx[dd] < out->sizes[dd])
+                break;
+            idx[dd] = 0;
+        }
+    }
+}
+
+/* out's last dim has unit stride and its rows (dim `rd`) are `ld` apart, so the GEMM can
+ * write it (size-1 dims have any stride). */
+static bool rows_ok(const etch_tensor *out, unsigned rd, int64_t *ld) {
+    const unsigned last = out->dim - 1;
+    if (out->sizes[last] > 1 && out->strides[last] != 1)
+        return false;
+    *ld = out->strides[rd];
+    return out->sizes[rd] <= 1 || out->strides[rd] >= out->sizes[last];
+}
+
+static void desc_init(etch_sgemm_desc *d, etch_kernel_context *ctx) {
+    memset(d, 0, sizeof *d);
+    d->alpha = 1.0f;
+    d->beta = 1.0f;
+    d->epilogue = etch_kernel_epilogue(ctx);
+}
+
+/* ---- mm ---------------------------------------------------------------------------------- */
+
+ETCH_OPT_KERNEL(mm_out) {
+    etch_tensor *a = nargs >= 3 ? float_tensor(args[0]) : NULL;
+    etch_tensor *b = a ? float_tensor(args[1]) : NULL;
+    etch_tensor *out = b ? float_tensor(args[2]) : NULL;
+    if (!out || a->dim != 2 || b->dim != 2 || out->dim != 2 || a->sizes[1] != b->sizes[0]) {
+        etch_portable_mm_out(ctx, args, nargs);
+        epilogue_after_portable(ctx, nargs >= 3 ? args[2] : NULL);
+        return;
+    }
+    const int64_t sizes[2] = {a->sizes[0], b->sizes[1]};
+    if (etch_kernel_resize(ctx, out, 2, sizes) != ETCH_OK)
+        return;
+    etch_sgemm_desc d;
+    desc_init(&d, ctx);
+    if (!rows_ok(out, 0, &d.ldc)) {
+        etch_portable_mm_out(ctx, args, nargs);
+        epilogue_after_portable(ctx, args[2]);
+        return;
+    }
+    d.M = sizes[0];
+    d.N = sizes[1];
+    d.K = a->sizes[1];
+    d.a = (const float *)a->data;
+    d.a_rs = a->strides[0];
+    d.a_cs = a->strides[1];
+    d.b = (const float *)b->data;
+    d.b_rs = b->strides[0];
+    d.b_cs = b->strides[1];
+    d.c = (float *)out->data;
+    etch_opt_sgemm(ctx, &d);
+}
+
+/* ---- addmm ------------------------------------------------------------------------------- */
+
+ETCH_OPT_KERNEL(addmm_out) {
+    etch_tensor *bias = nargs >= 6 ? float_tensor(args[0]) : NULL;
+    etch_tensor *a = bias ? float_tensor(args[1]) : NULL;
+    etch_tensor *b = a ? float_tensor(args[2]) : NULL;
+    etch_tensor *out = b ? float_tensor(args[5]) : NULL;
+    double beta = 1.0, alpha = 1.0;
+    bool fast = out && a->dim == 2 && b->dim == 2 && out->dim == 2 &&
+                a->sizes[1] == b->sizes[0] && bias->dim <= 2 &&
+                etch_value_scalar_to_double(args[3], &beta) &&
+                etch_value_scalar_to_double(args[4], &alpha);
+    const int64_t sizes[2] = {a ? a->sizes[0] : 0, b ? b->sizes[1] : 0};
+    int64_t brs = 0, bcs = 0;
+    for (unsigned i = 0; fast && i < bias->dim; i++) {
+        const unsigned od = 2 - bias->dim + i;
+        fast = bias->sizes[i] == 1 || bias->sizes[i] == sizes[od];
+        const int64_t st = bias->sizes[i] == 1 ? 0 : bias->strides[i];
+        if (od == 0)
+            brs = st;
+        else
+            bcs = st;
+    }
+    if (!fast) {
+        etch_portable_addmm_out(ctx, args, nargs);
+        epilogue_after_portable(ctx, nargs >= 6 ? args[5] : NULL);
+        return;
+    }
+    if (etch_kernel_resize(ctx, out, 2, sizes) != ETCH_OK)
+        return;
+    etch_sgemm_desc d;
+    desc_init(&d, ctx);
+    if (!rows_ok(out, 0, &d.ldc)) {
+        etch_portable_addmm_out(ctx, args, nargs);
+        epilogue_after_portable(ctx, args[5]);
+        return;
+    }
+    d.M = sizes[0];
+    d.N = sizes[1];
+    d.K = a->sizes[1];
+    d.a = (const float *)a->data;
+    d.a_rs = a->strides[0];
+    d.a_cs = a->strides[1];
+    d.b = (const float *)b->data;
+    d.b_rs = b->strides[0];
+    d.b_cs = b->strides[1];
+    d.c = (float *)out->data;
+    d.alpha = (float)alpha; /* rounded to float as torch's opmath */
+    d.beta = (float)beta;
+    /* beta == 0 ignores self (NaN/inf in it do not propagate), as torch */
+    if (d.beta != 0.0f && etch_tensor_numel(bias) > 0) {
+        d.bias = (const float *)bias->data;
+        d.bias_rs = brs;
+        d.bias_cs = bcs;
+    }
+    etch_opt_sgemm(ctx, &d);
+}
+
+/* ---- bmm --------------------------------------------------------------------------------- */
+
+typedef struct bmm_job {
+    etch_sgemm_desc d;
+    int64_t a_bs, b_bs, c_bs;
+} bmm_job;
+
+static void bmm_range(void *arg, int64_t begin, int64_t end) {
+    const bmm_job *j = (const bmm_job *)arg;
+    for (int64_t i = begin; i < end; i++) {
+        etch_sgemm_desc d = j->d;
+        d.a += i * j->a_bs;
+        d.b += i * j->b_bs;
+        d.c += i * j->c_bs;
+        etch_opt_sgemm(NULL, &d); /* one thread, no scratch: the direct path */
+    }
+}
+
+ETCH_OPT_KERNEL(bmm_out) {
+    etch_tensor *a = nargs >= 3 ? float_tensor(args[0]) : NULL;
+    etch_tensor *b = a ? float_tensor(args[1]) : NULL;
+    etch_tensor *out = b ? float_tensor(args[2]) : NULL;
+    if (!out || a->dim != 3 || b->dim != 3 || out->dim != 3 || a->sizes[0] != b->sizes[0] ||
+        a->sizes[2] != b->sizes[1]) {
+        etch_portable_bmm_out(ctx, args, nargs);
+        epilogue_after_portable(ctx, nargs >= 3 ? args[2] : NULL);
+        return;
+    }
+    const int64_t sizes[3] = {a->sizes[0], a->sizes[1], b->sizes[2]};
+    if (etch_kernel_resize(ctx, out, 3, sizes) != ETCH_OK)
+        return;
+    bmm_job j;
+    desc_init(&j.d, ctx);
+    if (!rows_ok(out, 1, &j.d.ldc)) {
+        etch_portable_bmm_out(ctx, args, nargs);
+        epilogue_after_portable(ctx, args[2]);
+        return;
+    }
+    if (etch_tensor_numel(out) == 0)
+        return;
+    j.d.M = sizes[1];
+    j.d.N = sizes[2];
+    j.d.K = a->sizes[2];
+    j.d.a = (const float *)a->data;
+    j.d.a_rs = a->strides[1];
+    j.d.a_cs = a->strides[2];
+    j.d.b = (const float *)b->data;
+    j.d.b_rs = b->strides[1];
+    j.d.b_cs = b->strides[2];
+    j.d.c = (float *)out->data;
+    const bool k0 = j.d.K == 0; /* operands may have no data: never offset them */
+    j.a_bs = k0 ? 0 : a->strides[0];
+    j.b_bs = k0 ? 0 : b->strides[0];
+    j.c_bs = out->strides[0];
+    const int64_t batches = sizes[0];
+    const double per = (double)j.d.M * (double)j.d.N * (double)(j.d.K > 0 ? j.d.K : 1);
+    const int threads = etch_kernel_num_threads(ctx);
+    if (threads > 1 && batches >= threads && per < 4e6) {
+        /* many small products (attention): one batch per task, each on one thread */
+        const int64_t grain = per >= 65536 ? 1 : (int64_t)(65536 / per) + 1;
+        etch_kernel_parallel_for(ctx, batches, grain, bmm_range, &j);
+        return;
+    }
+    for (int64_t i = 0; i < batches; i++) {
+        etch_sgemm_desc d = j.d;
+        d.a += i * j.a_bs;
+        d.b += i * j.b_bs;
+        d.c += i * j.c_bs;
+        etch_opt_sgemm(ctx, &d);
+    }
+}
+
+/* ---- linear ------------------------------------------------------------------------------ */
+
+ETCH_OPT_KERNEL(linear_out) {
+    etch_tensor *x = nargs >= 4 ? float_tensor(args[0]) : NULL;
+    etch_tensor *w = x ? float_tensor(args[1]) : NULL;
+    etch_value *bv = nargs >= 4 ? args[2] : NULL;
+    const bool has_bias = bv && bv->tag != ETCH_VALUE_NONE;
+    etch_tensor *bias = has_bias ? float_tensor(bv) : NULL;
+    etch_tensor *out = w && (!has_bias || bias) ? float_tensor(args[3]) : NULL;
+    bool fast = out && x->dim >= 1 && w->dim == 2 && w->sizes[1] == x->sizes[x->dim - 1] &&
+                out->dim == x->dim;
+    const int64_t N = w ? w->sizes[0] : 0;
+    if (fast && has_bias)
+        fast = bias->dim == 0 ||
+               (bias->dim == 1 && (bias->sizes[0] == N || bias->sizes[0] == 1));
+    /* the leading dims of input must flatten into one row dimension */
+    const unsigned dim = x ? x->dim : 0;
+    int64_t M = 1;
+    for (unsigned i = 0; fast && i + 1 < dim; i++) {
+        M *= x->sizes[i];
+        if (i + 2 < dim && x->sizes[i] > 1 &&
+            x->strides[i] != x->strides[i + 1] * x->sizes[i + 1])
+            fast = false;
+    }
+    if (!fast) {
+        etch_portable_linear_out(ctx, args, nargs);
+        epilogue_after_portable(ctx, nargs >= 4 ? args[3] : NULL);
+        return;
+    }
+    int64_t sizes[ETCH_MAX_DIMS];
+    for (unsigned i = 0; i + 1 < dim; i++)
+        sizes[i] = x->sizes[i];
+    sizes[dim - 1] = N;
+    if (etch_kernel_resize(ctx, out, dim, sizes) != ETCH_OK)
+        return;
+    /* out must flatten the same way, rows ldc apart */
+    bool out_ok = out->sizes[dim - 1] <= 1 || out->strides[dim - 1] == 1;
+    for (unsigned i = 0; out_ok && i + 2 < dim; i++)
+        out_ok = out->sizes[i] <= 1 || out->strides[i] == out->strides[i + 1] * out->sizes[i + 1];
+    etch_sgemm_desc d;
+    desc_init(&d, ctx);
+    d.ldc = dim >= 2 ? out->strides[dim - 2] : N;
+    if (dim >= 2 && M > 1 && d.ldc < N)
+        out_ok = false;
+    if (!out_ok) {
+        etch_portable_linear_out(ctx, args, nargs);
+        epilogue_after_portable(ctx, args[3]);
+        return;
+    }
+    if (etch_tensor_numel(out) == 0)
+        return;
+    d.M = M;
+    d.N = N;
+    d.K = x->sizes[dim - 1];
+    d.a = (const float *)x->data;
+    d.a_rs = dim >= 2 ? x->strides[dim - 2] : 0;
+    d.a_cs = x->strides[dim - 1];
+    d.b = (const float *)w->data; /* b(k, j) = weight[j, k] */
+    d.b_rs = w->strides[1];
+    d.b_cs = w->strides[0];
+    d.c = (float *)out->data;
+    if (has_bias && etch_tensor_numel(bias) > 0) {
+        d.bias = (const float *)bias->data;
+        d.bias_rs = 0;
+        d.bias_cs = bias->dim == 1 && bias->sizes[0] == N && N > 1 ? bias->strides[0] : 0;
+    }
+    etch_opt_sgemm(ctx, &d);
+}
