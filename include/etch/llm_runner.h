@@ -60,6 +60,7 @@
 #include <stdint.h>
 
 #include "etch/llm.h"
+#include "etch/module.h"
 #include "etch/program.h"
 #include "etch/status.h"
 
@@ -89,7 +90,7 @@ typedef struct etch_llm_stats {
     int64_t prompt_tokens;       /* tokens prefilled by the call */
     int64_t generated_tokens;    /* tokens sampled by the call (a final EOS/stop id included) */
     uint64_t peak_rss_bytes;     /* the process's peak resident set at the end (0: unknown) */
-    int num_threads;             /* as requested in the options */
+    int num_threads;             /* threads the kernels ran with */
 } etch_llm_stats;
 
 /*
@@ -137,8 +138,9 @@ typedef struct etch_llm_runner_options {
     etch_load_mode load_mode;    /* ETCH_LOAD_MMAP */
     const char *method;          /* "forward" */
     size_t temp_size;            /* kernel scratch bytes per call; 0: the module's default */
-    int num_threads;             /* recorded in the statistics; kernels run serially until a
-                                    thread pool is wired in. Default 1 */
+    int num_threads;             /* threads the kernels use (a thread pool started at open,
+                                    the calling thread included); 0 or 1: serial. Default 1 */
+    etch_module_kernels kernels; /* ETCH_MODULE_KERNELS_OPTIMIZED (etch/module.h) */
     etch_sampler_params sampler; /* etch_sampler_default_params() */
 } etch_llm_runner_options;
 

@@ -13,7 +13,14 @@
  *   etch_method_execute(m);
  *   etch_module_close(mod);                        // frees its methods too
  *
- * Opening a module registers the portable kernels (idempotent).
+ * Opening a module registers the kernels its options name (idempotent): by default the
+ * optimized ones (with the portable ones beneath them). The kernel registry is process-wide,
+ * so the choice holds for every method loaded afterwards: once the optimized kernels are
+ * registered, a module asking for portable kernels only fails to open (ETCH_ERR_INVALID_STATE).
+ *
+ * With num_threads > 1 the module starts a thread pool (etch/threadpool.h) at open, shared by
+ * all its methods, and stops it at close: kernels that split their work run on that many
+ * threads (the calling one included); execute still never allocates or starts threads.
  */
 #ifndef ETCH_MODULE_H
 #define ETCH_MODULE_H
@@ -24,11 +31,21 @@
 extern "C" {
 #endif
 
+/* Which kernels a module registers when it opens. */
+typedef enum etch_module_kernels {
+    ETCH_MODULE_KERNELS_OPTIMIZED = 0,  /* etch_kernels_register_optimized() (the default) */
+    ETCH_MODULE_KERNELS_PORTABLE = 1,   /* etch_kernels_register_portable() only */
+    ETCH_MODULE_KERNELS_REGISTERED = 2, /* none: use what the application registered */
+} etch_module_kernels;
+
 typedef struct etch_module_options {
     etch_load_mode load_mode;
     const char *data_path;   /* optional .ptd with external tensors */
-    size_t temp_size;        /* kernel scratch per method, bytes */
-    int num_threads;         /* <= 1: serial */
+    size_t temp_size;        /* kernel scratch per method, bytes (default 16 MiB: optimized
+                                kernels pack operands there; untouched pages cost nothing) */
+    int num_threads;         /* 0 or 1: serial (default 1); at most
+                                ETCH_THREADPOOL_MAX_THREADS; < 0 is an error */
+    etch_module_kernels kernels; /* default ETCH_MODULE_KERNELS_OPTIMIZED */
 } etch_module_options;
 
 etch_module_options etch_module_default_options(void);
@@ -44,6 +61,10 @@ const etch_program *etch_module_program(const etch_module *mod);
 const etch_data_map *etch_module_data_map(const etch_module *mod);
 /* Load (once; later calls return the same method) with memory sized from the metadata. */
 etch_status etch_module_load_method(etch_module *mod, const char *name, etch_method **out);
+/* Threads the module's kernels use (1 when serial). */
+int etch_module_num_threads(const etch_module *mod);
+/* "optimized", "portable", "registered"; "unknown" otherwise. */
+const char *etch_module_kernels_name(etch_module_kernels kernels);
 /* The method `etch run` would pick: "forward", else the only method; otherwise
  * ETCH_ERR_NOT_FOUND with the list of methods in the message. */
 etch_status etch_module_default_method(const etch_module *mod, const char **name);

@@ -6,10 +6,11 @@
 
 #include "etch/kernels.h"
 #include "etch/module.h"
+#include "etch/threadpool.h"
 #include "runtime/error.h"
 
 #define MODULE_MAX_METHODS 32
-#define MODULE_DEFAULT_TEMP (1u << 20)
+#define MODULE_DEFAULT_TEMP ((size_t)16 << 20)
 
 typedef struct module_method {
     char *name;
@@ -25,6 +26,7 @@ struct etch_module {
     etch_program *program;
     etch_data_map *data_map;
     etch_module_options opts;
+    etch_threadpool *pool; /* NULL: serial */
     module_method methods[MODULE_MAX_METHODS];
     size_t num_methods;
 };
@@ -36,7 +38,49 @@ etch_module_options etch_module_default_options(void) {
     o.data_path = NULL;
     o.temp_size = MODULE_DEFAULT_TEMP;
     o.num_threads = 1;
+    o.kernels = ETCH_MODULE_KERNELS_OPTIMIZED;
     return o;
+}
+
+const char *etch_module_kernels_name(etch_module_kernels kernels) {
+    switch (kernels) {
+    case ETCH_MODULE_KERNELS_OPTIMIZED: return "optimized";
+    case ETCH_MODULE_KERNELS_PORTABLE: return "portable";
+    case ETCH_MODULE_KERNELS_REGISTERED: return "registered";
+    }
+    return "unknown";
+}
+
+int etch_module_num_threads(const etch_module *mod) {
+    return mod ? etch_threadpool_num_threads(mod->pool) : 1;
+}
+
+/* True when some optimized kernel is registered (newest first: they come last). */
+static bool optimized_registered(void) {
+    for (size_t i = etch_kernels_count(); i-- > 0;) {
+        const char *impl = etch_kernels_impl_of(etch_kernels_at(i));
+        if (impl && strcmp(impl, "optimized") == 0)
+            return true;
+    }
+    return false;
+}
+
+static etch_status register_kernels(etch_module_kernels kernels) {
+    switch (kernels) {
+    case ETCH_MODULE_KERNELS_OPTIMIZED:
+        return etch_kernels_register_optimized();
+    case ETCH_MODULE_KERNELS_PORTABLE:
+        if (optimized_registered())
+            return etch_err(ETCH_ERR_INVALID_STATE,
+                            "module: portable kernels only were asked for, but the optimized "
+                            "kernels are already registered in this process (the kernel "
+                            "registry is process-wide)");
+        return etch_kernels_register_portable();
+    case ETCH_MODULE_KERNELS_REGISTERED:
+        return ETCH_OK;
+    }
+    return etch_err(ETCH_ERR_INVALID_ARGUMENT, "module: unknown kernels choice %d",
+                    (int)kernels);
 }
 
 /* 16-byte aligned, size rounded up to 16; a zero-size request still gets a valid pointer. */
@@ -49,8 +93,15 @@ static void *alloc16(size_t size) {
 
 static etch_status module_init(etch_module *mod, const etch_module_options *opts) {
     mod->opts = opts ? *opts : etch_module_default_options();
-    etch_status st = etch_kernels_register_portable();
+    if (mod->opts.num_threads < 0 || mod->opts.num_threads > ETCH_THREADPOOL_MAX_THREADS)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "module: num_threads %d is outside [0, %d]", mod->opts.num_threads,
+                        ETCH_THREADPOOL_MAX_THREADS);
+    etch_status st = register_kernels(mod->opts.kernels);
     if (st != ETCH_OK)
+        return st;
+    if (mod->opts.num_threads > 1 &&
+        (st = etch_threadpool_create(mod->opts.num_threads, &mod->pool)) != ETCH_OK)
         return st;
     if (mod->opts.data_path) {
         etch_program_options po = etch_program_default_options();
@@ -126,6 +177,7 @@ void etch_module_close(etch_module *mod) {
     etch_program_close(mod->program);
     if (mod->data_map)
         etch_data_map_close(mod->data_map);
+    etch_threadpool_destroy(mod->pool);
     free(mod);
 }
 
@@ -216,7 +268,7 @@ etch_status etch_module_load_method(etch_module *mod, const char *name, etch_met
     etch_method_options mo;
     memset(&mo, 0, sizeof mo);
     mo.external_data = mod->data_map;
-    mo.threadpool = NULL; /* num_threads is not used yet: kernels run serially */
+    mo.threadpool = etch_threadpool_get_iface(mod->pool); /* NULL when serial */
     st = etch_method_load(mod->program, name, &mem, &mo, &mm.method);
     if (st != ETCH_OK)
         goto fail;

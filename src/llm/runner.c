@@ -36,6 +36,7 @@ etch_llm_runner_options etch_llm_runner_default_options(void) {
     o.method = "forward";
     o.temp_size = 0;
     o.num_threads = 1;
+    o.kernels = ETCH_MODULE_KERNELS_OPTIMIZED;
     o.sampler = etch_sampler_default_params();
     return o;
 }
@@ -210,8 +211,11 @@ etch_status etch_llm_runner_open(const char *model_path, etch_tokenizer *tok,
     mo.load_mode = o.load_mode;
     if (o.temp_size)
         mo.temp_size = o.temp_size;
-    mo.num_threads = r->num_threads;
+    mo.num_threads = o.num_threads;
+    mo.kernels = o.kernels;
     etch_status st = etch_module_open(model_path, &mo, &r->mod);
+    if (st == ETCH_OK)
+        r->num_threads = etch_module_num_threads(r->mod);
     if (st == ETCH_OK)
         st = load_metadata(r, method);
     if (st == ETCH_OK)

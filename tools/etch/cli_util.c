@@ -1,6 +1,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "cli_util.h"
+#include "etch/threadpool.h"
 
 #include <errno.h>
 #include <math.h>
@@ -145,6 +146,26 @@ bool cli_parse_double(const char *cmd, const char *opt, const char *s, double mi
         return false;
     }
     *out = v;
+    return true;
+}
+
+bool cli_parse_threads(const char *cmd, const char *s, int *out) {
+    long long v = 0;
+    if (!cli_parse_long(cmd, "--cpu-threads", s, 1, ETCH_THREADPOOL_MAX_THREADS, &v))
+        return false;
+    *out = (int)v;
+    return true;
+}
+
+bool cli_parse_kernels(const char *cmd, const char *s, etch_module_kernels *out) {
+    if (strcmp(s, "optimized") == 0)
+        *out = ETCH_MODULE_KERNELS_OPTIMIZED;
+    else if (strcmp(s, "portable") == 0)
+        *out = ETCH_MODULE_KERNELS_PORTABLE;
+    else {
+        cli_usage_error(cmd, "--kernels: '%s' is neither 'optimized' nor 'portable'", s);
+        return false;
+    }
     return true;
 }
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "etch/etch.h"
+#include "etch/module.h"
 
 /* Exit codes: 0 success, 1 runtime failure (or a failed check), 2 bad usage. */
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
@@ -56,6 +57,19 @@ bool cli_parse_long(const char *cmd, const char *opt, const char *s, long long m
                     long long max, long long *out);
 bool cli_parse_double(const char *cmd, const char *opt, const char *s, double min, double max,
                       double *out);
+
+/* --cpu-threads N (1..ETCH_THREADPOOL_MAX_THREADS) and --kernels optimized|portable, shared
+ * by run, bench and llm; false after printing a usage error. */
+bool cli_parse_threads(const char *cmd, const char *s, int *out);
+bool cli_parse_kernels(const char *cmd, const char *s, etch_module_kernels *out);
+/* The help lines of those two options. */
+#define CLI_HELP_THREADS_KERNELS                                                           \
+    "  --cpu-threads N        threads for kernels that split their work, the calling one\n" \
+    "                         included (default 1; at most 256): a thread pool started\n"  \
+    "                         once, at load\n"                                             \
+    "  --kernels SET          optimized (default: SIMD, multi-threaded, fused activations;\n" \
+    "                         the instruction set follows the CPU or ETCH_ISA) or portable\n" \
+    "                         (the reference kernels only)\n"
 
 /* ---- files, time -------------------------------------------------------------------------- */
 

@@ -38,9 +38,8 @@ void cmd_llm_usage(FILE *out) {
             "  --chat                 read turns from stdin, one per line; the KV cache is kept\n"
             "                         across turns (only each new turn is prefilled); each reply\n"
             "                         ends with a newline on stdout\n"
-            "  --cpu-threads N        threads for kernels (recorded; kernels run serially for\n"
-            "                         now)\n"
             "  --load-mode MODE       mmap (default) or read\n"
+            CLI_HELP_THREADS_KERNELS
             "  -h, --help             show this help\n"
             "\n"
             "Exit status: 0 success, 1 failure, 2 bad usage.\n");
@@ -48,9 +47,11 @@ void cmd_llm_usage(FILE *out) {
 
 typedef struct llm_opts {
     const char *model, *tokenizer, *prompt, *max_new, *temperature, *top_k, *top_p, *seed;
-    const char *stop_ids_s, *threads, *load_mode;
+    const char *stop_ids_s, *threads, *load_mode, *kernels_s;
+    etch_module_kernels kernels;
+    int nthreads;
     bool chat, ignore_eos;
-    long long max_new_tokens, k, s, nthreads;
+    long long max_new_tokens, k, s;
     double temp, p;
     int32_t stop_ids[MAX_STOP_IDS];
     size_t n_stop;
@@ -88,6 +89,7 @@ static int parse_args(int argc, char **argv, llm_opts *o) {
             (r = cli_opt_value("llm", argc, argv, &i, "--stop-ids", &o->stop_ids_s)) ||
             (r = cli_opt_value("llm", argc, argv, &i, "--cpu-threads", &o->threads)) ||
             (r = cli_opt_value("llm", argc, argv, &i, "--load-mode", &o->load_mode)) ||
+            (r = cli_opt_value("llm", argc, argv, &i, "--kernels", &o->kernels_s)) ||
             (r = cli_opt_flag("llm", argv, i, "--chat", &o->chat)) ||
             (r = cli_opt_flag("llm", argv, i, "--ignore-eos", &o->ignore_eos))) {
             if (r < 0)
@@ -123,7 +125,10 @@ static int parse_args(int argc, char **argv, llm_opts *o) {
         return cli_usage_error("llm", "--top-p must be in (0, 1], got '%s'", o->top_p);
     if (o->seed && !cli_parse_long("llm", "--seed", o->seed, 0, INT64_MAX, &o->s))
         return CLI_USAGE;
-    if (o->threads && !cli_parse_long("llm", "--cpu-threads", o->threads, 1, 1024, &o->nthreads))
+    if (o->threads && !cli_parse_threads("llm", o->threads, &o->nthreads))
+        return CLI_USAGE;
+    o->kernels = ETCH_MODULE_KERNELS_OPTIMIZED;
+    if (o->kernels_s && !cli_parse_kernels("llm", o->kernels_s, &o->kernels))
         return CLI_USAGE;
     if (o->stop_ids_s && parse_stop_ids(o->stop_ids_s, o) != CLI_OK)
         return CLI_USAGE;
@@ -232,7 +237,8 @@ int cmd_llm(int argc, char **argv) {
         return cli_fail_ctx(st, "%s", o.tokenizer);
     etch_llm_runner_options ro = etch_llm_runner_default_options();
     ro.load_mode = o.mode;
-    ro.num_threads = (int)o.nthreads;
+    ro.num_threads = o.nthreads;
+    ro.kernels = o.kernels;
     ro.sampler.temperature = (float)o.temp;
     ro.sampler.top_k = (int32_t)o.k;
     ro.sampler.top_p = (float)o.p;
@@ -251,8 +257,10 @@ int cmd_llm(int argc, char **argv) {
             (long long)md->max_seq_len, (long long)md->n_layers, (long long)md->bos_id);
     for (size_t i = 0; i < md->n_eos_ids; i++)
         fprintf(stderr, "%s%lld", i ? "," : " ", (long long)md->eos_ids[i]);
-    fprintf(stderr, "; sampler: temperature %g, top-k %lld, top-p %g, seed %lld; threads %lld\n",
-            o.temp, o.k, o.p, o.s, o.nthreads);
+    fprintf(stderr,
+            "; sampler: temperature %g, top-k %lld, top-p %g, seed %lld; threads %d, kernels "
+            "%s\n",
+            o.temp, o.k, o.p, o.s, o.nthreads, etch_module_kernels_name(o.kernels));
     if (etch_tokenizer_vocab_size(tok) > md->vocab_size)
         fprintf(stderr, "warning: the tokenizer has %d ids, the model %lld\n",
                 (int)etch_tokenizer_vocab_size(tok), (long long)md->vocab_size);

@@ -12,5 +12,7 @@ int cmd_verify(int argc, char **argv);
 void cmd_verify_usage(FILE *out);
 int cmd_llm(int argc, char **argv);
 void cmd_llm_usage(FILE *out);
+int cmd_bench(int argc, char **argv);
+void cmd_bench_usage(FILE *out);
 
 #endif

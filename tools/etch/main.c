@@ -13,6 +13,8 @@ static const cli_command commands[] = {
      cmd_verify, cmd_verify_usage},
     {"llm", "generate text with a language model (.pte) and a tokenizer", cmd_llm,
      cmd_llm_usage},
+    {"bench", "time a method: median/min/max, load time, peak RSS, time per operator",
+     cmd_bench, cmd_bench_usage},
 };
 #define NUM_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -30,6 +32,20 @@ static void usage(FILE *out) {
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n'etch <command> --help' describes a command's options.\n"
                  "Exit status: 0 success, 1 failure, 2 bad usage.\n");
+}
+
+/* "info, run, ..." for error messages. */
+static const char *command_list(void) {
+    static char buf[256];
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < NUM_COMMANDS && len < sizeof buf; i++) {
+        int w = snprintf(buf + len, sizeof buf - len, "%s%s", i ? ", " : "", commands[i].name);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+    return buf;
 }
 
 static const cli_command *find_command(const char *name) {
@@ -62,8 +78,8 @@ int main(int argc, char **argv) {
             return cli_usage_error(NULL, "'help' takes at most one command name");
         const cli_command *c = find_command(argv[2]);
         if (!c)
-            return cli_usage_error(NULL, "unknown command '%s' (commands: info, run, verify)",
-                                   argv[2]);
+            return cli_usage_error(NULL, "unknown command '%s' (commands: %s)", argv[2],
+                                   command_list());
         c->usage(stdout);
         return CLI_OK;
     }
@@ -71,7 +87,8 @@ int main(int argc, char **argv) {
     if (!c) {
         if (name[0] == '-')
             return cli_usage_error(NULL, "unknown option '%s'", name);
-        return cli_usage_error(NULL, "unknown command '%s' (commands: info, run, verify)", name);
+        return cli_usage_error(NULL, "unknown command '%s' (commands: %s)", name,
+                               command_list());
     }
     if (cli_wants_help(argc - 1, argv + 1)) {
         c->usage(stdout);

@@ -1,0 +1,564 @@
+/*
+ * The pthreads thread pool (etch/threadpool.h) and the runtime running with it:
+ *   - every index of [0, n) runs exactly once, in chunks of >= grain, for many (n, grain,
+ *     threads) combinations, n = 0 and grain > n included; thousands of back-to-back jobs;
+ *   - the workers really take part (a job whose chunks wait for each other completes);
+ *   - nested parallel_for (same pool, another pool) runs serially without deadlock;
+ *   - two pools used concurrently from two threads, and one pool from two threads at once;
+ *   - no allocation in parallel_for after creation (allocation functions wrapped at link
+ *     time), and none during execute of LeNet and of a CNN with pools of 2 and 4 threads;
+ *   - a CNN and LeNet run with 1, 2, 3 and 4 threads give outputs bitwise identical to the
+ *     serial run, with the portable and with the optimized kernels, through the core API and
+ *     through the module API (etch_module_options.num_threads);
+ *   - the module's kernels option and num_threads checks.
+ * It also prints the cost of an empty parallel_for (informative, never a pass/fail).
+ *
+ * usage: test_threadpool FIXTURES_DIR CNN.pte
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <etch/etch.h>
+#include <etch/kernels.h>
+#include <etch/module.h>
+#include <etch/threadpool.h>
+
+#include "etch_test.h"
+
+#include "alloc_wrap.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- coverage ----------------------------------------------------------------------------- */
+
+#define MAX_N 5000
+typedef struct cover {
+    _Atomic int hits[MAX_N];
+    _Atomic int chunks;
+    _Atomic int bad; /* empty, out-of-range or too-small chunks */
+    int64_t n, grain;
+} cover;
+
+static void cover_fn(void *arg, int64_t b, int64_t e) {
+    cover *c = (cover *)arg;
+    atomic_fetch_add(&c->chunks, 1);
+    if (b < 0 || e > c->n || b >= e) {
+        atomic_fetch_add(&c->bad, 1);
+        return;
+    }
+    /* every chunk holds >= grain items, unless the whole range is one chunk */
+    if (!(b == 0 && e == c->n) && e - b < (c->grain > 0 ? c->grain : 1))
+        atomic_fetch_add(&c->bad, 1);
+    for (int64_t i = b; i < e; i++)
+        atomic_fetch_add(&c->hits[i], 1);
+}
+
+static void test_coverage(void) {
+    static const int64_t ns[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 16, 31, 64, 100, 257, 1000, 4999};
+    static const int64_t grains[] = {-3, 0, 1, 2, 3, 5, 16, 100, 1000, 6000};
+    static cover c;
+    int failures = 0, combos = 0;
+    for (int t = 1; t <= 8; t++) {
+        etch_threadpool *pool = NULL;
+        CHECK_OK(etch_threadpool_create(t, &pool));
+        if (!pool)
+            continue;
+        CHECK(etch_threadpool_num_threads(pool) == t);
+        for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+            for (size_t g = 0; g < sizeof grains / sizeof grains[0]; g++) {
+                memset(&c, 0, sizeof c);
+                c.n = ns[a];
+                c.grain = grains[g];
+                etch_threadpool_parallel_for(pool, c.n, c.grain, cover_fn, &c);
+                int ok = atomic_load(&c.bad) == 0;
+                for (int64_t i = 0; i < c.n; i++)
+                    ok = ok && atomic_load(&c.hits[i]) == 1;
+                int chunks = atomic_load(&c.chunks);
+                int64_t gr = c.grain > 0 ? c.grain : 1;
+                /* no chunk at all for n = 0; one for n <= grain; never more than 4 per thread */
+                ok = ok && (c.n == 0 ? chunks == 0 : chunks >= 1);
+                ok = ok && (c.n > gr || chunks <= 1) && chunks <= 4 * t;
+                if (!ok && failures++ < 5)
+                    fprintf(stderr, "coverage: threads %d n %lld grain %lld: %d chunks, %d bad\n",
+                            t, (long long)c.n, (long long)c.grain, chunks, atomic_load(&c.bad));
+                combos++;
+            }
+        }
+        etch_threadpool_destroy(pool);
+    }
+    CHECK_MSG(failures == 0, "%d of %d (n, grain, threads) combinations wrong", failures, combos);
+    /* a NULL pool runs serially */
+    memset(&c, 0, sizeof c);
+    c.n = 10;
+    c.grain = 1;
+    etch_threadpool_parallel_for(NULL, 10, 1, cover_fn, &c);
+    CHECK(atomic_load(&c.chunks) == 1 && atomic_load(&c.hits[9]) == 1);
+}
+
+/* ---- many jobs back to back --------------------------------------------------------------- */
+
+typedef struct sum_job {
+    const int64_t *data;
+    _Atomic int64_t sum;
+} sum_job;
+
+static void sum_fn(void *arg, int64_t b, int64_t e) {
+    sum_job *j = (sum_job *)arg;
+    int64_t s = 0;
+    for (int64_t i = b; i < e; i++)
+        s += j->data[i];
+    atomic_fetch_add(&j->sum, s);
+}
+
+/* Run `jobs` sums of varying length on `pool`; returns the number of wrong sums. */
+static int sum_jobs(etch_threadpool *pool, const int64_t *data, int64_t len, int jobs,
+                    unsigned seed) {
+    int wrong = 0;
+    for (int k = 0; k < jobs; k++) {
+        seed = seed * 1103515245u + 12345u;
+        int64_t n = (int64_t)(seed >> 8) % len;
+        sum_job j;
+        j.data = data;
+        atomic_init(&j.sum, 0);
+        etch_threadpool_parallel_for(pool, n, 1 + (int64_t)(seed % 7), sum_fn, &j);
+        wrong += atomic_load(&j.sum) != n * (n - 1) / 2;
+    }
+    return wrong;
+}
+
+#define DATA_LEN 4096
+static int64_t seq[DATA_LEN]; /* seq[i] = i */
+
+static void test_many_jobs(void) {
+    for (int t = 2; t <= 4; t++) {
+        etch_threadpool *pool = NULL;
+        CHECK_OK(etch_threadpool_create(t, &pool));
+        int wrong = sum_jobs(pool, seq, DATA_LEN, 20000, (unsigned)t);
+        CHECK_MSG(wrong == 0, "%d threads: %d of 20000 sums wrong", t, wrong);
+        etch_threadpool_destroy(pool);
+    }
+}
+
+/* ---- the workers take part ---------------------------------------------------------------- */
+
+typedef struct rendezvous {
+    _Atomic int arrived;
+    _Atomic int timed_out;
+    int parties;
+} rendezvous;
+
+/* Every chunk waits (up to 20 s) until all chunks have started: only possible when each runs
+ * on its own thread. */
+static void rendezvous_fn(void *arg, int64_t b, int64_t e) {
+    rendezvous *r = (rendezvous *)arg;
+    atomic_fetch_add(&r->arrived, (int)(e - b));
+    double until = now_s() + 20.0;
+    while (atomic_load(&r->arrived) < r->parties) {
+        if (now_s() > until) {
+            atomic_store(&r->timed_out, 1);
+            return;
+        }
+    }
+}
+
+static void test_workers_take_part(void) {
+    for (int t = 2; t <= 4; t++) {
+        etch_threadpool *pool = NULL;
+        CHECK_OK(etch_threadpool_create(t, &pool));
+        for (int rep = 0; rep < 3; rep++) {
+            rendezvous r;
+            atomic_init(&r.arrived, 0);
+            atomic_init(&r.timed_out, 0);
+            r.parties = t;
+            etch_threadpool_parallel_for(pool, t, 1, rendezvous_fn, &r);
+            CHECK_MSG(!atomic_load(&r.timed_out) && atomic_load(&r.arrived) == t,
+                      "%d threads: the %d chunks did not run at the same time", t, t);
+            /* let the workers fall asleep between repetitions: the wake-up path is tested */
+            if (rep == 1) {
+                struct timespec ts = {0, 20 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        etch_threadpool_destroy(pool);
+    }
+}
+
+/* ---- nested -------------------------------------------------------------------------------- */
+
+typedef struct nested {
+    etch_threadpool *outer, *other;
+    _Atomic int hits[64 * 64];
+} nested;
+
+typedef struct inner_arg {
+    nested *ns;
+    int64_t row;
+} inner_arg;
+
+static void inner_fn(void *arg, int64_t b, int64_t e) {
+    inner_arg *ia = (inner_arg *)arg;
+    for (int64_t i = b; i < e; i++)
+        atomic_fetch_add(&ia->ns->hits[ia->row * 64 + i], 1);
+}
+
+static void outer_fn(void *arg, int64_t b, int64_t e) {
+    nested *ns = (nested *)arg;
+    for (int64_t r = b; r < e; r++) {
+        inner_arg ia = {ns, r};
+        /* same pool for even rows, another pool for odd ones */
+        etch_threadpool_parallel_for(r % 2 ? ns->other : ns->outer, 64, 1, inner_fn, &ia);
+    }
+}
+
+static void test_nested(void) {
+    static nested ns;
+    memset(&ns, 0, sizeof ns);
+    CHECK_OK(etch_threadpool_create(3, &ns.outer));
+    CHECK_OK(etch_threadpool_create(2, &ns.other));
+    etch_threadpool_parallel_for(ns.outer, 64, 1, outer_fn, &ns);
+    int ok = 1;
+    for (int i = 0; i < 64 * 64; i++)
+        ok = ok && atomic_load(&ns.hits[i]) == 1;
+    CHECK_MSG(ok, "nested parallel_for missed or repeated items");
+    etch_threadpool_destroy(ns.outer);
+    etch_threadpool_destroy(ns.other);
+}
+
+/* ---- concurrent callers ------------------------------------------------------------------- */
+
+typedef struct caller {
+    etch_threadpool *pool;
+    unsigned seed;
+    int wrong;
+} caller;
+
+static void *caller_main(void *arg) {
+    caller *c = (caller *)arg;
+    c->wrong = sum_jobs(c->pool, seq, DATA_LEN, 5000, c->seed);
+    return NULL;
+}
+
+static void test_concurrent(void) {
+    etch_threadpool *p1 = NULL, *p2 = NULL;
+    CHECK_OK(etch_threadpool_create(3, &p1));
+    CHECK_OK(etch_threadpool_create(2, &p2));
+    /* two pools, one thread each; then one pool shared by two threads (the loser of the race
+     * for the pool runs serially) */
+    for (int shared = 0; shared < 2; shared++) {
+        caller a = {p1, 11u, -1}, b = {shared ? p1 : p2, 22u, -1};
+        pthread_t ta, tb;
+        CHECK(pthread_create(&ta, NULL, caller_main, &a) == 0);
+        CHECK(pthread_create(&tb, NULL, caller_main, &b) == 0);
+        pthread_join(ta, NULL);
+        pthread_join(tb, NULL);
+        CHECK_MSG(a.wrong == 0 && b.wrong == 0, "%s: %d and %d wrong sums",
+                  shared ? "one shared pool" : "two pools", a.wrong, b.wrong);
+    }
+    etch_threadpool_destroy(p1);
+    etch_threadpool_destroy(p2);
+}
+
+/* ---- creation checks, allocation ------------------------------------------------------------ */
+
+static void test_create_checks(void) {
+    etch_threadpool *p = (etch_threadpool *)&p;
+    CHECK_STATUS(etch_threadpool_create(0, &p), ETCH_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(etch_threadpool_create(-2, &p), ETCH_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(etch_threadpool_create(ETCH_THREADPOOL_MAX_THREADS + 1, &p),
+                 ETCH_ERR_INVALID_ARGUMENT);
+    CHECK(p == (etch_threadpool *)&p); /* untouched on failure */
+    CHECK_STATUS(etch_threadpool_create(2, NULL), ETCH_ERR_INVALID_ARGUMENT);
+    etch_threadpool_destroy(NULL);
+    CHECK(etch_threadpool_num_threads(NULL) == 1);
+    CHECK(etch_threadpool_get_iface(NULL) == NULL);
+    CHECK_OK(etch_threadpool_create(1, &p));
+    const etch_threadpool_iface *it = etch_threadpool_get_iface(p);
+    CHECK(it && it->num_threads == 1 && it->self == p && it->parallel_for);
+    etch_threadpool_destroy(p);
+}
+
+static void test_no_allocation(void) {
+    etch_threadpool *pool = NULL;
+    CHECK_OK(etch_threadpool_create(4, &pool));
+    /* warm up: the workers have started and slept at least once */
+    CHECK(sum_jobs(pool, seq, DATA_LEN, 100, 5u) == 0);
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    etch_alloc_arm();
+    int wrong = sum_jobs(pool, seq, DATA_LEN, 2000, 6u);
+    nanosleep(&ts, NULL); /* sleeping workers, then a wake-up */
+    wrong += sum_jobs(pool, seq, DATA_LEN, 10, 7u);
+    const etch_threadpool_iface *it = etch_threadpool_get_iface(pool);
+    sum_job j;
+    j.data = seq;
+    atomic_init(&j.sum, 0);
+    it->parallel_for(it->self, 1000, 10, sum_fn, &j);
+    etch_alloc_disarm();
+    CHECK(wrong == 0 && atomic_load(&j.sum) == 999 * 1000 / 2);
+    CHECK_MSG(etch_alloc_calls == 0, "parallel_for allocated %ld times", etch_alloc_calls);
+    etch_threadpool_destroy(pool);
+}
+
+/* ---- overhead (printed only) ---------------------------------------------------------------- */
+
+static void empty_fn(void *arg, int64_t b, int64_t e) {
+    (void)arg;
+    (void)b;
+    (void)e;
+}
+
+static void report_overhead(void) {
+    for (int t = 1; t <= 4; t *= 2) {
+        etch_threadpool *pool = NULL;
+        if (etch_threadpool_create(t, &pool) != ETCH_OK)
+            continue;
+        const int reps = 20000;
+        for (int k = 0; k < 1000; k++)
+            etch_threadpool_parallel_for(pool, 1 << 20, 1, empty_fn, NULL);
+        double t0 = now_s();
+        for (int k = 0; k < reps; k++)
+            etch_threadpool_parallel_for(pool, 1 << 20, 1, empty_fn, NULL);
+        double dt = now_s() - t0;
+        printf("empty parallel_for, %d thread%s (%d chunks): %.2f us per call (informative)\n",
+               t, t == 1 ? "" : "s", t == 1 ? 1 : 4 * t, dt / reps * 1e6);
+        etch_threadpool_destroy(pool);
+    }
+}
+
+/* ---- the runtime with a pool ---------------------------------------------------------------- */
+
+#define MAX_OUT_BYTES (1 << 20)
+#define TEMP_SIZE (16u << 20)
+
+typedef struct loaded {
+    etch_program *prog;
+    etch_method *m;
+    void *pool_mem, *temp;
+    void *arenas[8];
+    size_t sizes[8];
+    size_t narenas;
+} loaded;
+
+static int load(const char *path, const etch_threadpool_iface *tp, loaded *L) {
+    memset(L, 0, sizeof *L);
+    etch_method_meta meta;
+    if (etch_program_open_file(path, NULL, &L->prog) != ETCH_OK ||
+        etch_program_method_meta(L->prog, "forward", &meta) != ETCH_OK) {
+        fprintf(stderr, "%s: %s\n", path, etch_last_error());
+        return -1;
+    }
+    L->narenas = etch_method_meta_num_arenas(&meta);
+    if (L->narenas > 8)
+        return -1;
+    for (size_t j = 0; j < L->narenas; j++) {
+        L->sizes[j] = etch_method_meta_arena_size(&meta, j);
+        L->arenas[j] = aligned_alloc(64, (L->sizes[j] + 64) / 64 * 64);
+    }
+    size_t pool_size = etch_method_meta_pool_size(&meta);
+    L->pool_mem = aligned_alloc(64, (pool_size + 64) / 64 * 64);
+    L->temp = aligned_alloc(64, TEMP_SIZE);
+    etch_method_memory mem = {L->pool_mem, pool_size, L->arenas, L->sizes, L->narenas,
+                              L->temp,     TEMP_SIZE};
+    etch_method_options mo;
+    memset(&mo, 0, sizeof mo);
+    mo.threadpool = tp;
+    if (etch_method_load(L->prog, "forward", &mem, &mo, &L->m) != ETCH_OK) {
+        fprintf(stderr, "%s: %s\n", path, etch_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static void unload(loaded *L) {
+    etch_method_free(L->m);
+    etch_program_close(L->prog);
+    for (size_t j = 0; j < L->narenas; j++)
+        free(L->arenas[j]);
+    free(L->pool_mem);
+    free(L->temp);
+}
+
+/* Deterministic input for input 0 of the method (float, static shape). */
+static int make_input(etch_method *m, float **data, etch_tensor *t) {
+    etch_value_info info;
+    if (etch_method_meta_input(etch_method_get_meta(m), 0, &info) != ETCH_OK ||
+        info.tag != ETCH_VALUE_TENSOR || info.dtype != ETCH_DTYPE_FLOAT)
+        return -1;
+    int64_t numel = 1;
+    for (unsigned d = 0; d < info.dim; d++)
+        numel *= info.sizes[d];
+    *data = malloc((size_t)numel * sizeof(float));
+    if (!*data)
+        return -1;
+    unsigned s = 12345u;
+    for (int64_t i = 0; i < numel; i++) {
+        s = s * 1664525u + 1013904223u;
+        (*data)[i] = (float)(s >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
+    }
+    return etch_tensor_init(t, ETCH_DTYPE_FLOAT, info.dim, info.sizes, *data) == ETCH_OK ? 0 : -1;
+}
+
+/* Concatenated bytes of every tensor output. */
+static size_t collect_outputs(etch_method *m, unsigned char *buf) {
+    size_t len = 0;
+    for (size_t i = 0; i < etch_method_num_outputs(m); i++) {
+        const etch_value *v = etch_method_output(m, i);
+        if (v->tag != ETCH_VALUE_TENSOR)
+            continue;
+        size_t nb = etch_tensor_nbytes(v->u.tensor);
+        if (len + nb > MAX_OUT_BYTES)
+            return 0;
+        memcpy(buf + len, v->u.tensor->data, nb);
+        len += nb;
+    }
+    return len;
+}
+
+/* Run `path` serially and with 2, 3 and 4 threads (the kernels registered now); outputs must
+ * be bitwise identical and execute must not allocate. */
+static void test_program_threads(const char *path, const char *kernels) {
+    static unsigned char ref[MAX_OUT_BYTES], got[MAX_OUT_BYTES];
+    size_t ref_len = 0;
+    for (int t = 1; t <= 4; t++) {
+        etch_threadpool *pool = NULL;
+        if (t > 1)
+            CHECK_OK(etch_threadpool_create(t, &pool));
+        loaded L;
+        CHECK_MSG(load(path, etch_threadpool_get_iface(pool), &L) == 0, "%s: load", path);
+        float *x = NULL;
+        etch_tensor in;
+        CHECK(L.m && make_input(L.m, &x, &in) == 0);
+        if (!L.m || !x) {
+            unload(&L);
+            free(x);
+            etch_threadpool_destroy(pool);
+            return;
+        }
+        for (int run = 0; run < 2; run++) {
+            etch_alloc_arm();
+            etch_status st = etch_method_set_input_tensor(L.m, 0, &in);
+            if (st == ETCH_OK)
+                st = etch_method_execute(L.m);
+            etch_alloc_disarm();
+            CHECK_OK(st);
+            if (t == 2 || t == 4)
+                CHECK_MSG(etch_alloc_calls == 0,
+                          "%s (%s kernels, %d threads): execute allocated %ld times", path,
+                          kernels, t, etch_alloc_calls);
+        }
+        if (t == 1) {
+            ref_len = collect_outputs(L.m, ref);
+            CHECK(ref_len > 0);
+        } else {
+            size_t len = collect_outputs(L.m, got);
+            CHECK_MSG(len == ref_len && memcmp(ref, got, len) == 0,
+                      "%s (%s kernels): %d threads differ from the serial run", path, kernels,
+                      t);
+        }
+        unload(&L);
+        free(x);
+        etch_threadpool_destroy(pool);
+    }
+}
+
+/* The same through the module API: a module of N threads gives the serial module's outputs. */
+static void test_module_threads(const char *path, etch_module_kernels kernels) {
+    static unsigned char ref[MAX_OUT_BYTES], got[MAX_OUT_BYTES];
+    size_t ref_len = 0;
+    for (int t = 0; t <= 3; t++) {
+        etch_module_options o = etch_module_default_options();
+        o.num_threads = t;
+        o.kernels = kernels;
+        etch_module *mod = NULL;
+        etch_method *m = NULL;
+        CHECK_OK(etch_module_open(path, &o, &mod));
+        if (!mod)
+            return;
+        CHECK(etch_module_num_threads(mod) == (t > 1 ? t : 1));
+        CHECK_OK(etch_module_load_method(mod, "forward", &m));
+        float *x = NULL;
+        etch_tensor in;
+        if (m && make_input(m, &x, &in) == 0) {
+            CHECK_OK(etch_method_set_input_tensor(m, 0, &in));
+            CHECK_OK(etch_method_execute(m));
+            if (t == 0) {
+                ref_len = collect_outputs(m, ref);
+            } else {
+                size_t len = collect_outputs(m, got);
+                CHECK_MSG(len == ref_len && len > 0 && memcmp(ref, got, len) == 0,
+                          "module with %d threads differs from the serial one", t);
+            }
+        } else {
+            CHECK_MSG(0, "%s: no float input", path);
+        }
+        free(x);
+        etch_module_close(mod);
+    }
+}
+
+static void test_module_options(const char *cnn) {
+    etch_module_options o = etch_module_default_options();
+    CHECK(o.kernels == ETCH_MODULE_KERNELS_OPTIMIZED);
+    CHECK(o.num_threads == 1);
+    CHECK(o.temp_size >= (16u << 20));
+    etch_module *mod = (etch_module *)&o;
+    o.num_threads = ETCH_THREADPOOL_MAX_THREADS + 1;
+    CHECK_STATUS(etch_module_open(cnn, &o, &mod), ETCH_ERR_INVALID_ARGUMENT);
+    o.num_threads = -1;
+    CHECK_STATUS(etch_module_open(cnn, &o, &mod), ETCH_ERR_INVALID_ARGUMENT);
+    o.num_threads = 1;
+    o.kernels = (etch_module_kernels)7;
+    CHECK_STATUS(etch_module_open(cnn, &o, &mod), ETCH_ERR_INVALID_ARGUMENT);
+    CHECK(mod == (etch_module *)&o);
+    /* the optimized kernels are registered by now: portable-only cannot be had any more */
+    o.kernels = ETCH_MODULE_KERNELS_PORTABLE;
+    CHECK_STATUS(etch_module_open(cnn, &o, &mod), ETCH_ERR_INVALID_STATE);
+    CHECK(strstr(etch_last_error(), "optimized") != NULL);
+    /* "as registered" takes whatever is there */
+    o.kernels = ETCH_MODULE_KERNELS_REGISTERED;
+    CHECK_OK(etch_module_open(cnn, &o, &mod));
+    etch_module_close(mod);
+    CHECK(strcmp(etch_module_kernels_name(ETCH_MODULE_KERNELS_PORTABLE), "portable") == 0);
+    CHECK(strcmp(etch_module_kernels_name(ETCH_MODULE_KERNELS_OPTIMIZED), "optimized") == 0);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: test_threadpool FIXTURES_DIR CNN.pte\n");
+        return 2;
+    }
+    char lenet[1024];
+    snprintf(lenet, sizeof lenet, "%s/pte/lenet_bundled.bpte", argv[1]);
+    for (int i = 0; i < DATA_LEN; i++)
+        seq[i] = i;
+    test_create_checks();
+    test_coverage();
+    test_many_jobs();
+    test_workers_take_part();
+    test_nested();
+    test_concurrent();
+    test_no_allocation();
+    report_overhead();
+
+    /* portable kernels first (the registry is process-wide), then the optimized ones */
+    CHECK_OK(etch_kernels_register_portable());
+    test_program_threads(argv[2], "portable");
+    test_program_threads(lenet, "portable");
+    test_module_threads(argv[2], ETCH_MODULE_KERNELS_PORTABLE);
+    CHECK_OK(etch_kernels_register_optimized());
+    test_program_threads(argv[2], "optimized");
+    test_program_threads(lenet, "optimized");
+    test_module_threads(argv[2], ETCH_MODULE_KERNELS_OPTIMIZED);
+    test_module_threads(lenet, ETCH_MODULE_KERNELS_OPTIMIZED);
+    test_module_options(argv[2]);
+    return etch_test_finish();
+}

@@ -1,0 +1,385 @@
+/* etch bench FILE — time a method: load time, median/min/max of K executions after W warm-up
+ * ones, peak RSS, and the time per operator (from the method's instruction observer). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cli_inputs.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "etch/kernels.h"
+#include "etch/module.h"
+
+void cmd_bench_usage(FILE *out) {
+    fprintf(out,
+            "usage: etch bench FILE [options]\n"
+            "\n"
+            "Load a method of FILE once, execute it W times untimed and K times timed (each\n"
+            "execute on its own, CLOCK_MONOTONIC), and print:\n"
+            "  median X ms  min Y ms  max Z ms\n"
+            "  load T ms                          (opening the program + loading the method)\n"
+            "  peak RSS N KiB                     (the process's, at the end)\n"
+            "  threads N  kernels SET  isa ISA    (isa 'none' with portable kernels)\n"
+            "then a table of operators, slowest first: operator, implementation (portable,\n"
+            "optimized, custom or delegate; '+relu' etc. when an activation was fused into the\n"
+            "call at load), calls per run, milliseconds per run and share of the time. An\n"
+            "operator's time is the time between the observer callbacks around each of its\n"
+            "instructions, summed over the timed runs; instructions that call no kernel (moves,\n"
+            "jumps, frees, calls fused away) form the row '(other instructions)'.\n"
+            "\n"
+            "options:\n"
+            "  --method NAME          method to time (default: forward)\n"
+            "  --inputs A.npy,B.npy   one .npy per method input, in order (a non-tensor input\n"
+            "                         takes a 0-d array). Default: generated tensors at the\n"
+            "                         stored (upper-bound) shape: floats uniform in [-1, 1] from\n"
+            "                         a fixed seed, integers 0..3, bools false; non-tensor\n"
+            "                         inputs at their exported values\n"
+            "  --data FILE.ptd        external tensor data\n"
+            CLI_HELP_THREADS_KERNELS
+            "  --warmup W             untimed executions first (default 3)\n"
+            "  --iterations K         timed executions (default 20)\n"
+            "  --json                 print one JSON object instead: file, method, threads,\n"
+            "                         kernels, isa, warmup, iterations, median_ms, min_ms,\n"
+            "                         max_ms, load_ms, peak_rss_kb, ops: [{op, impl, fused\n"
+            "                         (operator name or null), calls, ms_per_run, pct}]\n"
+            "  -h, --help             show this help\n"
+            "\n"
+            "Exit status: 0 success, 1 failure, 2 bad usage.\n");
+}
+
+typedef struct bench_opts {
+    const char *path, *method, *inputs, *data, *threads, *kernels_s, *warmup_s, *iters_s;
+    bool json;
+    int num_threads;
+    etch_module_kernels kernels;
+    long long warmup, iterations;
+} bench_opts;
+
+static int parse_args(int argc, char **argv, bench_opts *o) {
+    memset(o, 0, sizeof *o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int r;
+        if (strcmp(a, "--") == 0) {
+            if (o->path || i + 2 != argc)
+                return cli_usage_error("bench", "expected exactly one FILE after '--'");
+            o->path = argv[++i];
+            break;
+        }
+        if ((r = cli_opt_value("bench", argc, argv, &i, "--method", &o->method)) ||
+            (r = cli_opt_value("bench", argc, argv, &i, "--inputs", &o->inputs)) ||
+            (r = cli_opt_value("bench", argc, argv, &i, "--data", &o->data)) ||
+            (r = cli_opt_value("bench", argc, argv, &i, "--cpu-threads", &o->threads)) ||
+            (r = cli_opt_value("bench", argc, argv, &i, "--kernels", &o->kernels_s)) ||
+            (r = cli_opt_value("bench", argc, argv, &i, "--warmup", &o->warmup_s)) ||
+            (r = cli_opt_value("bench", argc, argv, &i, "--iterations", &o->iters_s)) ||
+            (r = cli_opt_flag("bench", argv, i, "--json", &o->json))) {
+            if (r < 0)
+                return CLI_USAGE;
+            continue;
+        }
+        if (a[0] == '-' && a[1])
+            return cli_usage_error("bench", "unknown option '%s'", a);
+        if (o->path)
+            return cli_usage_error("bench", "expected one FILE, got '%s' and '%s'", o->path, a);
+        o->path = a;
+    }
+    if (!o->path)
+        return cli_usage_error("bench", "missing FILE");
+    if (!o->method)
+        o->method = "forward";
+    o->num_threads = 1;
+    if (o->threads && !cli_parse_threads("bench", o->threads, &o->num_threads))
+        return CLI_USAGE;
+    o->kernels = ETCH_MODULE_KERNELS_OPTIMIZED;
+    if (o->kernels_s && !cli_parse_kernels("bench", o->kernels_s, &o->kernels))
+        return CLI_USAGE;
+    o->warmup = 3;
+    if (o->warmup_s && !cli_parse_long("bench", "--warmup", o->warmup_s, 0, 1000000, &o->warmup))
+        return CLI_USAGE;
+    o->iterations = 20;
+    if (o->iters_s &&
+        !cli_parse_long("bench", "--iterations", o->iters_s, 1, 1000000, &o->iterations))
+        return CLI_USAGE;
+    if (o->inputs && cli_inputs_check_list("bench", o->inputs) != CLI_OK)
+        return CLI_USAGE;
+    return CLI_OK;
+}
+
+/* ---- the per-operator profile --------------------------------------------------------------- */
+
+typedef struct prof_row {
+    const char *op;    /* operator or backend name */
+    const char *impl;  /* "portable", "optimized", "custom", "delegate", "runtime" */
+    const char *fused; /* fused operator, or NULL */
+    int64_t ns;
+    uint64_t calls;
+} prof_row;
+
+/* Everything the observer touches is allocated before the timed runs: it only indexes. */
+typedef struct profile {
+    size_t *chain_start; /* [nchains + 1] first flat index of each chain */
+    size_t nchains;
+    uint32_t *row_of;    /* [instructions] row of each instruction */
+    prof_row *rows;
+    size_t nrows;
+    int64_t last_ns;
+    bool on;
+} profile;
+
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void observe(void *user_data, size_t chain, size_t pc, const char *op_name) {
+    (void)op_name;
+    profile *p = (profile *)user_data;
+    int64_t now = mono_ns();
+    if (p->on && chain < p->nchains && pc < p->chain_start[chain + 1] - p->chain_start[chain]) {
+        prof_row *r = &p->rows[p->row_of[p->chain_start[chain] + pc]];
+        r->ns += now - p->last_ns;
+        r->calls++;
+    }
+    p->last_ns = now;
+}
+
+static bool same(const char *a, const char *b) {
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static void profile_free(profile *p) {
+    free(p->chain_start);
+    free(p->row_of);
+    free(p->rows);
+    memset(p, 0, sizeof *p);
+}
+
+static int profile_init(profile *p, const etch_method *m) {
+    memset(p, 0, sizeof *p);
+    p->nchains = etch_method_num_chains(m);
+    p->chain_start = calloc(p->nchains + 1, sizeof *p->chain_start);
+    if (!p->chain_start)
+        goto oom;
+    for (size_t c = 0; c < p->nchains; c++)
+        p->chain_start[c + 1] = p->chain_start[c] + etch_method_chain_length(m, c);
+    size_t total = p->chain_start[p->nchains];
+    p->row_of = calloc(total ? total : 1, sizeof *p->row_of);
+    p->rows = calloc(total ? total : 1, sizeof *p->rows);
+    if (!p->row_of || !p->rows)
+        goto oom;
+    for (size_t c = 0; c < p->nchains; c++) {
+        for (size_t pc = 0; pc < p->chain_start[c + 1] - p->chain_start[c]; pc++) {
+            etch_instruction_info info;
+            etch_status st = etch_method_instruction_info(m, c, pc, &info);
+            if (st != ETCH_OK) {
+                profile_free(p);
+                return cli_fail(st);
+            }
+            prof_row key = {info.op_name, info.impl, info.fused, 0, 0};
+            if (!info.op_name || !info.impl || info.skipped)
+                key = (prof_row){"(other instructions)", "runtime", NULL, 0, 0};
+            size_t r = 0;
+            while (r < p->nrows && !(same(p->rows[r].op, key.op) &&
+                                     same(p->rows[r].impl, key.impl) &&
+                                     same(p->rows[r].fused, key.fused)))
+                r++;
+            if (r == p->nrows)
+                p->rows[p->nrows++] = key;
+            p->row_of[p->chain_start[c] + pc] = (uint32_t)r;
+        }
+    }
+    return CLI_OK;
+oom:
+    profile_free(p);
+    fprintf(stderr, "error: MemoryAllocationFailed: out of memory\n");
+    return CLI_FAIL;
+}
+
+static int by_time_desc(const void *a, const void *b) {
+    const prof_row *x = (const prof_row *)a, *y = (const prof_row *)b;
+    if (x->ns != y->ns)
+        return x->ns < y->ns ? 1 : -1;
+    return strcmp(x->op, y->op);
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* "aten::relu.out" -> "relu" (for the impl column). */
+static void short_op(const char *name, char *buf, size_t cap) {
+    const char *s = strstr(name, "::");
+    s = s ? s + 2 : name;
+    size_t n = strcspn(s, ".");
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+}
+
+/* ---- output ---------------------------------------------------------------------------- */
+
+static void json_string(const char *s) {
+    if (!s) {
+        fputs("null", stdout);
+        return;
+    }
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
+typedef struct bench_result {
+    double median, min, max, load_ms;
+    long peak_rss_kb;
+    const char *isa;
+} bench_result;
+
+static void print_human(const bench_opts *o, const bench_result *r, const profile *p) {
+    printf("median %.3f ms  min %.3f ms  max %.3f ms\n", r->median, r->min, r->max);
+    printf("load %.3f ms\n", r->load_ms);
+    printf("peak RSS %ld KiB\n", r->peak_rss_kb);
+    printf("threads %d  kernels %s  isa %s\n", o->num_threads,
+           etch_module_kernels_name(o->kernels), r->isa);
+    int64_t total = 0;
+    for (size_t i = 0; i < p->nrows; i++)
+        total += p->rows[i].ns;
+    printf("\n%-36s %-22s %9s %10s %7s\n", "operator", "impl", "calls/run", "ms/run", "%");
+    for (size_t i = 0; i < p->nrows; i++) {
+        const prof_row *row = &p->rows[i];
+        char impl[96], fused[48];
+        if (row->fused) {
+            short_op(row->fused, fused, sizeof fused);
+            snprintf(impl, sizeof impl, "%s+%s", row->impl, fused);
+        } else {
+            snprintf(impl, sizeof impl, "%s", row->impl);
+        }
+        printf("%-36s %-22s %9.4g %10.4f %7.2f\n", row->op, impl,
+               (double)row->calls / (double)o->iterations,
+               (double)row->ns / 1e6 / (double)o->iterations,
+               total > 0 ? 100.0 * (double)row->ns / (double)total : 0.0);
+    }
+}
+
+static void print_json(const bench_opts *o, const char *method, const bench_result *r,
+                       const profile *p) {
+    int64_t total = 0;
+    for (size_t i = 0; i < p->nrows; i++)
+        total += p->rows[i].ns;
+    fputs("{\"file\": ", stdout);
+    json_string(o->path);
+    fputs(", \"method\": ", stdout);
+    json_string(method);
+    printf(", \"threads\": %d, \"kernels\": \"%s\", \"isa\": \"%s\", \"warmup\": %lld, "
+           "\"iterations\": %lld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, "
+           "\"load_ms\": %.6f, \"peak_rss_kb\": %ld, \"ops\": [",
+           o->num_threads, etch_module_kernels_name(o->kernels), r->isa, o->warmup,
+           o->iterations, r->median, r->min, r->max, r->load_ms, r->peak_rss_kb);
+    for (size_t i = 0; i < p->nrows; i++) {
+        const prof_row *row = &p->rows[i];
+        fputs(i ? ", {\"op\": " : "{\"op\": ", stdout);
+        json_string(row->op);
+        fputs(", \"impl\": ", stdout);
+        json_string(row->impl);
+        fputs(", \"fused\": ", stdout);
+        json_string(row->fused);
+        printf(", \"calls\": %.6g, \"ms_per_run\": %.6f, \"pct\": %.4f}",
+               (double)row->calls / (double)o->iterations,
+               (double)row->ns / 1e6 / (double)o->iterations,
+               total > 0 ? 100.0 * (double)row->ns / (double)total : 0.0);
+    }
+    fputs("]}\n", stdout);
+}
+
+/* ---- the command ------------------------------------------------------------------------- */
+
+int cmd_bench(int argc, char **argv) {
+    bench_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc != CLI_OK)
+        return rc;
+    etch_module *mod = NULL;
+    cli_inputs *in = calloc(1, sizeof *in);
+    double *times = malloc((size_t)o.iterations * sizeof *times);
+    profile prof;
+    memset(&prof, 0, sizeof prof);
+    if (!in || !times) {
+        free(in);
+        free(times);
+        fprintf(stderr, "error: MemoryAllocationFailed: out of memory\n");
+        return CLI_FAIL;
+    }
+    etch_module_options mo = etch_module_default_options();
+    mo.data_path = o.data;
+    mo.num_threads = o.num_threads;
+    mo.kernels = o.kernels;
+    etch_method *m = NULL;
+    double t0 = cli_now_ms();
+    etch_status st = etch_module_open(o.path, &mo, &mod);
+    if (st == ETCH_OK)
+        st = etch_module_load_method(mod, o.method, &m);
+    double load_ms = cli_now_ms() - t0;
+    if (st != ETCH_OK) {
+        rc = cli_fail(st);
+        goto done;
+    }
+    if ((rc = cli_inputs_set(in, "bench", o.inputs, CLI_FILL_RANDOM, m)) != CLI_OK)
+        goto done;
+    if ((rc = profile_init(&prof, m)) != CLI_OK)
+        goto done;
+    etch_method_set_observer(m, observe, &prof);
+    for (long long k = 0; k < o.warmup + o.iterations; k++) {
+        prof.on = k >= o.warmup;
+        double a = cli_now_ms();
+        prof.last_ns = mono_ns();
+        st = etch_method_execute(m);
+        double dt = cli_now_ms() - a;
+        if (st != ETCH_OK) {
+            rc = cli_fail_ctx(st, "%s %lld", k < o.warmup ? "warm-up execution" : "execution",
+                              k < o.warmup ? k + 1 : k - o.warmup + 1);
+            goto done;
+        }
+        if (k >= o.warmup)
+            times[k - o.warmup] = dt;
+    }
+    etch_method_set_observer(m, NULL, NULL);
+
+    bench_result r;
+    memset(&r, 0, sizeof r);
+    qsort(times, (size_t)o.iterations, sizeof *times, by_value);
+    size_t n = (size_t)o.iterations;
+    r.median = n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
+    r.min = times[0];
+    r.max = times[n - 1];
+    r.load_ms = load_ms;
+    struct rusage ru;
+    r.peak_rss_kb = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0; /* KiB on Linux */
+    r.isa = o.kernels == ETCH_MODULE_KERNELS_OPTIMIZED ? etch_isa_name(etch_isa_active())
+                                                       : "none";
+    qsort(prof.rows, prof.nrows, sizeof *prof.rows, by_time_desc);
+    if (o.json)
+        print_json(&o, o.method, &r, &prof);
+    else
+        print_human(&o, &r, &prof);
+    fflush(stdout);
+    rc = CLI_OK;
+done:
+    etch_module_close(mod); /* before the inputs it borrows */
+    cli_inputs_free(in);
+    free(in);
+    free(times);
+    profile_free(&prof);
+    return rc;
+}
