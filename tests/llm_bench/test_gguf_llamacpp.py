@@ -86,6 +86,11 @@ def main():
         print("node-llama-cpp is not installed in %s (the llm_bench.npm test installs it)"
               % a.node_modules)
         return 1
+    for f in ("stories260K.bin", "tok512.model", "stories260K_greedy.txt",
+              "llama2_tokenizer_32000.model"):
+        if not os.path.exists(os.path.join(a.fixtures, f)):
+            print("missing fixture %s in %s" % (f, a.fixtures))
+            return 1
     os.makedirs(a.work, exist_ok=True)
     import sentencepiece as spm
     from etch.llm.checkpoint import load_checkpoint
