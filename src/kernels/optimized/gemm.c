@@ -172,6 +172,42 @@ static void pack_b_panel(const etch_sgemm_desc *d, int nr, int64_t p, int64_t kb
     }
 }
 
+/* A whole B block, depth [p, p+kb) x columns [j, j+nb), into consecutive panels. Row-major B
+ * is copied four panels at a time, k by k: runs of 4 * nr floats from each row (friendly to
+ * the prefetchers), four destination streams (all panels at once would be kb * nr * 4 bytes
+ * apart, the same cache set: thrashing). */
+static void pack_b_block(const etch_sgemm_desc *d, int nr, int64_t p, int64_t kb, int64_t j,
+                         int64_t nb, float *bpack) {
+    int64_t jr = 0;
+    if (d->b_cs == 1 && (nr == 8 || nr == 16 || nr == 32)) {
+        const int64_t step = kb * nr; /* from one panel to the next */
+        for (; jr + 4 * nr <= nb; jr += 4 * nr) {
+            const float *src = d->b + p * d->b_rs + j + jr;
+            float *dst = bpack + jr * kb;
+            for (int64_t k = 0; k < kb; k++, src += d->b_rs, dst += nr) {
+                if (nr == 16) {
+                    memcpy(dst, src, 16 * sizeof(float));
+                    memcpy(dst + step, src + 16, 16 * sizeof(float));
+                    memcpy(dst + 2 * step, src + 32, 16 * sizeof(float));
+                    memcpy(dst + 3 * step, src + 48, 16 * sizeof(float));
+                } else if (nr == 32) {
+                    memcpy(dst, src, 32 * sizeof(float));
+                    memcpy(dst + step, src + 32, 32 * sizeof(float));
+                    memcpy(dst + 2 * step, src + 64, 32 * sizeof(float));
+                    memcpy(dst + 3 * step, src + 96, 32 * sizeof(float));
+                } else {
+                    memcpy(dst, src, 8 * sizeof(float));
+                    memcpy(dst + step, src + 8, 8 * sizeof(float));
+                    memcpy(dst + 2 * step, src + 16, 8 * sizeof(float));
+                    memcpy(dst + 3 * step, src + 24, 8 * sizeof(float));
+                }
+            }
+        }
+    }
+    for (; jr < nb; jr += nr)
+        pack_b_panel(d, nr, p, kb, j + jr, nb - jr < nr ? nb - jr : nr, bpack + jr * kb);
+}
+
 /* One mm x nn tile (mm <= mr, nn <= nr) at c; a full tile goes straight to C. */
 static void tile(const etch_sgemm_isa *isa, int64_t kb, const float *ap, const float *bp,
                  int64_t ldb, float *c, int64_t ldc, int64_t mm, int64_t nn, bool first) {
@@ -203,8 +239,7 @@ static void gemm_packed(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int
         for (int64_t pc = 0; pc < d->K; pc += kc) {
             const int64_t kb = min64(kc, d->K - pc);
             const bool first = pc == 0, last = pc + kb == d->K;
-            for (int64_t jr = 0; jr < nb; jr += nr)
-                pack_b_panel(d, nr, pc, kb, jc + jr, min64(nr, nb - jr), bpack + jr * kb);
+            pack_b_block(d, nr, pc, kb, jc, nb, bpack);
             for (int64_t ic = i0; ic < i1; ic += mc) {
                 const int64_t mb = min64(mc, i1 - ic);
                 for (int64_t ir = 0; ir < mb; ir += mr)
