@@ -4,12 +4,14 @@
  * odd sizes and SIMD tails, kernels 1x1..7x7, strides 1..3, padding, dilation, groups (1, 2,
  * depthwise, depthwise with a multiplier), batch 1..3, 1-D convolutions, with and without
  * bias, every fused activation, 1..4 threads (a test pool that runs the chunks in a shuffled
- * order) and three scratch sizes (none, small, large).
+ * order, and the library's pthreads pool with 2 and 4 threads) and three scratch sizes (none,
+ * small, large).
  *
  * Convolution tolerance: |opt - ref| <= 1e-5 * (sum |w||x| + |b|) + 1e-6 per element, where
  * ref is the activation applied (in double) to the portable kernel's double-accumulated result
  * and the sum of magnitudes comes from the portable kernel run on |x|, |w|, |b|. Every thread
- * split must give the same bits as the serial run. Pooling must equal the portable kernels
+ * split must give the same bits as the serial run. (Messages name the library's pools as -2 and
+ * -4 threads.) Pooling must equal the portable kernels
  * bit for bit (values and indices), NaN and -inf included.
  */
 #include <math.h>
@@ -20,6 +22,7 @@
 
 #include "etch/kernels.h"
 #include "etch/status.h"
+#include "etch/threadpool.h"
 #include "etch_test.h"
 #include "kernels/optimized/epilogue.h"
 #include "kernels/optimized/opt_conv.h"
@@ -178,12 +181,20 @@ static int64_t conv_out(int in, int k, int p, int s, int d) {
     return (in + 2 * p - d * (k - 1) - 1) / s + 1;
 }
 
-/* Call a kernel with a fresh context; returns the status. */
+/* The library's thread pools (2 and 4 threads), used where `threads` is -2 or -4. */
+static etch_threadpool *real_pool[5];
+static const int thread_runs[6] = {1, 2, 3, 4, -2, -4};
+
+/* Call a kernel with a fresh context; returns the status. threads > 1: the shuffling test
+ * pool; -2 / -4: the real thread pool of that size. */
 static etch_status run_kernel(etch_kernel_fn fn, etch_value **args, size_t nargs,
                               const etch_epilogue *e, int threads, void *temp, size_t temp_size) {
     etch_threadpool_iface pool = {&threads, threads, shuffled_parallel_for};
+    const etch_threadpool_iface *tp = threads > 1 ? &pool : NULL;
+    if (threads < 0)
+        tp = etch_threadpool_get_iface(real_pool[-threads]);
     etch_kernel_context ctx;
-    etch_kernel_context_init(&ctx, "op", temp, temp_size, threads > 1 ? &pool : NULL);
+    etch_kernel_context_init(&ctx, "op", temp, temp_size, tp);
     ctx.epilogue = e && e->act != ETCH_ACT_NONE ? e : NULL;
     fn(&ctx, args, nargs);
     return ctx.status;
@@ -255,7 +266,10 @@ static void conv_check(const conv_case *c) {
     for (int ii = 0; ii < n_isas; ii++) {
         CHECK_OK(etch_isa_set(isas[ii]));
         for (int ti = 0; ti < 3; ti++) {
-            for (int threads = 1; threads <= 4; threads++) {
+            for (int tr_i = 0; tr_i < 6; tr_i++) {
+                int threads = thread_runs[tr_i];
+                if (threads < 0 && ti != 0)
+                    continue; /* the real pools: with the large scratch only */
                 memset(o, 0xff, (size_t)no * 4); /* NaN: every element must be written */
                 etch_status s = run_kernel(etch_opt_convolution_out, args, 11, e, threads,
                                            temps[ti] ? big_temp : NULL, temps[ti]);
@@ -521,7 +535,8 @@ static void max_pool_check(const pool_case *c) {
     args[7] = &voi;
     for (int ii = 0; ii < n_isas; ii++) {
         CHECK_OK(etch_isa_set(isas[ii]));
-        for (int threads = 1; threads <= 4; threads++) {
+        for (int tr_i = 0; tr_i < 6; tr_i++) {
+            int threads = thread_runs[tr_i];
             memset(o, 0x7f, (size_t)no * 4);
             memset(oi, 0x7f, (size_t)no * 8);
             CHECK_OK(run_kernel(etch_opt_max_pool2d_with_indices_out, args, 8, NULL, threads,
@@ -562,7 +577,8 @@ static void avg_pool_check(const pool_case *c, bool include_pad, int64_t divisor
     args[7] = args[8] = &vo;
     for (int ii = 0; ii < n_isas; ii++) {
         CHECK_OK(etch_isa_set(isas[ii]));
-        for (int threads = 1; threads <= 4; threads++) {
+        for (int tr_i = 0; tr_i < 6; tr_i++) {
+            int threads = thread_runs[tr_i];
             memset(o, 0x7f, (size_t)no * 4);
             CHECK_OK(run_kernel(etch_opt_avg_pool2d_out, args, 8, NULL, threads, NULL, 0));
             pool_runs++;
@@ -596,7 +612,8 @@ static void adaptive_check(int N, int C, int H, int W, int OH, int OW, bool batc
     etch_value *args[4] = {&vx, mklist(&l, sz, 2), &vr, &vr};
     CHECK_OK(run_kernel(etch_portable_adaptive_avg_pool2d_out, args, 3, NULL, 1, NULL, 0));
     args[2] = args[3] = &vo;
-    for (int threads = 1; threads <= 4; threads++) {
+    for (int tr_i = 0; tr_i < 6; tr_i++) {
+        int threads = thread_runs[tr_i];
         memset(o, 0x7f, (size_t)no * 4);
         CHECK_OK(run_kernel(etch_opt_adaptive_avg_pool2d_out, args, 3, NULL, threads, NULL, 0));
         pool_runs++;
@@ -661,6 +678,8 @@ static void test_pools(void) {
 int main(void) {
     pick_isas();
     big_temp = (uint8_t *)xmalloc(BIG_TEMP);
+    CHECK_OK(etch_threadpool_create(2, &real_pool[2]));
+    CHECK_OK(etch_threadpool_create(4, &real_pool[4]));
     test_conv_generated();
     test_conv_epilogues();
     test_conv_fallbacks();
@@ -668,5 +687,7 @@ int main(void) {
     printf("%d convolution runs (worst error = %.3g of the tolerance), %d pooling runs\n",
            conv_runs, worst_ratio, pool_runs);
     free(big_temp);
+    etch_threadpool_destroy(real_pool[2]);
+    etch_threadpool_destroy(real_pool[4]);
     return etch_test_finish();
 }
