@@ -43,7 +43,8 @@ void cmd_bench_usage(FILE *out) {
             "  --json                 print one JSON object instead: file, method, threads,\n"
             "                         kernels, isa, warmup, iterations, median_ms, min_ms,\n"
             "                         max_ms, load_ms, peak_rss_kb, ops: [{op, impl, fused\n"
-            "                         (operator name or null), calls, ms_per_run, pct}]\n"
+            "                         (operator name or null), calls, ms_per_run, pct}],\n"
+            "                         times_ms (each timed execution, in order)\n"
             "  -h, --help             show this help\n"
             "\n"
             "Exit status: 0 success, 1 failure, 2 bad usage.\n");
@@ -242,6 +243,7 @@ static void json_string(const char *s) {
 }
 
 typedef struct bench_result {
+    const double *times; /* [iterations] in execution order */
     double median, min, max, load_ms;
     long peak_rss_kb;
     const char *isa;
@@ -300,6 +302,9 @@ static void print_json(const bench_opts *o, const char *method, const bench_resu
                (double)row->ns / 1e6 / (double)o->iterations,
                total > 0 ? 100.0 * (double)row->ns / (double)total : 0.0);
     }
+    fputs("], \"times_ms\": [", stdout);
+    for (long long k = 0; k < o->iterations; k++)
+        printf(k ? ", %.6f" : "%.6f", r->times[k]);
     fputs("]}\n", stdout);
 }
 
@@ -312,7 +317,7 @@ int cmd_bench(int argc, char **argv) {
         return rc;
     etch_module *mod = NULL;
     cli_inputs *in = calloc(1, sizeof *in);
-    double *times = malloc((size_t)o.iterations * sizeof *times);
+    double *times = malloc(2 * (size_t)o.iterations * sizeof *times); /* + a sorted copy */
     profile prof;
     memset(&prof, 0, sizeof prof);
     if (!in || !times) {
@@ -358,11 +363,14 @@ int cmd_bench(int argc, char **argv) {
 
     bench_result r;
     memset(&r, 0, sizeof r);
-    qsort(times, (size_t)o.iterations, sizeof *times, by_value);
     size_t n = (size_t)o.iterations;
-    r.median = n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
-    r.min = times[0];
-    r.max = times[n - 1];
+    double *sorted = times + n;
+    memcpy(sorted, times, n * sizeof *times);
+    qsort(sorted, n, sizeof *sorted, by_value);
+    r.times = times;
+    r.median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    r.min = sorted[0];
+    r.max = sorted[n - 1];
     r.load_ms = load_ms;
     struct rusage ru;
     r.peak_rss_kb = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0; /* KiB on Linux */
