@@ -9,21 +9,29 @@
  *
  * The rewrite is made only where it provably computes what the two calls compute:
  *   - v is a Float tensor written by P alone (every occurrence of v in P's arguments is a
- *     written tensor: its out slot and return slot) and read by A alone: no other
- *     instruction, tensor list, Move, Free, jump condition, delegate, method input or
- *     output refers to it;
+ *     written tensor: its out slot and return slot; P writes no other tensor) and read by A
+ *     alone: no other instruction, tensor list, Move, Free, jump condition, delegate, method
+ *     input or output refers to it;
  *   - A is a portable or optimized kernel (their math is the epilogue's), reads exactly v,
  *     writes a distinct Float tensor `out` with v's layout (rank, sizes, dim order, dynamism,
  *     capacity: any resize that succeeds on v succeeds on out and vice versa), and is not a
- *     jump target;
- *   - P's inputs do not alias `out`: not the same value, not in a tensor list, and not
- *     overlapping storage (a memory planner may give out the memory of an input of P that
- *     dies at P, which would make P read what it has begun to overwrite); no input of P or
- *     `out` is rebound at run time (Move target, view output, delegate argument, Free);
+ *     jump target; `out` is never rebound at run time (Move target, view output, delegate
+ *     argument, Free);
  *   - A's scalar arguments are fixed program values (nothing may overwrite them) that the
  *     activation accepts as is: clamp/hardtanh bounds are Int or Double, not NaN, within
  *     Float's range; gelu's approximate is "none" or "tanh". Anything the activation
  *     kernel would reject at run time is left to it.
+ * Then one of two rewrites:
+ *   direct    P writes `out` in place of v. Needs P's inputs not to alias `out`: not the same
+ *             value, not in a tensor list, not rebound at run time, and not overlapping its
+ *             storage. (A memory planner may well give `out` the bytes of an input of P that
+ *             dies at P: P would read what it has begun to overwrite.)
+ *   redirect  P keeps writing v, and the instructions after A that read `out` read v
+ *             instead. Needs a method without jumps (so instruction order is execution
+ *             order), `out` referenced by nothing before A and by no list, Move, method input
+ *             or output, and v's storage left alone until `out`'s last reader: no tensor
+ *             that overlaps it is referenced in between (nor one rebound at run time).
+ *             This is what makes fusion work with tight memory plans.
  */
 #include <float.h>
 #include <math.h>
@@ -54,7 +62,16 @@ enum {
     V_IO = 1u << 0,      /* a method input or output */
     V_WRITTEN = 1u << 1, /* something may overwrite this (non-tensor) value at run time */
     V_REBOUND = 1u << 2, /* its slot or data pointer may change at run time */
+    V_LISTED = 1u << 3,  /* an item of a tensor list */
+    V_MOVED = 1u << 4,   /* a Move's source */
+    V_FUSED = 1u << 5,   /* v or out of a fusion made: its references (counted before) moved */
+    V_WRITES = 1u << 6,  /* a tensor some instruction writes (or binds), or a method input */
 };
+
+typedef struct fuse_ctx {
+    vinfo *info;
+    bool has_jumps;
+} fuse_ctx;
 
 size_t etch_method_fuse_scratch(uint32_t nvalues) {
     return (size_t)nvalues * sizeof(vinfo) + _Alignof(vinfo);
@@ -86,10 +103,12 @@ static bool sig_read_only(char c) {
     return c && strchr("TtSsIiDdBbLlFQXON", c) != NULL;
 }
 
-static void scan_method(const etch_method *m, vinfo *info) {
+static void scan_method(const etch_method *m, fuse_ctx *f) {
+    vinfo *info = f->info;
     memset(info, 0, sizeof(vinfo) * m->nvalues);
+    f->has_jumps = false;
     for (uint32_t i = 0; i < m->ninputs; i++)
-        use(info, (uint32_t)m->inputs[i], V_IO);
+        use(info, (uint32_t)m->inputs[i], V_IO | V_WRITES);
     for (uint32_t i = 0; i < m->noutputs; i++)
         use(info, (uint32_t)m->outputs[i], V_IO);
     for (uint32_t i = 0; i < m->nvalues; i++) {
@@ -98,7 +117,7 @@ static void scan_method(const etch_method *m, vinfo *info) {
             continue;
         for (size_t k = 0; k < v->u.list.len; k++)
             if (v->u.list.items[k])
-                use(info, index_of(m, v->u.list.items[k]), 0);
+                use(info, index_of(m, v->u.list.items[k]), V_LISTED);
     }
     for (uint32_t c = 0; c < m->nchains; c++) {
         etch_chain *ch = &m->chains[c];
@@ -109,12 +128,20 @@ static void scan_method(const etch_method *m, vinfo *info) {
                 const char *sig = in->kernel ? in->kernel->signature : NULL;
                 size_t fixed = sig ? strcspn(sig, "*") : 0;
                 for (uint32_t k = 0; k < in->nargs; k++) {
-                    uint8_t f = 0;
+                    uint8_t fl = 0;
                     if (!sig || k >= fixed || !sig_read_only(sig[k]))
-                        f |= V_WRITTEN;
-                    if (in->arg_modes[k] == ARG_VIEW)
-                        f |= V_REBOUND;
-                    use(info, index_of(m, in->args[k]), f);
+                        fl |= V_WRITTEN;
+                    uint8_t mode = in->arg_modes[k];
+                    const etch_value *x = in->args[k];
+                    if (mode == ARG_VIEW)
+                        fl |= V_REBOUND;
+                    if (mode == ARG_WRITE || mode == ARG_VIEW)
+                        fl |= V_WRITES;
+                    if (mode == ARG_LIST_WRITE)
+                        for (size_t j = 0; j < x->u.list.len; j++)
+                            if (x->u.list.items[j])
+                                info[index_of(m, x->u.list.items[j])].flags |= V_WRITES;
+                    use(info, index_of(m, x), fl);
                 }
                 break;
             }
@@ -123,10 +150,11 @@ static void scan_method(const etch_method *m, vinfo *info) {
                     use(info, index_of(m, in->args[k]), V_WRITTEN | V_REBOUND);
                 break;
             case IA_MOVE_CALL:
-                use(info, in->a, 0);
+                use(info, in->a, V_MOVED);
                 use(info, in->b, V_WRITTEN | V_REBOUND);
                 break;
             case IA_JUMP_FALSE_CALL:
+                f->has_jumps = true;
                 use(info, in->a, 0);
                 if (in->b < ch->n)
                     ch->instrs[in->b].jump_target = true;
@@ -151,6 +179,13 @@ static bool same_layout(const etch_tensor *a, const etch_tensor *b) {
     return true;
 }
 
+static bool ranges_overlap(const etch_tensor *a, const etch_tensor *b) {
+    uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
+    uintptr_t a1 = a0 + (uintptr_t)a->capacity * etch_dtype_size(a->dtype);
+    uintptr_t b1 = b0 + (uintptr_t)b->capacity * etch_dtype_size(b->dtype);
+    return a0 < b1 && b0 < a1;
+}
+
 /* Could `in` (read by P) share storage with `out` (written by P after fusion)? */
 static bool may_overlap(const etch_tensor *in, const etch_tensor *out) {
     if (in->flags & ETCH_TENSOR_CONSTANT)
@@ -159,10 +194,7 @@ static bool may_overlap(const etch_tensor *in, const etch_tensor *out) {
         /* unbound at load: caller buffers (borrowed inputs, set_output_data); two of them
          * may be the same buffer, a caller buffer is not one of the planned arenas */
         return !in->data && !out->data;
-    uintptr_t a0 = (uintptr_t)in->data, b0 = (uintptr_t)out->data;
-    uintptr_t a1 = a0 + (uintptr_t)in->capacity * etch_dtype_size(in->dtype);
-    uintptr_t b1 = b0 + (uintptr_t)out->capacity * etch_dtype_size(out->dtype);
-    return a0 < b1 && b0 < a1;
+    return ranges_overlap(in, out);
 }
 
 /* A tensor P reads: acceptable next to `out`? */
@@ -177,39 +209,183 @@ static bool input_ok(const etch_method *m, const vinfo *info, const etch_value *
     return !may_overlap(x->u.tensor, out->u.tensor);
 }
 
-/* P's arguments, with v its fused-away result and out A's output. */
-static bool producer_ok(const etch_method *m, const vinfo *info, const etch_instr *p,
-                        const etch_value *v, const etch_value *out) {
+/* P writes v (and no other tensor), never reads it. */
+static bool producer_shape_ok(const etch_instr *p, const etch_value *v) {
     uint32_t nv = 0;
     for (uint32_t k = 0; k < p->nargs; k++) {
-        const etch_value *x = p->args[k];
         uint8_t mode = p->arg_modes[k];
-        if (x == v) {
+        if (p->args[k] == v) {
             if (mode != ARG_WRITE)
                 return false; /* P also reads v */
             nv++;
-            continue;
-        }
-        if (x == out)
-            return false;
-        switch (mode) {
-        case ARG_SKIP:
-            break;
-        case ARG_READ:
-        case ARG_LIST_READ:
-            if (x->tag == ETCH_VALUE_TENSOR_LIST || x->tag == ETCH_VALUE_OPTIONAL_TENSOR_LIST) {
-                for (size_t j = 0; j < x->u.list.len; j++)
-                    if (x->u.list.items[j] && !input_ok(m, info, x->u.list.items[j], v, out))
-                        return false;
-            } else if (!input_ok(m, info, x, v, out)) {
-                return false;
-            }
-            break;
-        default: /* another written tensor, a view, a written list: not a one-output call */
-            return false;
+        } else if (mode != ARG_SKIP && mode != ARG_READ && mode != ARG_LIST_READ) {
+            return false; /* another written tensor, a view, a written list */
         }
     }
     return nv > 0;
+}
+
+/* Direct rewrite: P's inputs (v excluded) do not alias `out`. */
+static bool direct_ok(const etch_method *m, const vinfo *info, const etch_instr *p,
+                      const etch_value *v, const etch_value *out) {
+    for (uint32_t k = 0; k < p->nargs; k++) {
+        const etch_value *x = p->args[k];
+        if (x == v || p->arg_modes[k] == ARG_SKIP)
+            continue;
+        if (x->tag == ETCH_VALUE_TENSOR_LIST || x->tag == ETCH_VALUE_OPTIONAL_TENSOR_LIST) {
+            for (size_t j = 0; j < x->u.list.len; j++)
+                if (x->u.list.items[j] && !input_ok(m, info, x->u.list.items[j], v, out))
+                    return false;
+        } else if (!input_ok(m, info, x, v, out)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Instruction after (c, pc) in execution order of a method without jumps; false at the end. */
+static bool next_instr(const etch_method *m, uint32_t *c, uint32_t *pc) {
+    if (++*pc < m->chains[*c].n)
+        return true;
+    while (++*c < m->nchains)
+        if (m->chains[*c].n) {
+            *pc = 0;
+            return true;
+        }
+    return false;
+}
+
+/* Does kernel call `in` write all of `x`'s bytes (a statically shaped out tensor that covers
+ * them; in-place operators, named "..._", may write only part)? */
+static bool overwrites(const etch_method *m, const etch_instr *in, const etch_tensor *x) {
+    const char *name = m->ops[in->a].name;
+    size_t base = strcspn(name, ".");
+    if (base && name[base - 1] == '_')
+        return false;
+    uintptr_t x0 = (uintptr_t)x->data;
+    uintptr_t x1 = x0 + (uintptr_t)x->capacity * etch_dtype_size(x->dtype);
+    for (uint32_t j = 0; j < in->nargs; j++) {
+        const etch_value *w = in->args[j];
+        if (in->arg_modes[j] != ARG_WRITE || w->tag != ETCH_VALUE_TENSOR)
+            continue;
+        const etch_tensor *t = w->u.tensor;
+        uintptr_t t0 = (uintptr_t)t->data;
+        uintptr_t t1 = t0 + (uintptr_t)t->capacity * etch_dtype_size(t->dtype);
+        if (t->data && t->dynamism == ETCH_SHAPE_STATIC && t0 <= x0 && x1 <= t1)
+            return true;
+    }
+    return false;
+}
+
+/* In a method without jumps: is `x` read after instruction (c, pc) before an instruction
+ * overwrites all of its bytes (or after the method, as an output)? */
+static bool read_before_overwritten(const etch_method *m, const vinfo *info, uint32_t c,
+                                    uint32_t pc, const etch_value *x) {
+    const etch_tensor *xt = x->u.tensor;
+    while (next_instr(m, &c, &pc)) {
+        const etch_instr *in = &m->chains[c].instrs[pc];
+        if (in->skipped)
+            continue;
+        switch (in->kind) {
+        case IA_KERNEL_CALL:
+        case IA_DELEGATE_CALL:
+            for (uint32_t j = 0; j < in->nargs; j++) {
+                const etch_value *a = in->args[j];
+                if (a == x)
+                    return true;
+                if (a->tag == ETCH_VALUE_TENSOR_LIST || a->tag == ETCH_VALUE_OPTIONAL_TENSOR_LIST)
+                    for (size_t i = 0; i < a->u.list.len; i++)
+                        if (a->u.list.items[i] == x)
+                            return true;
+            }
+            if (in->kind == IA_KERNEL_CALL && overwrites(m, in, xt))
+                return false;
+            break;
+        case IA_MOVE_CALL:
+        case IA_FREE_CALL:
+            if (&m->values[in->a] == x || (in->kind == IA_MOVE_CALL && &m->values[in->b] == x))
+                return true;
+            break;
+        default:
+            break;
+        }
+    }
+    return (info[index_of(m, x)].flags & V_IO) != 0; /* outputs are read by the caller */
+}
+
+/*
+ * After instruction (c, pc), is `t`'s storage read through a value that no instruction
+ * writes? An exporter may give a view the bytes of its source instead of an instruction (a
+ * "planned alias"): its readers read whatever the source left there. Tensors that some
+ * instruction writes, and method inputs, bring their own bytes; a tensor only ever read (or
+ * handed to a delegate or to a kernel without a signature) might be such an alias, unless
+ * something overwrites its bytes before it is read. `a` and `b`: the pair's own values.
+ */
+static bool read_through_alias(const etch_method *m, const fuse_ctx *f, uint32_t c,
+                               uint32_t pc, const etch_value *a, const etch_value *b,
+                               const etch_tensor *t) {
+    for (uint32_t i = 0; i < m->nvalues; i++) {
+        const etch_value *x = &m->values[i];
+        if (x == a || x == b || x->tag != ETCH_VALUE_TENSOR || !f->info[i].uses ||
+            (f->info[i].flags & V_WRITES))
+            continue;
+        const etch_tensor *xt = x->u.tensor;
+        if (!xt->data || (xt->flags & ETCH_TENSOR_CONSTANT) || !ranges_overlap(xt, t))
+            continue;
+        if (f->has_jumps || read_before_overwritten(m, f->info, c, pc, x))
+            return true;
+    }
+    return false;
+}
+
+/* A tensor referenced while `out`'s readers are redirected to v: must leave v's bytes alone. */
+static bool clear_of(const etch_method *m, const vinfo *info, const etch_value *x,
+                     const etch_tensor *vt) {
+    if (x->tag != ETCH_VALUE_TENSOR)
+        return true;
+    if (info[index_of(m, x)].flags & V_REBOUND)
+        return false;
+    const etch_tensor *t = x->u.tensor;
+    return !t->data || (t->flags & ETCH_TENSOR_CONSTANT) || !ranges_overlap(t, vt);
+}
+
+/* Redirect rewrite (A is instruction k + 1 of chain c); with `apply`, make it. */
+static bool redirect(etch_method *m, const fuse_ctx *f, uint32_t c, uint32_t k,
+                     etch_value *v, etch_value *out, bool apply) {
+    const vinfo *oi = &f->info[index_of(m, out)];
+    const etch_tensor *vt = v->u.tensor;
+    if (f->has_jumps || (oi->flags & (V_IO | V_REBOUND | V_LISTED | V_MOVED)) ||
+        !(vt->flags & ETCH_TENSOR_PLANNED) || !vt->data)
+        return false;
+    /* out's bytes are no longer written: nothing may read them through an alias */
+    if (!apply && read_through_alias(m, f, c, k + 1, v, out, out->u.tensor))
+        return false;
+    uint32_t seen = 2; /* A's out and return slots */
+    uint32_t cc = c, pc = k + 1;
+    while (seen < oi->uses && next_instr(m, &cc, &pc)) {
+        etch_instr *in = &m->chains[cc].instrs[pc];
+        if (in->kind != IA_KERNEL_CALL && in->kind != IA_DELEGATE_CALL)
+            continue; /* Moves and Frees do not involve out (flags above) nor write data */
+        for (uint32_t j = 0; j < in->nargs; j++) {
+            etch_value *x = in->args[j];
+            if (x == out) {
+                if (in->kind != IA_KERNEL_CALL || in->arg_modes[j] == ARG_VIEW)
+                    return false;
+                seen++;
+                if (apply)
+                    in->args[j] = v;
+            } else if (x->tag == ETCH_VALUE_TENSOR_LIST ||
+                       x->tag == ETCH_VALUE_OPTIONAL_TENSOR_LIST) {
+                for (size_t i = 0; i < x->u.list.len; i++)
+                    if (x->u.list.items[i] && !clear_of(m, f->info, x->u.list.items[i], vt))
+                        return false;
+            } else if (x == v || !clear_of(m, f->info, x, vt)) {
+                return false;
+            }
+        }
+    }
+    /* every reference of out is A's or after it */
+    return seen == oi->uses;
 }
 
 /* A Float bound of clamp/hardtanh as the portable kernel converts it; false when the value
@@ -268,8 +444,10 @@ static bool epilogue_of(const etch_method *m, const vinfo *info, const struct ac
     }
 }
 
-/* Fuse instruction k + 1 of chain `ch` into instruction k when allowed. */
-static bool try_fuse(etch_method *m, const vinfo *info, etch_chain *ch, uint32_t k) {
+/* Fuse instruction k + 1 of chain c into instruction k when allowed. */
+static bool try_fuse(etch_method *m, const fuse_ctx *f, uint32_t c, uint32_t k) {
+    vinfo *info = f->info;
+    etch_chain *ch = &m->chains[c];
     etch_instr *p = &ch->instrs[k], *a = &ch->instrs[k + 1];
     if (p->kind != IA_KERNEL_CALL || a->kind != IA_KERNEL_CALL || p->skipped || p->fused ||
         a->fused || a->jump_target)
@@ -287,21 +465,32 @@ static bool try_fuse(etch_method *m, const vinfo *info, etch_chain *ch, uint32_t
     if (vt->dtype != ETCH_DTYPE_FLOAT || !same_layout(vt, ot) ||
         ((vt->flags | ot->flags) & ETCH_TENSOR_CONSTANT))
         return false;
-    const vinfo *vi = &info[index_of(m, v)], *oi = &info[index_of(m, out)];
-    if ((vi->flags & (V_IO | V_REBOUND)) || (oi->flags & V_REBOUND))
+    vinfo *vi = &info[index_of(m, v)], *oi = &info[index_of(m, out)];
+    if ((vi->flags & (V_IO | V_REBOUND | V_FUSED)) || (oi->flags & (V_REBOUND | V_FUSED)))
         return false;
     /* v is referenced by P (written) and by A's input, nowhere else */
     uint32_t in_p = 0;
     for (uint32_t j = 0; j < p->nargs; j++)
         in_p += p->args[j] == v;
-    if (vi->uses != in_p + 1 || !producer_ok(m, info, p, v, out))
+    if (vi->uses != in_p + 1 || !producer_shape_ok(p, v))
+        return false;
+    /* v's bytes, no longer written (direct) or now activated (redirect), read by no alias */
+    if (read_through_alias(m, f, c, k + 1, v, out, vt))
         return false;
     etch_epilogue e;
     if (!epilogue_of(m, info, op, a, &e))
         return false;
-    for (uint32_t j = 0; j < p->nargs; j++)
-        if (p->args[j] == v)
-            p->args[j] = out;
+    if (direct_ok(m, info, p, v, out)) {
+        for (uint32_t j = 0; j < p->nargs; j++)
+            if (p->args[j] == v)
+                p->args[j] = out;
+    } else if (redirect(m, f, c, k, v, out, false)) {
+        redirect(m, f, c, k, v, out, true);
+    } else {
+        return false;
+    }
+    vi->flags |= V_FUSED;
+    oi->flags |= V_FUSED;
     p->fused = true;
     p->fused_op = a->a;
     p->epilogue = e;
@@ -322,12 +511,13 @@ uint32_t etch_method_fuse(etch_method *m, etch_pool *pool) {
     vinfo *info = (vinfo *)etch_pool_alloc(pool, sizeof(vinfo) * m->nvalues, _Alignof(vinfo));
     if (!info)
         return 0; /* no room: run unfused */
-    scan_method(m, info);
+    fuse_ctx f = {info, false};
+    scan_method(m, &f);
     uint32_t fused = 0;
     for (uint32_t c = 0; c < m->nchains; c++) {
         etch_chain *ch = &m->chains[c];
         for (uint32_t k = 0; k + 1 < ch->n; k++)
-            if (try_fuse(m, info, ch, k)) {
+            if (try_fuse(m, &f, c, k)) {
                 fused++;
                 k++; /* the skipped activation cannot start another pair */
             }
