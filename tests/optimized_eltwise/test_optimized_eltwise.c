@@ -2,8 +2,9 @@
  *
  * Every case runs the portable kernel once (the reference: double math rounded once), then the
  * optimized kernel under every instruction set this CPU supports (the others are named as not
- * run) and every threading split (no pool, and a test pool of 2, 3, 4 threads that runs the
- * chunks serially in a shuffled order, some finer than one per thread). Results must be
+ * run) and every threading split (no pool; a test pool of 2, 3, 4 threads that runs the
+ * chunks serially in a shuffled order, some finer than one per thread; etch_threadpool with
+ * 2 and 4 threads). Results must be
  * within the stated tolerance of the reference, and bit-identical across threading splits of
  * one ISA. Shapes are generated with tails (1..67 and large), broadcasting patterns, other dim
  * orders (which take the portable path) and NaN / inf / signed zero / subnormal values. The
@@ -28,6 +29,7 @@
 #include "alloc_wrap.h"
 #include "etch/etch.h"
 #include "etch/kernels.h"
+#include "etch/threadpool.h"
 #include "etch_test.h"
 #include "kernels/optimized/epilogue.h"
 #include "kernels/optimized/opt_eltwise.h"
@@ -199,12 +201,21 @@ static void pool_parallel_for(void *self, int64_t n, int64_t grain, etch_paralle
 
 static unsigned char temp_mem[1 << 20];
 
+static etch_threadpool *real_pool[5]; /* etch_threadpool of 2 and 4 threads */
+
+/* threads > 1: the shuffling test pool; threads < 0: the real pthreads pool of -threads. */
 static etch_status call_k(kfn f, etch_value **args, size_t nargs, int threads,
                           const etch_epilogue *epi) {
     test_pool tp = {threads};
     etch_threadpool_iface pool = {&tp, threads, pool_parallel_for};
+    const etch_threadpool_iface *iface = threads > 1 ? &pool : NULL;
+    if (threads < 0) {
+        if (!real_pool[-threads])
+            CHECK_OK(etch_threadpool_create(-threads, &real_pool[-threads]));
+        iface = etch_threadpool_get_iface(real_pool[-threads]);
+    }
     etch_kernel_context ctx;
-    etch_kernel_context_init(&ctx, "test", temp_mem, sizeof temp_mem, threads > 1 ? &pool : NULL);
+    etch_kernel_context_init(&ctx, "test", temp_mem, sizeof temp_mem, iface);
     ctx.epilogue = epi;
     etch_alloc_arm();
     f(&ctx, args, nargs);
@@ -217,8 +228,8 @@ static etch_status call_k(kfn f, etch_value **args, size_t nargs, int threads,
 static const etch_isa all_isas[] = {ETCH_ISA_SCALAR, ETCH_ISA_AVX2, ETCH_ISA_AVX512,
                                     ETCH_ISA_NEON};
 #define N_ISA 4
-static const int thread_cfgs[] = {1, 2, 3, 4};
-#define N_THR 4
+static const int thread_cfgs[] = {1, 2, 3, 4, -2, -4};
+#define N_THR 6
 
 /* ---- comparison --------------------------------------------------------------------------- */
 
@@ -333,8 +344,9 @@ static void run_case(kcase *c) {
             }
             etch_status st = call_k(c->opt, c->args, c->nargs, thread_cfgs[ti], c->epi);
             char what[200];
-            snprintf(what, sizeof what, "%s [%s, %d threads]", c->name,
-                     etch_isa_name(all_isas[ii]), thread_cfgs[ti]);
+            snprintf(what, sizeof what, "%s [%s, %d threads%s]", c->name,
+                     etch_isa_name(all_isas[ii]), abs(thread_cfgs[ti]),
+                     thread_cfgs[ti] < 0 ? ", etch_threadpool" : "");
             CHECK_MSG(st == rst, "%s: status %s, portable %s", what, etch_status_str(st),
                       etch_status_str(rst));
             if (st != ETCH_OK || rst != ETCH_OK)
@@ -1178,5 +1190,7 @@ int main(void) {
     test_norm();
     test_copies();
     tfree_all();
+    etch_threadpool_destroy(real_pool[2]);
+    etch_threadpool_destroy(real_pool[4]);
     return etch_test_finish();
 }

@@ -40,6 +40,27 @@ typedef struct blk_job {
 
 static void blk_range(void *arg, int64_t b, int64_t e) {
     const blk_job *j = (const blk_job *)arg;
+    /* small blocks (stack / cat along the last dims, strided slices) as typed moves */
+    if (j->chunk == 4 && j->dst_step % 4 == 0 && j->src_step % 4 == 0) {
+        uint32_t *d = (uint32_t *)(void *)j->dst;
+        const uint32_t *s = (const uint32_t *)(const void *)j->src;
+        const int64_t ds = j->dst_step / 4, ss = j->src_step / 4;
+        if (((uintptr_t)d | (uintptr_t)s) % 4 == 0) {
+            for (int64_t o = b; o < e; o++)
+                d[o * ds] = s[o * ss];
+            return;
+        }
+    }
+    if (j->chunk == 8 && j->dst_step % 8 == 0 && j->src_step % 8 == 0) {
+        uint64_t *d = (uint64_t *)(void *)j->dst;
+        const uint64_t *s = (const uint64_t *)(const void *)j->src;
+        const int64_t ds = j->dst_step / 8, ss = j->src_step / 8;
+        if (((uintptr_t)d | (uintptr_t)s) % 8 == 0) {
+            for (int64_t o = b; o < e; o++)
+                d[o * ds] = s[o * ss];
+            return;
+        }
+    }
     for (int64_t o = b; o < e; o++)
         memcpy(j->dst + o * j->dst_step, j->src + o * j->src_step, (size_t)j->chunk);
 }
