@@ -104,7 +104,7 @@ MODELS: Dict[str, Spec] = {
                          "torchvision mobilenet_v2, random init, 1x3x224x224"),
     "resnet18": Spec(_resnet18, (1, 3, 224, 224), 2, 8,
                      "torchvision resnet18, random init, 1x3x224x224"),
-    "mlp": Spec(_mlp, (1, 32), 200, 2000, "etch.zoo MLP 32-64-64-10, 1x32"),
+    "mlp": Spec(_mlp, (1, 32), 1000, 20000, "etch.zoo MLP 32-64-64-10, 1x32"),
     "transformer": Spec(_transformer, (1, 64, 256), 3, 15,
                         "nn.TransformerEncoder, 4 layers, d=256, 8 heads, ff 1024, seq 64"),
     "llama": Spec(_llama, (1, 64, 256), 3, 15,
@@ -213,8 +213,13 @@ def _diff(out: np.ndarray, ref: np.ndarray) -> Optional[float]:
     return float(np.max(np.abs(out.astype(np.float64) - ref.astype(np.float64))))
 
 
+def _run_has_kernels_flag(etch_bin: Path) -> bool:
+    r = subprocess.run([str(etch_bin), "help", "run"], capture_output=True, text=True)
+    return "--kernels" in (r.stdout + r.stderr)
+
+
 def check(name: str, etch_bin: Path, node: str = "node", work: Path = WORK,
-          tolerance: float = TOLERANCE) -> Dict[str, object]:
+          tolerance: float = TOLERANCE, kernels: Optional[str] = None) -> Dict[str, object]:
     """Run etch and ONNX Runtime once on the saved input; compare with eager's output."""
     p = paths(name, work)
     ref = np.load(p["ref"])
@@ -222,6 +227,9 @@ def check(name: str, etch_bin: Path, node: str = "node", work: Path = WORK,
     with tempfile.TemporaryDirectory(prefix="etch-bench-") as tmp:
         cmd = [str(etch_bin), "run", str(p["pte"]), "--inputs", str(p["input"]),
                "--output-dir", tmp]
+        if kernels and _run_has_kernels_flag(etch_bin):
+            cmd += ["--kernels", kernels]
+        res["etch_kernels_checked"] = kernels if "--kernels" in cmd else "default"
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         out = Path(tmp) / "output_0.npy"
         if r.returncode != 0 or not out.exists():
@@ -254,14 +262,15 @@ def check(name: str, etch_bin: Path, node: str = "node", work: Path = WORK,
 
 
 def prepare(selected: List[str], etch_bin: Path, force: bool = False, node: str = "node",
-            work: Path = WORK, log=print) -> Dict[str, Dict[str, object]]:
+            work: Path = WORK, log=print, kernels: Optional[str] = None
+            ) -> Dict[str, Dict[str, object]]:
     """Export (cached) and check each model; {name: status}."""
     out = {}
     for name in selected:
         log("[models] %s: export%s" % (name, " (forced)" if force else ""))
         st = export(name, etch_bin, force=force, work=work, log=log)
         if st["ok"]:
-            st.update(check(name, etch_bin, node=node, work=work))
+            st.update(check(name, etch_bin, node=node, work=work, kernels=kernels))
         if st.get("etch_max_abs_diff") is not None:
             log("[models] %s: max abs diff vs eager: etch %.3g, ORT %s (|eager| max %.3g)"
                 % (name, st["etch_max_abs_diff"],
@@ -278,6 +287,8 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=",".join(MODELS),
                     help="comma-separated subset of: %s" % ", ".join(MODELS))
     ap.add_argument("--force", action="store_true", help="export again even if cached")
+    ap.add_argument("--kernels", choices=("optimized", "portable"), default=None,
+                    help="etch run --kernels for the check, where etch run has the flag")
     ap.add_argument("--etch", type=Path, default=default_etch(),
                     help="the etch CLI (default $ETCH_BIN or <repo>/build/etch)")
     args = ap.parse_args(argv)
@@ -288,7 +299,7 @@ def main(argv=None) -> int:
     if not args.etch.exists():
         ap.error("etch CLI not found at %s (build it, or pass --etch / set ETCH_BIN)"
                  % args.etch)
-    st = prepare(selected, args.etch, force=args.force)
+    st = prepare(selected, args.etch, force=args.force, kernels=args.kernels)
     return 0 if all(s["ok"] for s in st.values()) else 1
 
 

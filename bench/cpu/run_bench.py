@@ -137,12 +137,15 @@ def _loadavg() -> float:
 
 
 def measure_row(runner: Runner, name: str, threads: int, rounds: int, target_s: float,
-                min_iter: int, warm_frac: float) -> dict:
+                min_iter: int, warm_frac: float, calibrate: bool = True) -> dict:
     spec = models.MODELS[name]
     row = {"model": name, "threads": threads, "engines": {}, "errors": {}, "notes": []}
     plan = {}
+    if not calibrate:       # --quick: a fixed small plan, no calibration processes
+        it = max(min_iter, spec.iterations // 10)
+        plan = {e: (max(1, spec.warmup // 3), it) for e in ENGINES}
     # calibration: one warm-up + one timed run per engine (discarded) sizes the rounds
-    for e in ENGINES:
+    for e in (ENGINES if calibrate else ()):
         try:
             c = runner.run(e, name, threads, 1, 1)
             per = max(c["median_ms"], 1e-3) / 1e3
@@ -335,9 +338,11 @@ def write_markdown(path: Path, res: dict) -> None:
     L.append("")
     L.append("Method: per model and thread count, %d rounds; in each round every engine runs "
              "in its own fresh process (its own warm-up, then timed iterations), the engine "
-             "order rotated each round. Iterations per engine were sized by a discarded "
-             "calibration run to about %.1f s per round (see results.json `plan`). Latency = %s."
-             % (cfg["rounds"], cfg["target_s"], res.get("stat", "median")))
+             "order rotated each round. %s Latency = %s." % (
+                 cfg["rounds"], "Iterations: a fixed small plan (--quick)." if cfg["quick"] else
+                 "Iterations per engine were sized by a discarded calibration run to about "
+                 "%.1f s per round (see results.json `plan`)." % cfg["target_s"],
+                 res.get("stat", "median")))
     L.append("")
     note = res.get("noise_note")
     if note:
@@ -461,8 +466,9 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     ap.add_argument("--quick", action="store_true",
-                    help="2 rounds of ~0.3 s per engine; writes to .work/quick/ unless "
-                         "--out-dir is given (a smoke test, not for the record)")
+                    help="2 rounds of a fixed small plan (a tenth of each model's iteration cap), "
+                         "no calibration; writes to .work/quick/ unless --out-dir is given "
+                         "(a smoke test, not for the record)")
     ap.add_argument("--models", default=",".join(models.names()),
                     help="comma-separated subset of: %s" % ", ".join(models.names()))
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (1,2)")
@@ -523,7 +529,7 @@ def main(argv=None) -> int:
         machine["cpu"], machine["cpus"], machine["etch_commit"], machine["torch_version"],
         machine["node_version"]))
     status = models.prepare(selected, args.etch, force=args.force_export, node=args.node,
-                            log=log)
+                            log=log, kernels=args.kernels)
     for st in status.values():
         st.pop("trace", None)
     runner = Runner(args)
@@ -534,7 +540,7 @@ def main(argv=None) -> int:
         for th in threads:
             log("[bench] %s, %d thread(s)" % (name, th))
             rows.append(measure_row(runner, name, th, rounds, target, args.min_iterations,
-                                    0.25))
+                                    0.25, calibrate=not args.quick))
     machine["loadavg_end"] = _loadavg()
     table = summarize(rows)
     busy = max([r.get("busy_compilers_max", 0) for r in rows] or [0])
