@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -56,23 +57,35 @@ def log(msg: str) -> None:
 
 # ---------------------------------------------------------------------------------- engines
 
+# Linux carries a process's peak-RSS mark (getrusage ru_maxrss) across fork and exec, so a
+# child started directly from this (torch-sized) process would report our peak as its own.
+# A small shell in between forks the engine from its own small image: "$@"; exit $? keeps the
+# shell from exec'ing the command in place.
+_SPAWN = ["/bin/sh", "-c", '"$@"; exit $?', "sh"]
+
+
 def _run_json(cmd: List[str], env: Optional[dict] = None, timeout: float = 900) -> dict:
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        raise EngineError("timed out after %ds: %s" % (timeout, " ".join(cmd)))
+        p = subprocess.Popen(_SPAWN + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env, start_new_session=True)
     except OSError as e:
         raise EngineError("cannot run %s: %s" % (cmd[0], e))
-    if r.returncode != 0:
-        msg = " ".join((r.stderr.strip() or r.stdout.strip()).split())[-400:]
-        raise EngineError("exit %d: %s" % (r.returncode, msg or "(no output)"))
-    lines = [ln for ln in r.stdout.splitlines() if ln.strip().startswith("{")]
-    text = r.stdout.strip() if r.stdout.strip().startswith("{") else (lines[-1] if lines else "")
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise EngineError("timed out after %ds: %s" % (timeout, " ".join(cmd)))
+    if p.returncode != 0:
+        msg = " ".join((err.strip() or out.strip()).split())[-400:]
+        raise EngineError("exit %d: %s" % (p.returncode, msg or "(no output)"))
+    lines = [ln for ln in out.splitlines() if ln.strip().startswith("{")]
+    text = out.strip() if out.strip().startswith("{") else (lines[-1] if lines else "")
     try:
         obj = json.loads(text)
     except ValueError:
         raise EngineError("no JSON object in the output of %s: %r" % (" ".join(cmd[:3]),
-                                                                       r.stdout[-300:]))
+                                                                       out[-300:]))
     if not isinstance(obj, dict) or "median_ms" not in obj:
         raise EngineError("unexpected JSON from %s: %r" % (cmd[0], text[:300]))
     return obj
@@ -449,7 +462,7 @@ def write_markdown(path: Path, res: dict) -> None:
     for r in res["rows"]:
         def mb(e):
             v = r["engines"].get(e, {}).get("peak_rss_kb")
-            return "—" if not v else "%.0f" % (v / 1024)
+            return "—" if not v else "%.1f" % (v / 1024)
         L.append("| %s | %d | %s | %s | %s |" % (r["model"], r["threads"], mb("etch"),
                                                   mb("ort"), mb("torch")))
     L.append("")
