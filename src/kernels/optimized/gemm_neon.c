@@ -1,0 +1,105 @@
+/* arm64 Advanced SIMD building blocks of the float32 GEMM (see gemm_isa.h): an 8 x 12
+ * register microkernel (24 accumulators of 4 lanes, 3 B vectors, 2 A vectors, lane-indexed
+ * FMA) and the matrix-vector kernels. */
+#include <arm_neon.h>
+
+#include "kernels/optimized/gemm_isa.h"
+
+#define MR 8
+#define NR 12
+
+static void ukr_neon(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,
+                     int64_t ldc, int accumulate) {
+    float32x4_t acc[MR][3];
+    for (int i = 0; i < MR; i++)
+        acc[i][0] = acc[i][1] = acc[i][2] = vdupq_n_f32(0.0f);
+    for (int64_t k = 0; k < kc; k++) {
+        const float32x4_t b0 = vld1q_f32(bp), b1 = vld1q_f32(bp + 4), b2 = vld1q_f32(bp + 8);
+        const float32x4_t a0 = vld1q_f32(ap), a1 = vld1q_f32(ap + 4);
+#define ROW(i, av, lane)                                                                       \
+    do {                                                                                       \
+        acc[i][0] = vfmaq_laneq_f32(acc[i][0], b0, av, lane);                                  \
+        acc[i][1] = vfmaq_laneq_f32(acc[i][1], b1, av, lane);                                  \
+        acc[i][2] = vfmaq_laneq_f32(acc[i][2], b2, av, lane);                                  \
+    } while (0)
+        ROW(0, a0, 0);
+        ROW(1, a0, 1);
+        ROW(2, a0, 2);
+        ROW(3, a0, 3);
+        ROW(4, a1, 0);
+        ROW(5, a1, 1);
+        ROW(6, a1, 2);
+        ROW(7, a1, 3);
+#undef ROW
+        ap += MR;
+        bp += ldb;
+    }
+    for (int i = 0; i < MR; i++) {
+        float *r = c + i * ldc;
+        for (int v = 0; v < 3; v++) {
+            float32x4_t x = acc[i][v];
+            if (accumulate)
+                x = vaddq_f32(x, vld1q_f32(r + 4 * v));
+            vst1q_f32(r + 4 * v, x);
+        }
+    }
+}
+
+static void gemv_n_neon(int64_t K, int64_t n, const float *x, int64_t x_s, const float *b,
+                        int64_t ldb, float *y) {
+    for (int64_t j = 0; j < n; j++)
+        y[j] = 0.0f;
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+        const float x0 = x[k * x_s], x1 = x[(k + 1) * x_s], x2 = x[(k + 2) * x_s],
+                    x3 = x[(k + 3) * x_s];
+        const float32x4_t xv = {x0, x1, x2, x3};
+        const float *r0 = b + k * ldb, *r1 = r0 + ldb, *r2 = r1 + ldb, *r3 = r2 + ldb;
+        int64_t j = 0;
+        for (; j + 8 <= n; j += 8) {
+            float32x4_t ya = vld1q_f32(y + j), yb = vld1q_f32(y + j + 4);
+            ya = vfmaq_laneq_f32(ya, vld1q_f32(r0 + j), xv, 0);
+            yb = vfmaq_laneq_f32(yb, vld1q_f32(r0 + j + 4), xv, 0);
+            ya = vfmaq_laneq_f32(ya, vld1q_f32(r1 + j), xv, 1);
+            yb = vfmaq_laneq_f32(yb, vld1q_f32(r1 + j + 4), xv, 1);
+            ya = vfmaq_laneq_f32(ya, vld1q_f32(r2 + j), xv, 2);
+            yb = vfmaq_laneq_f32(yb, vld1q_f32(r2 + j + 4), xv, 2);
+            ya = vfmaq_laneq_f32(ya, vld1q_f32(r3 + j), xv, 3);
+            yb = vfmaq_laneq_f32(yb, vld1q_f32(r3 + j + 4), xv, 3);
+            vst1q_f32(y + j, ya);
+            vst1q_f32(y + j + 4, yb);
+        }
+        for (; j < n; j++)
+            y[j] += x0 * r0[j] + x1 * r1[j] + x2 * r2[j] + x3 * r3[j];
+    }
+    for (; k < K; k++) {
+        const float xv = x[k * x_s];
+        const float *r = b + k * ldb;
+        int64_t j = 0;
+        for (; j + 4 <= n; j += 4)
+            vst1q_f32(y + j, vfmaq_n_f32(vld1q_f32(y + j), vld1q_f32(r + j), xv));
+        for (; j < n; j++)
+            y[j] += xv * r[j];
+    }
+}
+
+static void gemv_t_neon(int64_t K, int64_t n, const float *x, const float *b, int64_t ldb,
+                        float *y) {
+    for (int64_t j = 0; j < n; j++) {
+        const float *col = b + j * ldb;
+        float32x4_t a0 = vdupq_n_f32(0.0f), a1 = vdupq_n_f32(0.0f);
+        int64_t k = 0;
+        for (; k + 8 <= K; k += 8) {
+            a0 = vfmaq_f32(a0, vld1q_f32(x + k), vld1q_f32(col + k));
+            a1 = vfmaq_f32(a1, vld1q_f32(x + k + 4), vld1q_f32(col + k + 4));
+        }
+        float s = vaddvq_f32(vaddq_f32(a0, a1));
+        for (; k < K; k++)
+            s += x[k] * col[k];
+        y[j] = s;
+    }
+}
+
+/* kc 256: a B micro-panel (12 KiB) stays in L1; mc 128: the A block (128 KiB) in L2. */
+const etch_sgemm_isa etch_sgemm_isa_neon = {
+    "neon", MR, NR, 128, 256, 1020, ukr_neon, gemv_n_neon, gemv_t_neon};
