@@ -684,6 +684,34 @@ static void test_unary(void) {
     tfree_all();
 }
 
+/* pow with a scalar exponent: the special forms are exact (the same float operations as the
+ * portable kernel's rounding), others go to the portable kernel */
+static void test_pow(void) {
+    const double exps[] = {1, 2, 3, 0.5, -0.5, -1, -2, 2.5, 0};
+    for (size_t k = 0; k < sizeof exps / sizeof exps[0]; k++) {
+        for (int64_t n = 1; n <= 67; n += 11) {
+            for (int in_place = 0; in_place < 2; in_place++) {
+                int64_t s[2] = {3, n};
+                etch_tensor *x = mkf(2, s, -3, 5, true);
+                etch_tensor *o = in_place ? x : mk(ETCH_DTYPE_FLOAT, 2, s, NULL);
+                etch_value vx = vt(x), ve = exps[k] == (int)exps[k] && k % 2 ? vi((int)exps[k])
+                                                                           : vd(exps[k]),
+                           vo = vt(o);
+                etch_value *args[4] = {&vx, &ve, &vo, &vo};
+                char name[80];
+                snprintf(name, sizeof name, "pow.Tensor_Scalar_out exponent %g n=%lld%s",
+                         exps[k], (long long)n, in_place ? " in place" : "");
+                tol t = {exps[k] == 2.5 ? -1 : 3e-7, 0, NULL, 0, NULL, 0, 0};
+                kcase c = {name, etch_opt_pow_tensor_scalar_out,
+                           etch_portable_pow_tensor_scalar_out, args, 4, {o}, 1, {t},
+                           in_place != 0, NULL};
+                run_case(&c);
+            }
+        }
+        tfree_all();
+    }
+}
+
 /* ---- masked_fill ---------------------------------------------------------------------------- */
 
 static void mf_case(int sd, const int64_t *ss, int md, const int64_t *ms, double value) {
@@ -1185,6 +1213,7 @@ int main(void) {
     test_epilogue();
     test_binary();
     test_unary();
+    test_pow();
     test_masked_fill();
     test_softmax();
     test_norm();

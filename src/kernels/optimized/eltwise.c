@@ -12,6 +12,9 @@
  *  - relu, neg, exp, rsqrt, tanh, sigmoid, silu, gelu (none/tanh), hardtanh, clamp (Scalar
  *    bounds): Float self and out with the same layout.
  *  - masked_fill.Scalar_out: Float self, Bool mask broadcasting to it, contiguous.
+ *  - pow.Tensor_Scalar_out with exponent 1, 2, 3, 0.5, -0.5, -1, -2 (x, x*x, x*x*x, sqrt,
+ *    rsqrt, 1/x, 1/(x*x): the forms torch's float kernel uses for them); other exponents go
+ *    to the portable kernel.
  * Accuracy: see opt_eltwise.h. */
 #include <math.h>
 #include <string.h>
@@ -258,4 +261,54 @@ ETCH_OPT_KERNEL(masked_fill_scalar_out) {
         }
     }
     etch_portable_masked_fill_scalar_out(ctx, args, nargs);
+}
+
+/* ---- pow with a scalar exponent --------------------------------------------------------- */
+
+typedef struct pow_job {
+    const etch_opt_vec *v;
+    double e;
+    const float *x;
+    float *r;
+} pow_job;
+
+static void pow_range(void *arg, int64_t b, int64_t e) {
+    const pow_job *j = (const pow_job *)arg;
+    const float *x = j->x + b;
+    float *r = j->r + b;
+    const int64_t n = e - b;
+    if (j->e == 1.0)
+        j->v->unary(ETCH_OPT_UN_COPY, r, x, n, 0.0f, 0.0f);
+    else if (j->e == 0.5)
+        j->v->unary(ETCH_OPT_UN_SQRT, r, x, n, 0.0f, 0.0f);
+    else if (j->e == -0.5)
+        j->v->unary(ETCH_OPT_UN_RSQRT, r, x, n, 0.0f, 0.0f);
+    else if (j->e == -1.0)
+        j->v->unary(ETCH_OPT_UN_RECIP, r, x, n, 0.0f, 0.0f);
+    else if (j->e == 3.0) { /* (x*x)*x: r may be x, so square a copy-free way */
+        for (int64_t i = 0; i < n; i++) {
+            const float v = x[i];
+            r[i] = v * v * v;
+        }
+    } else {
+        j->v->binary(ETCH_OPT_BIN_MUL, r, x, 0, x, 0, 1.0f, n);
+        if (j->e == -2.0)
+            j->v->unary(ETCH_OPT_UN_RECIP, r, r, n, 0.0f, 0.0f);
+    }
+}
+
+ETCH_OPT_KERNEL(pow_tensor_scalar_out) {
+    if (nargs >= 3 && (args[1]->tag == ETCH_VALUE_INT || args[1]->tag == ETCH_VALUE_DOUBLE)) {
+        const double e = args[1]->tag == ETCH_VALUE_INT ? (double)args[1]->u.i : args[1]->u.d;
+        etch_tensor *in = etch_ew_float(args[0]), *out = etch_ew_float(args[2]);
+        if ((e == 1.0 || e == 2.0 || e == 3.0 || e == 0.5 || e == -0.5 || e == -1.0 ||
+             e == -2.0) &&
+            in && out && etch_ew_resize(out, in->dim, in->sizes) &&
+            etch_ew_same_layout(in, out)) {
+            pow_job j = {etch_opt_vec_active(), e, (const float *)in->data, (float *)out->data};
+            etch_ew_parallel(ctx, etch_tensor_numel(in), ETCH_EW_GRAIN_CHEAP, pow_range, &j);
+            return;
+        }
+    }
+    etch_portable_pow_tensor_scalar_out(ctx, args, nargs);
 }

@@ -112,6 +112,10 @@ static inline VF v_unary1(int op, VF x, VF lo, VF hi) {
         return v_gelu_tanh(x);
     case ETCH_OPT_UN_RSQRT:
         return vdiv(vset1(1.0f), vsqrt(x));
+    case ETCH_OPT_UN_SQRT:
+        return vsqrt(x);
+    case ETCH_OPT_UN_RECIP:
+        return vdiv(vset1(1.0f), x);
     default:
         return x;
     }
@@ -150,6 +154,8 @@ static void vec_unary(int op, float *r, const float *x, int64_t n, float lo, flo
     case ETCH_OPT_UN_GELU: UNARY_LOOP(ETCH_OPT_UN_GELU); break;
     case ETCH_OPT_UN_GELU_TANH: UNARY_LOOP(ETCH_OPT_UN_GELU_TANH); break;
     case ETCH_OPT_UN_RSQRT: UNARY_LOOP(ETCH_OPT_UN_RSQRT); break;
+    case ETCH_OPT_UN_SQRT: UNARY_LOOP(ETCH_OPT_UN_SQRT); break;
+    case ETCH_OPT_UN_RECIP: UNARY_LOOP(ETCH_OPT_UN_RECIP); break;
     default:
         if (r != x)
             memmove(r, x, (size_t)n * sizeof(float));

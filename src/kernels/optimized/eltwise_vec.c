@@ -34,6 +34,10 @@ static inline float s_unary1(int op, float x, float lo, float hi) {
     }
     case ETCH_OPT_UN_RSQRT:
         return 1.0f / sqrtf(x);
+    case ETCH_OPT_UN_SQRT:
+        return sqrtf(x);
+    case ETCH_OPT_UN_RECIP:
+        return 1.0f / x;
     default:
         return x;
     }
@@ -57,6 +61,8 @@ static void s_unary(int op, float *r, const float *x, int64_t n, float lo, float
     case ETCH_OPT_UN_GELU: S_UNARY(ETCH_OPT_UN_GELU); break;
     case ETCH_OPT_UN_GELU_TANH: S_UNARY(ETCH_OPT_UN_GELU_TANH); break;
     case ETCH_OPT_UN_RSQRT: S_UNARY(ETCH_OPT_UN_RSQRT); break;
+    case ETCH_OPT_UN_SQRT: S_UNARY(ETCH_OPT_UN_SQRT); break;
+    case ETCH_OPT_UN_RECIP: S_UNARY(ETCH_OPT_UN_RECIP); break;
     default:
         if (r != x)
             memmove(r, x, (size_t)n * sizeof(float));

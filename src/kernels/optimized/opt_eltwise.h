@@ -7,7 +7,7 @@
  * Accuracy of the row functions against exact (double) math, float32 inputs:
  *  - add/sub/mul/div, neg, relu, clamp, max, masked_fill: correctly rounded (add/sub with an
  *    alpha other than 1 use one fused multiply-add: a + alpha*b rounded once).
- *  - rsqrt: sqrt then divide, <= 1 ulp.
+ *  - sqrt, 1/x: correctly rounded; rsqrt: sqrt then divide, <= 1 ulp.
  *  - exp, sigmoid, silu: polynomial exp (range reduction by ln 2, degree-6 fit on
  *    [-ln2/2, ln2/2]): relative error <= 4e-7 for normal results; results below FLT_MIN
  *    (x < -87.3) flush to 0, x > 88.72 gives +inf, NaN stays NaN. The scalar table uses libm.
@@ -47,6 +47,8 @@ typedef enum etch_opt_unop {
     ETCH_OPT_UN_GELU,
     ETCH_OPT_UN_GELU_TANH,
     ETCH_OPT_UN_RSQRT,
+    ETCH_OPT_UN_SQRT,
+    ETCH_OPT_UN_RECIP, /* 1 / x */
     ETCH_OPT_UN_COUNT
 } etch_opt_unop;
 
@@ -110,6 +112,7 @@ ETCH_OPT_KERNEL(gelu_out);
 ETCH_OPT_KERNEL(hardtanh_out);
 ETCH_OPT_KERNEL(clamp_out);
 ETCH_OPT_KERNEL(masked_fill_scalar_out);
+ETCH_OPT_KERNEL(pow_tensor_scalar_out);
 /* softmax.c */
 ETCH_OPT_KERNEL(softmax_out);
 ETCH_OPT_KERNEL(log_softmax_out);
