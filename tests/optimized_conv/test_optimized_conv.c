@@ -339,6 +339,7 @@ static void test_conv_generated(void) {
         {2, 4, 8, 1, 0, 64, 1, 3, 1, 2, 0, 1, 1, 2, true, 4},
         {1, 6, 6, 6, 0, 50, 1, 7, 1, 1, 0, 3, 1, 1, true, 1},
         {1, 8, 8, 1, 0, 40, 1, 1, 1, 1, 0, 0, 1, 1, false, 0},
+        {1, 1, 16, 1, 0, 500, 1, 80, 1, 16, 0, 0, 1, 1, true, 1}, /* waveform front end */
         /* depthwise with a multiplier, other depthwise shapes (direct loop) */
         {1, 3, 6, 3, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, true, 0},
         {1, 4, 4, 4, 10, 10, 5, 5, 2, 2, 2, 2, 1, 1, true, 2},

@@ -6,11 +6,12 @@
  *   depthwise 3x3, padding 1, stride 1 or 2     direct SIMD rows (conv_dw*.c)
  *   1x1, stride 1, no padding                   one GEMM per image and group, straight on
  *                                               the input: out[Cout, HW] = w[Cout, Cin] x[Cin, HW]
- *   C_in/groups == 1 (other depthwise shapes)   direct loop
+ *   C_in/groups == 1, C_out/groups <= 4         direct loop
+ *   (other depthwise shapes)
  *   anything else                               im2col of a tile of output pixels into scratch,
- *                                               then a GEMM per tile (tiles sized for the L2
- *                                               cache; smaller when scratch is short; the direct
- *                                               loop when there is none)
+ *                                               then a GEMM per tile (at most 4 MiB of columns,
+ *                                               smaller when scratch is short; the direct loop
+ *                                               when there is none)
  *
  * Bias and the fused activation are applied by the GEMM (or the row kernels). Work is split
  * over channel planes or GEMM columns by the thread pool; no value depends on the split.
@@ -422,7 +423,7 @@ ETCH_OPT_KERNEL(convolution_out) {
         run_dw3x3(ctx, &s);
     } else if (s.KH == 1 && s.KW == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0) {
         run_pointwise(ctx, &s);
-    } else if (s.cin_g == 1 || !run_im2col(ctx, &s)) {
+    } else if ((s.cin_g == 1 && s.cout_g <= 4) || !run_im2col(ctx, &s)) {
         run_direct(ctx, &s);
     }
 }
