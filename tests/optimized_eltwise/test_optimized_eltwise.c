@@ -1054,6 +1054,24 @@ static void test_copies(void) {
             tfree_all();
         }
     }
+    /* stack of two at the last dim (rotary embedding): the interleaving path */
+    for (int dt = 0; dt < 2; dt++) {
+        int64_t s2[3] = {5, 8, 16}, os[4] = {5, 8, 16, 2};
+        int dtype = dt ? ETCH_DTYPE_LONG : ETCH_DTYPE_FLOAT;
+        etch_tensor *a = mk_any(dtype, 3, s2), *b = mk_any(dtype, 3, s2),
+                    *out = mk(dtype, 4, os, NULL);
+        etch_value va = vt(a), vbb = vt(b), *items[2] = {&va, &vbb}, list, vdim = vi(-1),
+                   vo = vt(out);
+        memset(&list, 0, sizeof list);
+        list.tag = ETCH_VALUE_TENSOR_LIST;
+        list.u.list.items = items;
+        list.u.list.len = 2;
+        etch_value *args[4] = {&list, &vdim, &vo, &vo};
+        kcase c = {"stack 2 at dim -1", etch_opt_stack_out, etch_portable_stack_out, args, 4,
+                   {out}, 1, {T_EXACT}, false, NULL};
+        run_case(&c);
+        tfree_all();
+    }
     /* index_put_: the KV-cache writes (k: [KV, hd, S] at [None, None, pos]; v: [KV, S, hd] at
      * [None, pos]), negative positions, a position out of range (error) */
     for (int which = 0; which < 4; which++) {

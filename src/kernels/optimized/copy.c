@@ -380,14 +380,37 @@ static bool cat_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs, 
     for (int64_t i = d; i < rank; i++)
         row *= osz[i];
     row *= es;
+    int64_t chunks[1024], max_chunk = 0;
+    for (size_t i = 0; i < n; i++) {
+        chunks[i] = es;
+        for (int64_t k = d; k < (int64_t)ts[i]->dim; k++)
+            chunks[i] *= ts[i]->sizes[k];
+        max_chunk = chunks[i] > max_chunk ? chunks[i] : max_chunk;
+    }
+    char *dst = (char *)out->data;
+    if (n == 2 && chunks[0] == 4 && chunks[1] == 4 && ((uintptr_t)dst | (uintptr_t)ts[0]->data |
+                                                       (uintptr_t)ts[1]->data) % 4 == 0) {
+        /* two 4-byte elements interleaved (stack(..., -1) of a rotary embedding) */
+        uint32_t *o = (uint32_t *)(void *)dst;
+        const uint32_t *a = (const uint32_t *)ts[0]->data, *b = (const uint32_t *)ts[1]->data;
+        for (int64_t k = 0; k < outer; k++) {
+            o[2 * k] = a[k];
+            o[2 * k + 1] = b[k];
+        }
+        return true;
+    }
+    if (max_chunk <= 64 && outer > 1) { /* small pieces: one pass over out */
+        for (int64_t k = 0; k < outer; k++)
+            for (size_t i = 0; i < n; i++) {
+                memcpy(dst, (const char *)ts[i]->data + k * chunks[i], (size_t)chunks[i]);
+                dst += chunks[i];
+            }
+        return true;
+    }
     int64_t off = 0;
     for (size_t i = 0; i < n; i++) {
-        int64_t chunk = es;
-        for (int64_t k = stack ? d : d; k < (int64_t)ts[i]->dim; k++)
-            chunk *= ts[i]->sizes[k];
-        copy_blocks(ctx, (char *)out->data + off, row, (const char *)ts[i]->data, chunk, chunk,
-                    outer);
-        off += chunk;
+        copy_blocks(ctx, dst + off, row, (const char *)ts[i]->data, chunks[i], chunks[i], outer);
+        off += chunks[i];
     }
     return true;
 }
