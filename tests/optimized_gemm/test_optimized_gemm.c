@@ -141,6 +141,33 @@ typedef struct sg_case {
 
 static const char *isa_now;
 static int sg_cases_run;
+static const etch_sgemm_isa *isa_override; /* NULL: the active instruction set */
+
+/* Scalar microkernels with the tile shapes of AVX-512 (12 x 32) and of an odd 5 x 24, so the
+ * blocking, packing and edge logic is exercised with them on any CPU (the AVX-512 intrinsics
+ * themselves only run where the CPU has them). */
+#define EMU_UKR(name, MR_, NR_)                                                               \
+    static void name(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,      \
+                     int64_t ldc, int accumulate) {                                           \
+        float acc[MR_][NR_];                                                                  \
+        memset(acc, 0, sizeof acc);                                                           \
+        for (int64_t k = 0; k < kc; k++)                                                      \
+            for (int i = 0; i < MR_; i++)                                                     \
+                for (int j = 0; j < NR_; j++)                                                 \
+                    acc[i][j] += ap[k * MR_ + i] * bp[k * ldb + j];                           \
+        for (int i = 0; i < MR_; i++)                                                         \
+            for (int j = 0; j < NR_; j++)                                                     \
+                c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];         \
+    }
+EMU_UKR(ukr_12x32, 12, 32)
+EMU_UKR(ukr_5x24, 5, 24)
+
+static void run_sgemm(etch_kernel_context *ctx, const etch_sgemm_desc *d) {
+    if (isa_override)
+        etch_opt_sgemm_isa(ctx, d, isa_override);
+    else
+        etch_opt_sgemm(ctx, d);
+}
 
 static void lay_strides(int lay, int64_t rows, int64_t cols, int64_t *rs, int64_t *cs,
                         int64_t *span) {
@@ -201,7 +228,7 @@ static void sgemm_case(const sg_case *t) {
     }
     etch_kernel_context ctx;
     ctx_make(&ctx, t->threads, t->real_pool, t->scratch);
-    etch_opt_sgemm(&ctx, &d);
+    run_sgemm(&ctx, &d);
     CHECK(ctx.temp_used == 0); /* scratch given back */
     CHECK(!etch_kernel_failed(&ctx));
 
@@ -724,6 +751,21 @@ int main(void) {
         run++;
     }
     CHECK(run >= 1);
+    /* the driver with other tile shapes (scalar microkernels) */
+    CHECK_OK(etch_isa_set(ETCH_ISA_SCALAR));
+    const etch_sgemm_isa *sc = etch_sgemm_isa_for(ETCH_ISA_SCALAR);
+    const etch_sgemm_isa emus[2] = {
+        {"scalar 12x32 (avx512 shape)", 12, 32, 192, 256, 1024, ukr_12x32, sc->gemv_n, sc->gemv_t},
+        {"scalar 5x24", 5, 24, 40, 96, 264, ukr_5x24, sc->gemv_n, sc->gemv_t}};
+    for (int i = 0; i < 2; i++) {
+        isa_override = &emus[i];
+        isa_now = emus[i].name;
+        const int before = sg_cases_run, failed_before = etch_test_failed_;
+        sgemm_tests();
+        printf("%s: %d sgemm cases, %d failures\n", isa_now, sg_cases_run - before,
+               etch_test_failed_ - failed_before);
+    }
+    isa_override = NULL;
     for (int t = 2; t <= 4; t++)
         CHECK(spools[t].calls > 0); /* the shuffled pool was exercised */
     CHECK_OK(etch_isa_set(etch_isa_best()));

@@ -377,6 +377,11 @@ static void k_zero(const etch_sgemm_desc *d) {
 }
 
 void etch_opt_sgemm(etch_kernel_context *ctx, const etch_sgemm_desc *d) {
+    etch_opt_sgemm_isa(ctx, d, etch_sgemm_isa_for((int)etch_isa_active()));
+}
+
+void etch_opt_sgemm_isa(etch_kernel_context *ctx, const etch_sgemm_desc *d,
+                        const etch_sgemm_isa *isa) {
     if (d->M <= 0 || d->N <= 0)
         return;
     if (d->K <= 0) {
@@ -386,7 +391,7 @@ void etch_opt_sgemm(etch_kernel_context *ctx, const etch_sgemm_desc *d) {
     plan p;
     memset(&p, 0, sizeof p);
     p.d = d;
-    p.isa = etch_sgemm_isa_for((int)etch_isa_active());
+    p.isa = isa;
     const int mr = p.isa->mr, nr = p.isa->nr;
     const int threads = ctx ? etch_kernel_num_threads(ctx) : 1;
     const double work = (double)d->M * (double)d->N * (double)d->K;

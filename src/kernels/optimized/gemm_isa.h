@@ -13,6 +13,8 @@
 
 #include <stdint.h>
 
+#include "etch/kernel.h"
+
 typedef void (*etch_sgemm_ukr_fn)(int64_t kc, const float *ap, const float *bp, int64_t ldb,
                                   float *c, int64_t ldc, int accumulate);
 typedef void (*etch_sgemv_n_fn)(int64_t K, int64_t n, const float *x, int64_t x_s,
@@ -39,5 +41,11 @@ extern const etch_sgemm_isa etch_sgemm_isa_neon;
 
 /* The building blocks for an instruction set (the scalar ones when it is not compiled in). */
 const etch_sgemm_isa *etch_sgemm_isa_for(int isa);
+
+/* etch_opt_sgemm with given building blocks (tests drive the blocking logic with tile shapes
+ * of instruction sets this CPU lacks). */
+struct etch_sgemm_desc;
+void etch_opt_sgemm_isa(etch_kernel_context *ctx, const struct etch_sgemm_desc *d,
+                        const etch_sgemm_isa *isa);
 
 #endif
