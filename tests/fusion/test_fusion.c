@@ -25,7 +25,10 @@
  * program's structure with the fusing kernels registered: the fusion pass sees thousands of
  * odd but verified programs and must neither crash nor break the error contract.
  *
- * usage: test_fusion GENERATED_DIR [--mutations-per-site N]
+ * usage: test_fusion GENERATED_DIR [--mutations-per-site N] [--model FILE.pte]...
+ *   --model: also compare fused and unfused runs of another program (deterministic inputs;
+ *            no expected fusion list, no PyTorch reference), e.g. an exported torchvision
+ *            model.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +40,7 @@
 #include "alloc_wrap.h"
 #include "etch_test.h"
 #include "fusion_cases.h"
+#include "random_cases.h"
 #include "rob_case.h"
 #include "rob_mutate.h"
 
@@ -172,7 +176,7 @@ typedef struct run_result {
     int64_t out_sizes[MAX_OUT][ETCH_MAX_DIMS];
     size_t out_bytes[MAX_OUT];
     uint8_t out[MAX_OUT][MAX_OUT_BYTES];
-    char fused[256];  /* instruction_info's fused names, comma-separated */
+    char fused[4096]; /* instruction_info's fused names, comma-separated */
     size_t nskipped;
     long act_calls, producer_calls, epilogues, allocs;
     size_t observed;  /* observer calls in one execute */
@@ -186,10 +190,63 @@ static void observe(void *user, size_t chain, size_t pc, const char *op) {
     r->pc_hash = (r->pc_hash ^ (chain * 1000003u + pc + 1)) * 0x100000001b3ull;
 }
 
+/* Deterministic inputs for a program without a case: tensors get a smooth pattern in place
+ * (their planned memory, or a static buffer when unplanned), other inputs their own value. */
+static float input_buf[1 << 20];
+static void set_generated_inputs(etch_method *m) {
+    size_t used = 0;
+    for (size_t i = 0; i < etch_method_num_inputs(m); i++) {
+        etch_value *v = etch_method_input(m, i);
+        if (v->tag != ETCH_VALUE_TENSOR) {
+            CHECK_OK(etch_method_set_input(m, i, v));
+            continue;
+        }
+        etch_tensor t = *v->u.tensor;
+        int64_t n = etch_tensor_numel(&t);
+        size_t need = (etch_tensor_nbytes(&t) + 3) / 4;
+        if (!t.data) {
+            CHECK(used + need <= sizeof input_buf / sizeof input_buf[0]);
+            if (used + need > sizeof input_buf / sizeof input_buf[0])
+                return;
+            t.data = &input_buf[used];
+            used += need;
+        }
+        for (int64_t k = 0; k < n; k++) {
+            double x = sin((double)k * 0.37 + (double)i) * 2.0;
+            switch (t.dtype) {
+            case ETCH_DTYPE_FLOAT: ((float *)t.data)[k] = (float)x; break;
+            case ETCH_DTYPE_DOUBLE: ((double *)t.data)[k] = x; break;
+            case ETCH_DTYPE_INT: ((int32_t *)t.data)[k] = (int32_t)(k % 7); break;
+            case ETCH_DTYPE_LONG: ((int64_t *)t.data)[k] = k % 7; break;
+            default: memset((uint8_t *)t.data + (size_t)k * etch_dtype_size(t.dtype), 0,
+                            etch_dtype_size(t.dtype));
+            }
+        }
+        CHECK_OK(etch_method_set_input_tensor(m, i, &t));
+    }
+}
+
+static void set_inputs(etch_method *m, const fusion_case *c) {
+    if (!c->inputs) {
+        set_generated_inputs(m);
+        return;
+    }
+    for (int i = 0; i < c->ninputs; i++) {
+        const fusion_tensor *in = &c->inputs[i];
+        etch_tensor t;
+        CHECK_OK(etch_tensor_init(&t, (etch_dtype)in->dtype, (size_t)in->dim, in->sizes,
+                                  (void *)(uintptr_t)in->data));
+        CHECK_OK(etch_method_set_input_tensor(m, (size_t)i, &t));
+    }
+}
+
 static void run_program(const char *dir, const fusion_case *c, bool no_fusion, run_result *r) {
     memset(r, 0, sizeof *r);
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s.pte", dir, c->name);
+    if (dir)
+        snprintf(path, sizeof path, "%s/%s.pte", dir, c->name);
+    else
+        snprintf(path, sizeof path, "%s", c->name);
     etch_program *prog = NULL;
     r->load_st = etch_program_open_file(path, NULL, &prog);
     CHECK_MSG(r->load_st == ETCH_OK, "%s: %s", path, etch_last_error());
@@ -239,14 +296,10 @@ static void run_program(const char *dir, const fusion_case *c, bool no_fusion, r
             }
         }
         etch_method_set_observer(m, observe, r);
-        for (int i = 0; i < c->ninputs; i++) {
-            const fusion_tensor *in = &c->inputs[i];
-            etch_tensor t;
-            CHECK_OK(etch_tensor_init(&t, (etch_dtype)in->dtype, (size_t)in->dim, in->sizes,
-                                      (void *)(uintptr_t)in->data));
-            CHECK_OK(etch_method_set_input_tensor(m, (size_t)i, &t));
-        }
+        /* inputs before each execute: a plan may reuse an input's bytes once it is dead */
+        set_inputs(m, c);
         etch_status first = etch_method_execute(m);
+        set_inputs(m, c);
         /* the second execute is the one measured */
         act_calls = producer_calls = epilogue_calls = 0;
         r->observed = 0;
@@ -366,7 +419,7 @@ static void check_same(const fusion_case *c, const run_result *a, const run_resu
 static run_result base, unfused, fused, opt, opt_unfused;
 
 static void test_case(const char *dir, const fusion_case *c, size_t *total_fused,
-                      size_t *opt_fused) {
+                      size_t *opt_fused, bool verbose) {
     register_kernels(REG_PORTABLE);
     run_program(dir, c, false, &base);
     CHECK_MSG(base.fused[0] == 0, "%s: fused with portable kernels only: %s", c->name,
@@ -384,10 +437,10 @@ static void test_case(const char *dir, const fusion_case *c, size_t *total_fused
     CHECK(unfused.epilogues == 0);
 
     run_program(dir, c, false, &fused);
-    size_t n = count_names(c->fused);
+    size_t n = count_names(c->fused ? c->fused : fused.fused);
     *total_fused += n;
-    CHECK_MSG(strcmp(fused.fused, c->fused) == 0, "%s: fused [%s], expected [%s]", c->name,
-              fused.fused, c->fused);
+    CHECK_MSG(!c->fused || strcmp(fused.fused, c->fused) == 0, "%s: fused [%s], expected [%s]",
+              c->name, fused.fused, c->fused);
     CHECK(fused.nskipped == count_names(fused.fused));
     check_same(c, &fused, &base, "fused", -1);
     check_torch(c, &fused, "fused");
@@ -416,7 +469,8 @@ static void test_case(const char *dir, const fusion_case *c, size_t *total_fused
     CHECK(opt.allocs == 0);
     CHECK_MSG(opt.observed == base.observed, "%s: optimized: observer saw %zu, unfused %zu",
               c->name, opt.observed, base.observed);
-    printf("  %-28s fused [%s]%s%s%s\n", c->name, fused.fused,
+    if (verbose)
+        printf("  %-28s fused [%s]%s%s%s\n", c->name, fused.fused,
            opt.fused[0] ? "  optimized: [" : "", opt.fused, opt.fused[0] ? "]" : "");
 }
 
@@ -439,6 +493,64 @@ static uint8_t *read_all(const char *path, size_t *size) {
     return d;
 }
 
+/* Mutations of one site: the robustness test's boundary values, plus, for indices and
+ * scalars (value indices of instruction arguments, inputs, outputs; offsets; jump
+ * destinations), neighbours and small values, which tend to give odd programs that still
+ * verify: exactly what the fusion pass must be robust to. */
+static size_t site_values(const rob_site *site, uint64_t cur, uint64_t size, uint64_t *rng,
+                          size_t per_site, uint64_t vals[32]) {
+    uint64_t b[16];
+    size_t nb = rob_site_values(site->width, cur, size, rng, b), n = 0;
+    for (size_t k = 0; k < nb && n < per_site; k++)
+        vals[n++] = b[(k + site->pos) % nb];
+    if (site->kind == SITE_ELEMENT || site->kind == SITE_SCALAR) {
+        vals[n++] = cur + 1;
+        vals[n++] = cur - 1;
+        vals[n++] = cur + 2;
+        vals[n++] = rob_rand(rng) % 48;
+        vals[n++] = rob_rand(rng) % 48;
+    }
+    return n;
+}
+
+static void mutate_file(const char *dir, const char *name, size_t per_site, uint64_t *rng,
+                        const rob_options *o, rob_stats *stats, unsigned long *cases,
+                        unsigned long *violations) {
+    char path[1024];
+    size_t size = 0;
+    snprintf(path, sizeof path, "%s/%s.pte", dir, name);
+    uint8_t *orig = read_all(path, &size);
+    CHECK_MSG(orig != NULL, "cannot read %s", path);
+    if (!orig)
+        return;
+    uint8_t *mut = malloc(size);
+    rob_sites sites;
+    memset(&sites, 0, sizeof sites);
+    CHECK(rob_find_sites(orig, size, ROB_SCHEMA_PTE, &sites));
+    for (size_t s = 0; s < sites.n && mut; s++) {
+        const rob_site *site = &sites.v[s];
+        uint64_t vals[32];
+        uint64_t cur = rob_read_le(orig + site->pos, site->width);
+        size_t nv = site_values(site, cur, size, rng, per_site, vals);
+        for (size_t k = 0; k < nv; k++) {
+            if (vals[k] == cur)
+                continue;
+            memcpy(mut, orig, size);
+            rob_write_le(mut + site->pos, site->width, vals[k]);
+            char why[512];
+            why[0] = 0;
+            int bad = rob_run(mut, size, NULL, 0, o, stats, why, sizeof why);
+            ++*cases;
+            if (bad && (*violations)++ < 5)
+                fprintf(stderr, "%s: site %zu (offset %u) = %llu: %s\n", name, s,
+                        (unsigned)site->pos, (unsigned long long)vals[k], why);
+        }
+    }
+    rob_sites_free(&sites);
+    free(mut);
+    free(orig);
+}
+
 static void mutate_all(const char *dir, size_t per_site) {
     register_kernels(REG_TEST);
     rob_options o = rob_default_options();
@@ -447,43 +559,11 @@ static void mutate_all(const char *dir, size_t per_site) {
     memset(&stats, 0, sizeof stats);
     uint64_t rng = 0x5eed;
     unsigned long cases = 0, violations = 0;
-    for (size_t i = 0; i < NCASES; i++) {
-        char path[1024];
-        size_t size = 0;
-        snprintf(path, sizeof path, "%s/%s.pte", dir, CASES[i].name);
-        uint8_t *orig = read_all(path, &size);
-        CHECK_MSG(orig != NULL, "cannot read %s", path);
-        if (!orig)
-            continue;
-        uint8_t *mut = malloc(size);
-        rob_sites sites;
-        memset(&sites, 0, sizeof sites);
-        CHECK(rob_find_sites(orig, size, ROB_SCHEMA_PTE, &sites));
-        for (size_t s = 0; s < sites.n; s++) {
-            const rob_site *site = &sites.v[s];
-            uint64_t vals[16];
-            uint64_t cur = rob_read_le(orig + site->pos, site->width);
-            size_t nv = rob_site_values(site->width, cur, size, &rng, vals);
-            for (size_t k = 0; k < nv && k < per_site; k++) {
-                /* a spread of the boundary values: start at a different one per site */
-                uint64_t val = vals[(k + s) % nv];
-                if (val == cur)
-                    continue;
-                memcpy(mut, orig, size);
-                rob_write_le(mut + site->pos, site->width, val);
-                char why[512];
-                why[0] = 0;
-                int bad = rob_run(mut, size, NULL, 0, &o, &stats, why, sizeof why);
-                cases++;
-                if (bad && violations++ < 5)
-                    fprintf(stderr, "%s: site %zu (offset %u) = %llu: %s\n", CASES[i].name, s,
-                            (unsigned)site->pos, (unsigned long long)val, why);
-            }
-        }
-        rob_sites_free(&sites);
-        free(mut);
-        free(orig);
-    }
+    for (size_t i = 0; i < NCASES; i++)
+        mutate_file(dir, CASES[i].name, per_site, &rng, &o, &stats, &cases, &violations);
+    for (size_t i = 0; i < sizeof RANDOM_CASES / sizeof RANDOM_CASES[0]; i += 8)
+        mutate_file(dir, RANDOM_CASES[i].name, per_site, &rng, &o, &stats, &cases,
+                    &violations);
     printf("mutations: %lu programs run through open/load/execute with fusing kernels, "
            "%lu violations\n", cases, violations);
     rob_stats_print(&stats, "  ");
@@ -497,16 +577,34 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t per_site = 3;
-    for (int i = 2; i + 1 < argc; i += 2)
-        if (strcmp(argv[i], "--mutations-per-site") == 0)
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--mutations-per-site") == 0) {
             per_site = (size_t)strtoul(argv[i + 1], NULL, 10);
+        } else if (strcmp(argv[i], "--model") == 0) {
+            fusion_case c = {argv[i + 1], 0, NULL, 0, NULL, false, NULL, false, 1e-3};
+            size_t t = 0, o = 0;
+            test_case(NULL, &c, &t, &o, true);
+            printf("%s: %zu fusions with the test kernels, %zu with the optimized ones\n",
+                   argv[i + 1], t, o);
+        } else {
+            fprintf(stderr, "unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
     setvbuf(stdout, NULL, _IOLBF, 0);
     size_t total = 0, opt_total = 0;
     for (size_t i = 0; i < NCASES; i++)
-        test_case(argv[1], &CASES[i], &total, &opt_total);
+        test_case(argv[1], &CASES[i], &total, &opt_total, true);
     printf("%zu programs, %zu fusions with the test kernels, %zu with the optimized ones\n",
            NCASES, total, opt_total);
     CHECK(total > 0);
+    /* random programs with valid tight plans: fused == unfused == PyTorch */
+    size_t nrandom = sizeof RANDOM_CASES / sizeof RANDOM_CASES[0], rtotal = 0, ropt = 0;
+    for (size_t i = 0; i < nrandom; i++)
+        test_case(argv[1], &RANDOM_CASES[i], &rtotal, &ropt, false);
+    printf("%zu random programs: %zu fusions with the test kernels, %zu with the optimized "
+           "ones\n", nrandom, rtotal, ropt);
+    CHECK(rtotal > nrandom / 4);
     if (per_site)
         mutate_all(argv[1], per_site);
     return etch_test_finish();
