@@ -557,6 +557,11 @@ static void test_binary(void) {
         kcase ce = {"mul.out bad broadcast (error)", etch_opt_mul_out, etch_portable_mul_out,
                     eargs, 4, {o}, 1, {T_EXACT}, false, NULL};
         run_case(&ce);
+        etch_value btrue = vb(true), vbf = vt(a);
+        etch_value *bargs[5] = {&va, &vbf, &btrue, &vo, &vo};
+        kcase cb = {"add.out Bool alpha (error)", etch_opt_add_out, etch_portable_add_out, bargs,
+                    5, {o}, 1, {T_EXACT}, false, NULL};
+        run_case(&cb);
         etch_value huge = vd(1e300);
         etch_value *hargs[4] = {&va, &huge, &vo, &vo};
         kcase ch = {"mul.Scalar_out 1e300 (error)", etch_opt_mul_scalar_out,

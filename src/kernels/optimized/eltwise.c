@@ -66,8 +66,8 @@ static bool binary_fast(etch_kernel_context *ctx, int op, etch_value *va, etch_v
     if (!a || !out)
         return false;
     float alpha = 1.0f, bval = 0.0f;
-    if (valpha && !etch_ew_scalar_f(valpha, &alpha))
-        return false;
+    if (valpha && (valpha->tag == ETCH_VALUE_BOOL || !etch_ew_scalar_f(valpha, &alpha)))
+        return false; /* a Bool alpha is an error for Float results: portable reports it */
     if (negate_alpha)
         alpha = -alpha;
     etch_tensor *b = NULL;
