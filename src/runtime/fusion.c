@@ -355,7 +355,8 @@ static bool redirect(etch_method *m, const fuse_ctx *f, uint32_t c, uint32_t k,
     const vinfo *oi = &f->info[index_of(m, out)];
     const etch_tensor *vt = v->u.tensor;
     if (f->has_jumps || (oi->flags & (V_IO | V_REBOUND | V_LISTED | V_MOVED)) ||
-        !(vt->flags & ETCH_TENSOR_PLANNED) || !vt->data)
+        !(vt->flags & ETCH_TENSOR_PLANNED) || !vt->data ||
+        ((uintptr_t)vt->data % _Alignof(float)) != 0)
         return false;
     /* out's bytes are no longer written: nothing may read them through an alias */
     if (!apply && read_through_alias(m, f, c, k + 1, v, out, out->u.tensor))
@@ -480,7 +481,11 @@ static bool try_fuse(etch_method *m, const fuse_ctx *f, uint32_t c, uint32_t k) 
     etch_epilogue e;
     if (!epilogue_of(m, info, op, a, &e))
         return false;
-    if (direct_ok(m, info, p, v, out)) {
+    /* the tensor P ends up writing: bound at load and Float-aligned (a program may plan a
+     * tensor at any offset; a fused kernel applies its epilogue to it as float data) */
+    bool direct = ot->data && ((uintptr_t)ot->data % _Alignof(float)) == 0 &&
+                  direct_ok(m, info, p, v, out);
+    if (direct) {
         for (uint32_t j = 0; j < p->nargs; j++)
             if (p->args[j] == v)
                 p->args[j] = out;

@@ -109,10 +109,14 @@ static void produce(size_t i, etch_kernel_context *ctx, etch_value **args, size_
                          etch_dtype_name(out->dtype));
         return;
     }
-    float *d = (float *)out->data;
+    uint8_t *d = (uint8_t *)out->data; /* any alignment */
     int64_t n = etch_tensor_numel(out);
-    for (int64_t k = 0; k < n; k++)
-        d[k] = epilogue_ref(e, d[k]);
+    for (int64_t k = 0; k < n; k++) {
+        float x;
+        memcpy(&x, d + k * 4, 4);
+        x = epilogue_ref(e, x);
+        memcpy(d + k * 4, &x, 4);
+    }
 }
 
 #define PRODUCER(i)                                                                           \
