@@ -304,10 +304,13 @@ static void run_case(kcase *c) {
                      etch_dtype_size(c->outs[k]->dtype);
         if (cap > bytes[k])
             bytes[k] = cap;
+        if (!c->outs[k]->data)
+            bytes[k] = 0; /* an empty tensor without data */
         saved[k] = malloc(bytes[k] + 1);
         ref[k] = malloc(bytes[k] + 1);
         first[k] = malloc(bytes[k] + 1);
-        memcpy(saved[k], c->outs[k]->data, bytes[k]);
+        if (bytes[k])
+            memcpy(saved[k], c->outs[k]->data, bytes[k]);
     }
     etch_status rst = call_k(c->ref, c->args, c->nargs, 1, NULL);
     for (int k = 0; k < c->nouts; k++) {
@@ -330,7 +333,8 @@ static void run_case(kcase *c) {
                 r[i] = (float)x;
             }
         }
-        memcpy(ref[k], c->outs[k]->data, bytes[k]);
+        if (bytes[k])
+            memcpy(ref[k], c->outs[k]->data, bytes[k]);
         refshape[k] = *c->outs[k];
     }
     for (int ii = 0; ii < N_ISA; ii++) {
@@ -338,6 +342,8 @@ static void run_case(kcase *c) {
             continue;
         for (int ti = 0; ti < N_THR; ti++) {
             for (int k = 0; k < c->nouts; k++) {
+                if (!bytes[k])
+                    continue;
                 memcpy(c->outs[k]->data, saved[k], bytes[k]);
                 if (!c->inplace)
                     memset(c->outs[k]->data, 0xA5, etch_tensor_nbytes(c->outs[k]));
@@ -380,7 +386,8 @@ static void run_case(kcase *c) {
     }
     etch_isa_set(etch_isa_best());
     for (int k = 0; k < c->nouts; k++) {
-        memcpy(c->outs[k]->data, ref[k], bytes[k]);
+        if (bytes[k])
+            memcpy(c->outs[k]->data, ref[k], bytes[k]);
         free(saved[k]);
         free(ref[k]);
         free(first[k]);
@@ -1158,6 +1165,57 @@ static tol epi_tol(const etch_epilogue *ep, double rt, const float *x) {
     return t;
 }
 
+/* ---- empty tensors (no data pointer) ------------------------------------------------------- */
+
+static void test_empty(void) {
+    int64_t z[2] = {0, 5}, z2[3] = {2, 0, 4}, s3[3] = {2, 3, 4};
+    etch_tensor *a = mk(ETCH_DTYPE_FLOAT, 2, z, NULL), *b = mk(ETCH_DTYPE_FLOAT, 2, z, NULL),
+                *o = mk(ETCH_DTYPE_FLOAT, 2, z, NULL);
+    a->data = b->data = o->data = NULL;
+    etch_value va = vt(a), vbb = vt(b), vo = vt(o), al = vi(1);
+    etch_value *args[5] = {&va, &vbb, &al, &vo, &vo};
+    kcase c = {"add.out empty", etch_opt_add_out, etch_portable_add_out, args, 5, {o}, 1,
+               {T_EXACT}, false, NULL};
+    run_case(&c);
+    etch_value dim = vi(-1), h = vb(false);
+    etch_value *sargs[5] = {&va, &dim, &h, &vo, &vo};
+    kcase cs = {"softmax empty", etch_opt_softmax_out, etch_portable_softmax_out, sargs, 5, {o},
+                1, {T_EXACT}, false, NULL};
+    run_case(&cs);
+    /* cat with an empty piece */
+    etch_tensor *p0 = mk_any(ETCH_DTYPE_FLOAT, 3, s3), *p1 = mk(ETCH_DTYPE_FLOAT, 3, z2, NULL),
+                *p2 = mk_any(ETCH_DTYPE_FLOAT, 3, s3);
+    p1->data = NULL;
+    int64_t os[3] = {2, 6, 4};
+    etch_tensor *out = mk(ETCH_DTYPE_FLOAT, 3, os, NULL);
+    etch_value v0 = vt(p0), v1 = vt(p1), v2 = vt(p2), *items[3] = {&v0, &v1, &v2}, list,
+               d1 = vi(1), vout = vt(out);
+    memset(&list, 0, sizeof list);
+    list.tag = ETCH_VALUE_TENSOR_LIST;
+    list.u.list.items = items;
+    list.u.list.len = 3;
+    etch_value *cargs[4] = {&list, &d1, &vout, &vout};
+    kcase cc = {"cat with an empty piece", etch_opt_cat_out, etch_portable_cat_out, cargs, 4,
+                {out}, 1, {T_EXACT}, false, NULL};
+    run_case(&cc);
+    /* index_put_ with no positions */
+    int64_t cs3[3] = {2, 8, 16}, vs[3] = {2, 8, 0}, t0[1] = {0};
+    etch_tensor *cache = mk_any(ETCH_DTYPE_FLOAT, 3, cs3), *val = mk(ETCH_DTYPE_FLOAT, 3, vs, NULL),
+                *pos = mk(ETCH_DTYPE_LONG, 1, t0, NULL);
+    val->data = pos->data = NULL;
+    etch_value none = vnone(), vp = vt(pos), vv = vt(val), vc = vt(cache), acc = vb(false),
+               *pitems[3] = {&none, &none, &vp}, plist;
+    memset(&plist, 0, sizeof plist);
+    plist.tag = ETCH_VALUE_OPTIONAL_TENSOR_LIST;
+    plist.u.list.items = pitems;
+    plist.u.list.len = 3;
+    etch_value *pargs[5] = {&vc, &plist, &vv, &acc, &vc};
+    kcase cp = {"index_put_ no positions", etch_opt_index_put_, etch_portable_index_put_, pargs,
+                5, {cache}, 1, {T_EXACT}, true, NULL};
+    run_case(&cp);
+    tfree_all();
+}
+
 /* ---- epilogue ---------------------------------------------------------------------------------- */
 
 static void test_epilogue(void) {
@@ -1241,6 +1299,7 @@ int main(void) {
     test_softmax();
     test_norm();
     test_copies();
+    test_empty();
     tfree_all();
     etch_threadpool_destroy(real_pool[2]);
     etch_threadpool_destroy(real_pool[4]);

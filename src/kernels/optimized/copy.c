@@ -402,6 +402,8 @@ static bool cat_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs, 
     if (max_chunk <= 64 && outer > 1) { /* small pieces: one pass over out */
         for (int64_t k = 0; k < outer; k++)
             for (size_t i = 0; i < n; i++) {
+                if (chunks[i] == 0)
+                    continue; /* an empty input may have no data */
                 memcpy(dst, (const char *)ts[i]->data + k * chunks[i], (size_t)chunks[i]);
                 dst += chunks[i];
             }
@@ -473,6 +475,8 @@ static bool index_put_fast(etch_kernel_context *ctx, etch_value **args, size_t n
     const int64_t es = (int64_t)etch_dtype_size(self->dtype), row = inner * es;
     char *dst = (char *)self->data;
     const char *src = (const char *)values->data;
+    if (row == 0 || T == 0)
+        return true; /* nothing to write (and an empty tensor may have no data) */
     for (int64_t o = 0; o < outer; o++)
         for (int64_t t = 0; t < T; t++) {
             char *dp = dst + (o * size + stack_idx[t]) * row;
