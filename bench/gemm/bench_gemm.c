@@ -2,107 +2,27 @@
  *
  * Shapes: 512^3 and the LLM shapes M x K x N for M in {1, 64} and (K, N) in
  * {(768,768), (768,2048), (2048,768), (768,32000), (288,288), (288,768)}; C = A[M,K] B[K,N],
- * all row-major float32. Each shape runs with 1 and 2 threads (etch through a small pthread
- * pool given to the kernel context, OpenBLAS through openblas_set_num_threads), the two
- * libraries alternating rep by rep; the best time of each is reported.
+ * all row-major float32. Each shape runs with 1 and 2 threads (etch through its own thread
+ * pool, etch/threadpool.h, given to the kernel context as a method would; OpenBLAS through
+ * openblas_set_num_threads), the two libraries alternating rep by rep; the best time of each
+ * is reported.
  *
  * Usage: bench_gemm [--quick] [--isa scalar|avx2|avx512] [--shape MxKxN] [--threads 1|2]
  *                   [--mhz F]
  *   --shape MxKxN: that shape only; --threads 1|2: that thread count only
  *   --mhz: clock for the peak (default: the first "cpu MHz" of /proc/cpuinfo). */
 #include <cblas.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "etch/kernels.h"
+#include "etch/threadpool.h"
 #include "kernels/optimized/opt_gemm.h"
 #include "runtime/context.h"
 
 void openblas_set_num_threads(int num_threads);
-
-/* ---- a tiny persistent pool: helpers wait on a condition variable ------------------------ */
-
-typedef struct pool {
-    pthread_mutex_t mu;
-    pthread_cond_t go, done;
-    int nthreads, generation, pending, quit;
-    int64_t n, grain;
-    atomic_long next;
-    etch_parallel_fn fn;
-    void *arg;
-    pthread_t th[8];
-} pool;
-
-static void drain(pool *p) {
-    for (;;) {
-        int64_t b = atomic_fetch_add(&p->next, 1);
-        if (b >= p->n)
-            return;
-        p->fn(p->arg, b, b + 1);
-    }
-}
-
-static void *worker(void *arg) {
-    pool *p = (pool *)arg;
-    int seen = 0;
-    pthread_mutex_lock(&p->mu);
-    for (;;) {
-        while (p->generation == seen && !p->quit)
-            pthread_cond_wait(&p->go, &p->mu);
-        if (p->quit)
-            break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->mu);
-        drain(p);
-        pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0)
-            pthread_cond_signal(&p->done);
-    }
-    pthread_mutex_unlock(&p->mu);
-    return NULL;
-}
-
-static void pool_for(void *self, int64_t n, int64_t grain, etch_parallel_fn fn, void *arg) {
-    pool *p = (pool *)self;
-    (void)grain; /* etch_opt_sgemm hands out whole tasks (grain 1) */
-    pthread_mutex_lock(&p->mu);
-    p->n = n;
-    p->fn = fn;
-    p->arg = arg;
-    atomic_store(&p->next, 0);
-    p->pending = p->nthreads - 1;
-    p->generation++;
-    pthread_cond_broadcast(&p->go);
-    pthread_mutex_unlock(&p->mu);
-    drain(p);
-    pthread_mutex_lock(&p->mu);
-    while (p->pending > 0)
-        pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
-}
-
-static void pool_start(pool *p, int nthreads) {
-    memset(p, 0, sizeof *p);
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->go, NULL);
-    pthread_cond_init(&p->done, NULL);
-    p->nthreads = nthreads;
-    for (int i = 0; i < nthreads - 1; i++)
-        pthread_create(&p->th[i], NULL, worker, p);
-}
-
-static void pool_stop(pool *p) {
-    pthread_mutex_lock(&p->mu);
-    p->quit = 1;
-    pthread_cond_broadcast(&p->go);
-    pthread_mutex_unlock(&p->mu);
-    for (int i = 0; i < p->nthreads - 1; i++)
-        pthread_join(p->th[i], NULL);
-}
 
 /* ---- timing ------------------------------------------------------------------------------- */
 
@@ -218,10 +138,13 @@ int main(int argc, char **argv) {
     for (int threads = 1; threads <= 2; threads++) {
         if (only_threads && threads != only_threads)
             continue;
-        pool p;
-        pool_start(&p, threads);
+        etch_threadpool *pool = NULL;
+        if (etch_threadpool_create(threads, &pool) != ETCH_OK) {
+            fprintf(stderr, "bench_gemm: %s\n", etch_last_error());
+            return 1;
+        }
         use_cpu_clock = threads == 1;
-        etch_threadpool_iface iface = {&p, threads, pool_for};
+        const etch_threadpool_iface *iface = etch_threadpool_get_iface(pool);
         openblas_set_num_threads(threads);
         for (int s = 0; s < ns; s++) {
             const int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
@@ -254,7 +177,7 @@ int main(int argc, char **argv) {
             while ((spent < 2 * budget || reps < 3) && reps < 2000) {
                 etch_kernel_context ctx;
                 etch_kernel_context_init(&ctx, "bench", temp, temp_size,
-                                         threads > 1 ? &iface : NULL);
+                                         threads > 1 ? iface : NULL);
                 double t0 = now();
                 etch_opt_sgemm(&ctx, &d);
                 double t1 = now();
@@ -286,7 +209,7 @@ int main(int argc, char **argv) {
             free(c1);
             free(c2);
         }
-        pool_stop(&p);
+        etch_threadpool_destroy(pool);
     }
     free(temp);
     return 0;

@@ -172,6 +172,13 @@ static void pack_b_panel(const etch_sgemm_desc *d, int nr, int64_t p, int64_t kb
     }
 }
 
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+#define PF_ROWS 8
+
 /* A whole B block, depth [p, p+kb) x columns [j, j+nb), into consecutive panels. Row-major B
  * is copied four panels at a time, k by k: runs of 4 * nr floats from each row (friendly to
  * the prefetchers), four destination streams (all panels at once would be kb * nr * 4 bytes
@@ -185,6 +192,13 @@ static void pack_b_block(const etch_sgemm_desc *d, int nr, int64_t p, int64_t kb
             const float *src = d->b + p * d->b_rs + j + jr;
             float *dst = bpack + jr * kb;
             for (int64_t k = 0; k < kb; k++, src += d->b_rs, dst += nr) {
+                /* rows are far apart (hardware prefetchers stop at page boundaries): fetch
+                 * the run PF_ROWS rows ahead */
+                if (k + PF_ROWS < kb) {
+                    const float *pf = src + PF_ROWS * d->b_rs;
+                    for (int l = 0; l < 4 * nr; l += 16)
+                        PREFETCH(pf + l);
+                }
                 if (nr == 16) {
                     memcpy(dst, src, 16 * sizeof(float));
                     memcpy(dst + step, src + 16, 16 * sizeof(float));
