@@ -43,6 +43,23 @@ static void bin_row(void *arg, char **p, const int *bc, int64_t n) {
         etch_opt_apply_epilogue(j->epi, r, n);
 }
 
+/* same-layout operands: one run per chunk, no walk */
+typedef struct flat_job {
+    const bin_job *j;
+    float *r;
+    const float *a, *b;
+    int b_bcast;
+} flat_job;
+
+static void bin_flat_range(void *arg, int64_t b, int64_t e) {
+    const flat_job *f = (const flat_job *)arg;
+    const bin_job *j = f->j;
+    j->v->binary(j->op, f->r + b, f->a + b, 0, f->b_bcast ? f->b : f->b + b, f->b_bcast,
+                 j->alpha, e - b);
+    if (j->epi)
+        etch_opt_apply_epilogue(j->epi, f->r + b, e - b);
+}
+
 static bool broadcast_shape(const etch_tensor *a, const etch_tensor *b, size_t *dim,
                             int64_t *sizes) {
     const size_t nd = a->dim > b->dim ? a->dim : b->dim;
@@ -83,18 +100,10 @@ static bool binary_fast(etch_kernel_context *ctx, int op, etch_value *va, etch_v
         /* one layout for all: any dim order, flat */
         if (!etch_ew_resize(out, a->dim, a->sizes) || !etch_ew_same_layout(a, out))
             return false;
-        etch_tensor flat_out, flat_a, flat_b;
-        const int64_t n = etch_tensor_numel(a);
-        etch_tensor_init(&flat_out, ETCH_DTYPE_FLOAT, 1, &n, out->data);
-        etch_tensor_init(&flat_a, ETCH_DTYPE_FLOAT, 1, &n, a->data);
-        etch_ew_walk_init(&w, &flat_out);
-        etch_ew_walk_add(&w, &flat_a);
-        if (b) {
-            etch_tensor_init(&flat_b, ETCH_DTYPE_FLOAT, 1, &n, b->data);
-            etch_ew_walk_add(&w, &flat_b);
-        } else {
-            etch_ew_walk_add_value(&w, &bval, sizeof(float));
-        }
+        flat_job f = {&j, (float *)out->data, (const float *)a->data,
+                      b ? (const float *)b->data : &bval, b == NULL};
+        etch_ew_parallel(ctx, etch_tensor_numel(a), ETCH_EW_GRAIN_CHEAP, bin_flat_range, &f);
+        return true;
     } else {
         size_t dim = 0;
         int64_t sizes[ETCH_MAX_DIMS];
