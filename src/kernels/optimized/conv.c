@@ -200,8 +200,8 @@ static void dw_planes(void *arg, int64_t p0, int64_t p1) {
             etch_opt_dw3x3_cols_scalar(&a, 0, lo);
             int64_t done = j->simd ? j->simd(&a, lo, hi) : lo;
             etch_opt_dw3x3_cols_scalar(&a, done, s->OW);
-            etch_opt_apply_epilogue(s->epi, a.out, s->OW);
         }
+        etch_opt_apply_epilogue(s->epi, s->out + p * s->OH * s->OW, s->OH * s->OW);
     }
 }
 

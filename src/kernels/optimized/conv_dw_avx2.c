@@ -1,5 +1,7 @@
-/* Depthwise 3x3 convolution, padding 1, AVX2 + FMA: blocks of 8 (then 4) interior output
- * columns; stride 2 reads two vectors and splits even and odd input columns. */
+/* Depthwise 3x3 convolution, padding 1, AVX2 + FMA: blocks of 8 (or 4) interior output
+ * columns; stride 2 reads two vectors and splits even and odd input columns. A range that is
+ * not a whole number of blocks ends with one block overlapping the previous one (it recomputes
+ * the same values), so only ranges shorter than 4 columns are left to the caller. */
 #include <immintrin.h>
 
 #include "kernels/optimized/opt_conv.h"
@@ -14,71 +16,77 @@ static inline __m256 odd8(__m256 a, __m256 b) {
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-int64_t etch_opt_dw3x3_cols_avx2(const etch_dw3x3_row *a, int64_t ow0, int64_t ow1) {
-    int64_t ow = ow0;
+/* out[ow, ow + 8) */
+static inline void block8(const etch_dw3x3_row *a, int64_t ow) {
     const float *w = a->w;
-    if (a->stride == 1) {
-        for (; ow + 8 <= ow1; ow += 8) {
-            __m256 acc = _mm256_set1_ps(a->bias);
-            for (int kh = 0; kh < 3; kh++) {
-                const float *r = a->r[kh];
-                if (!r)
-                    continue;
-                const float *p = r + ow - 1;
-                acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * 3 + 0]), _mm256_loadu_ps(p), acc);
-                acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * 3 + 1]), _mm256_loadu_ps(p + 1), acc);
-                acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * 3 + 2]), _mm256_loadu_ps(p + 2), acc);
-            }
-            _mm256_storeu_ps(a->out + ow, acc);
-        }
-        for (; ow + 4 <= ow1; ow += 4) {
-            __m128 acc = _mm_set1_ps(a->bias);
-            for (int kh = 0; kh < 3; kh++) {
-                const float *r = a->r[kh];
-                if (!r)
-                    continue;
-                const float *p = r + ow - 1;
-                acc = _mm_fmadd_ps(_mm_set1_ps(w[kh * 3 + 0]), _mm_loadu_ps(p), acc);
-                acc = _mm_fmadd_ps(_mm_set1_ps(w[kh * 3 + 1]), _mm_loadu_ps(p + 1), acc);
-                acc = _mm_fmadd_ps(_mm_set1_ps(w[kh * 3 + 2]), _mm_loadu_ps(p + 2), acc);
-            }
-            _mm_storeu_ps(a->out + ow, acc);
-        }
-        return ow;
-    }
-    /* stride 2: output ow reads input columns 2*ow - 1, 2*ow, 2*ow + 1 */
-    for (; ow + 8 <= ow1; ow += 8) {
-        __m256 acc = _mm256_set1_ps(a->bias);
-        for (int kh = 0; kh < 3; kh++) {
-            const float *r = a->r[kh];
-            if (!r)
-                continue;
+    __m256 acc = _mm256_set1_ps(a->bias);
+    for (int kh = 0; kh < 3; kh++) {
+        const float *r = a->r[kh];
+        if (!r)
+            continue;
+        __m256 x0, x1, x2;
+        if (a->stride == 1) {
+            const float *p = r + ow - 1;
+            x0 = _mm256_loadu_ps(p);
+            x1 = _mm256_loadu_ps(p + 1);
+            x2 = _mm256_loadu_ps(p + 2);
+        } else { /* output ow reads input columns 2*ow - 1, 2*ow, 2*ow + 1 */
             const float *p = r + 2 * ow;
-            __m256 l0 = _mm256_loadu_ps(p - 2), l1 = _mm256_loadu_ps(p + 6);
             __m256 m0 = _mm256_loadu_ps(p), m1 = _mm256_loadu_ps(p + 8);
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * 3 + 0]), odd8(l0, l1), acc);
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * 3 + 1]), even8(m0, m1), acc);
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * 3 + 2]), odd8(m0, m1), acc);
+            x0 = odd8(_mm256_loadu_ps(p - 2), _mm256_loadu_ps(p + 6));
+            x1 = even8(m0, m1);
+            x2 = odd8(m0, m1);
         }
-        _mm256_storeu_ps(a->out + ow, acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * 3 + 0]), x0, acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * 3 + 1]), x1, acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(w[kh * 3 + 2]), x2, acc);
     }
-    for (; ow + 4 <= ow1; ow += 4) {
-        __m128 acc = _mm_set1_ps(a->bias);
-        for (int kh = 0; kh < 3; kh++) {
-            const float *r = a->r[kh];
-            if (!r)
-                continue;
+    _mm256_storeu_ps(a->out + ow, acc);
+}
+
+/* out[ow, ow + 4) */
+static inline void block4(const etch_dw3x3_row *a, int64_t ow) {
+    const float *w = a->w;
+    __m128 acc = _mm_set1_ps(a->bias);
+    for (int kh = 0; kh < 3; kh++) {
+        const float *r = a->r[kh];
+        if (!r)
+            continue;
+        __m128 x0, x1, x2;
+        if (a->stride == 1) {
+            const float *p = r + ow - 1;
+            x0 = _mm_loadu_ps(p);
+            x1 = _mm_loadu_ps(p + 1);
+            x2 = _mm_loadu_ps(p + 2);
+        } else {
             const float *p = r + 2 * ow;
             __m128 l0 = _mm_loadu_ps(p - 2), l1 = _mm_loadu_ps(p + 2);
             __m128 m0 = _mm_loadu_ps(p), m1 = _mm_loadu_ps(p + 4);
-            acc = _mm_fmadd_ps(_mm_set1_ps(w[kh * 3 + 0]),
-                               _mm_shuffle_ps(l0, l1, _MM_SHUFFLE(3, 1, 3, 1)), acc);
-            acc = _mm_fmadd_ps(_mm_set1_ps(w[kh * 3 + 1]),
-                               _mm_shuffle_ps(m0, m1, _MM_SHUFFLE(2, 0, 2, 0)), acc);
-            acc = _mm_fmadd_ps(_mm_set1_ps(w[kh * 3 + 2]),
-                               _mm_shuffle_ps(m0, m1, _MM_SHUFFLE(3, 1, 3, 1)), acc);
+            x0 = _mm_shuffle_ps(l0, l1, _MM_SHUFFLE(3, 1, 3, 1));
+            x1 = _mm_shuffle_ps(m0, m1, _MM_SHUFFLE(2, 0, 2, 0));
+            x2 = _mm_shuffle_ps(m0, m1, _MM_SHUFFLE(3, 1, 3, 1));
         }
-        _mm_storeu_ps(a->out + ow, acc);
+        acc = _mm_fmadd_ps(_mm_set1_ps(w[kh * 3 + 0]), x0, acc);
+        acc = _mm_fmadd_ps(_mm_set1_ps(w[kh * 3 + 1]), x1, acc);
+        acc = _mm_fmadd_ps(_mm_set1_ps(w[kh * 3 + 2]), x2, acc);
     }
-    return ow;
+    _mm_storeu_ps(a->out + ow, acc);
+}
+
+int64_t etch_opt_dw3x3_cols_avx2(const etch_dw3x3_row *a, int64_t ow0, int64_t ow1) {
+    int64_t ow = ow0;
+    if (ow1 - ow0 >= 8) {
+        for (; ow + 8 <= ow1; ow += 8)
+            block8(a, ow);
+        if (ow < ow1)
+            block8(a, ow1 - 8);
+        return ow1;
+    }
+    if (ow1 - ow0 >= 4) {
+        block4(a, ow0);
+        if (ow0 + 4 < ow1)
+            block4(a, ow1 - 4);
+        return ow1;
+    }
+    return ow0;
 }

@@ -15,11 +15,13 @@ ETCH_OPT_KERNEL(adaptive_avg_pool2d_out);
  * summed kh-major then kw (fused multiply-adds in the SIMD versions); a NULL r[kh] is a
  * padding row and is skipped, as are columns outside [0, W).
  *
- * The SIMD row functions compute whole vector blocks of out[ow0, ow1), where [ow0, ow1) must
- * hold only interior columns (1 <= ow and ow*stride + 1 <= W - 1), and return where they
- * stopped; the caller finishes the row with etch_opt_dw3x3_cols_scalar. Each element's value
- * depends only on its position (never on how a row or the planes are split), so every thread
- * split gives identical results. */
+ * The SIMD row functions compute out[ow0, ow1) in vector blocks, where [ow0, ow1) must hold
+ * only interior columns (1 <= ow and ow*stride + 1 <= W - 1); a range that is not a whole
+ * number of blocks ends with a block overlapping the previous one. They return where they
+ * stopped (ow0 when the range is shorter than their narrowest block); the caller finishes the
+ * row with etch_opt_dw3x3_cols_scalar. Each element's value depends only on its position and
+ * the ISA (never on how a row or the planes are split), so every thread split gives identical
+ * results. */
 typedef struct etch_dw3x3_row {
     const float *r[3]; /* input rows for kh = 0, 1, 2 (NULL: padding) */
     const float *w;    /* the channel's 9 weights, row-major */
