@@ -10,7 +10,7 @@
  * Convolution tolerance: |opt - ref| <= 1e-5 * (sum |w||x| + |b|) + 1e-6 per element, where
  * ref is the activation applied (in double) to the portable kernel's double-accumulated result
  * and the sum of magnitudes comes from the portable kernel run on |x|, |w|, |b|. Every thread
- * split must give the same bits as the serial run. (Messages name the library's pools as -2 and
+ * split must give the same bits as the serial run, and no kernel call may allocate. (Messages name the library's pools as -2 and
  * -4 threads.) Pooling must equal the portable kernels
  * bit for bit (values and indices), NaN and -inf included.
  */
@@ -23,6 +23,7 @@
 #include "etch/kernels.h"
 #include "etch/status.h"
 #include "etch/threadpool.h"
+#include "alloc_wrap.h"
 #include "etch_test.h"
 #include "kernels/optimized/epilogue.h"
 #include "kernels/optimized/opt_conv.h"
@@ -181,6 +182,8 @@ static int64_t conv_out(int in, int k, int p, int s, int d) {
     return (in + 2 * p - d * (k - 1) - 1) / s + 1;
 }
 
+static long alloc_calls_seen, counted_calls; /* allocations inside kernel calls */
+
 /* The library's thread pools (2 and 4 threads), used where `threads` is -2 or -4. */
 static etch_threadpool *real_pool[5];
 static const int thread_runs[6] = {1, 2, 3, 4, -2, -4};
@@ -196,7 +199,16 @@ static etch_status run_kernel(etch_kernel_fn fn, etch_value **args, size_t nargs
     etch_kernel_context ctx;
     etch_kernel_context_init(&ctx, "op", temp, temp_size, tp);
     ctx.epilogue = e && e->act != ETCH_ACT_NONE ? e : NULL;
+    /* kernels never allocate (the shuffling test pool does, so it is not counted) */
+    bool count = threads == 1 || threads < 0;
+    if (count)
+        etch_alloc_arm();
     fn(&ctx, args, nargs);
+    if (count) {
+        etch_alloc_disarm();
+        alloc_calls_seen += etch_alloc_calls;
+        counted_calls++;
+    }
     return ctx.status;
 }
 
@@ -691,6 +703,17 @@ int main(void) {
     test_conv_epilogues();
     test_conv_fallbacks();
     test_pools();
+    CHECK_MSG(alloc_calls_seen == 0, "%ld allocations inside %ld kernel calls", alloc_calls_seen,
+              counted_calls);
+    CHECK(counted_calls > 1000);
+    /* the counter sees an allocation (called through a pointer the compiler cannot see
+     * through, so the call stays inside the window) */
+    void *(*volatile alloc_fn)(size_t) = malloc;
+    etch_alloc_arm();
+    void *probe = alloc_fn(16);
+    etch_alloc_disarm();
+    CHECK(etch_alloc_calls == 1);
+    free(probe);
     printf("%d convolution runs (worst error = %.3g of the tolerance), %d pooling runs\n",
            conv_runs, worst_ratio, pool_runs);
     free(big_temp);
