@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # End-to-end tests of `etch bench` and of --cpu-threads / --kernels on run, bench and llm.
 #
-#   run_bench_tests.sh ETCH FIXTURES_DIR PYTHON
+#   run_bench_tests.sh ETCH FIXTURES_DIR PYTHON [LLM.pte TOKENIZER]
 #
-# PYTHON (with numpy) parses the JSON output and writes/compares .npy files.
+# PYTHON (with numpy) parses the JSON output and writes/compares .npy files. With LLM.pte and
+# TOKENIZER (stories260K as tests/llm_runner exports it), only the language-model checks run:
+# etch llm gives the same greedy text with 1, 2 and 3 threads, and etch bench times the model.
 set -u
 
 abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
@@ -46,6 +48,28 @@ $1" "$OUT" 2>>"$ERR"; then pass; else fail "$2"; fi
 
 cd "$WORK" || exit 1
 LENET=$FIX/lenet_bundled.bpte
+
+if [ $# -ge 5 ]; then
+    LLM=$(abspath "$4")
+    TOK=$(abspath "$5")
+    for k in optimized portable; do
+        for t in 1 2 3; do
+            expect 0 "$ETCH" llm --model "$LLM" --tokenizer "$TOK" --prompt "Once upon a time" \
+                --temperature 0 --max-new-tokens 48 --cpu-threads $t --kernels $k
+            has_err "threads $t, kernels $k"
+            cp "$OUT" "llm_${k}_$t.txt"
+        done
+        [ -s "llm_${k}_1.txt" ] && pass || fail "$k kernels: no text"
+        for t in 2 3; do
+            if cmp -s "llm_${k}_1.txt" "llm_${k}_$t.txt"; then pass; else fail "llm, $k kernels: $t threads differ from 1"; fi
+        done
+    done
+    expect 0 "$ETCH" bench "$LLM" --iterations 3 --warmup 1 --cpu-threads 2 --json
+    py_check 'assert obj["threads"] == 2 and obj["ops"] and obj["median_ms"] > 0' "bench of the LLM"
+    echo "$passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+    exit
+fi
 
 # ---- help -------------------------------------------------------------------------------------
 expect 0 "$ETCH" --help;              has_out '^  bench '
