@@ -171,6 +171,7 @@ if [ $? -eq 1 ] && grep -q 'bogus' "$ERR"; then pass; else fail "ETCH_ISA=bogus"
 for k in optimized portable; do
     for t in 1 2 3; do
         expect 0 "$ETCH" run "$LENET" --inputs x.npy --cpu-threads $t --kernels $k --output-dir "out_${k}_$t"
+        has_out "^loaded method 'forward' .* ms \\(threads $t, kernels $k\\)$"
     done
     for t in 2 3; do
         if cmp -s "out_${k}_1/output_0.npy" "out_${k}_$t/output_0.npy"; then pass; else fail "$k kernels: $t threads differ from 1"; fi

@@ -160,7 +160,8 @@ int cmd_run(int argc, char **argv) {
         return cli_fail(st);
     }
     double t1 = cli_now_ms();
-    printf("loaded method '%s' from %s in %.3f ms\n", name, o.path, t1 - t0);
+    printf("loaded method '%s' from %s in %.3f ms (threads %d, kernels %s)\n", name, o.path,
+           t1 - t0, etch_module_num_threads(s->mod), etch_module_kernels_name(o.kernels));
 
     if ((rc = cli_inputs_set(&s->in, "run", o.inputs, CLI_FILL_ONES, m)) != CLI_OK) {
         run_state_free(s);
