@@ -361,8 +361,9 @@ static void test_conv_generated(void) {
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         conv_check(&fixed[i]);
-    /* depthwise 3x3 at every width 1..40 (SIMD blocks, overlapping last blocks, borders) */
-    for (int w = 1; w <= 40; w++)
+    /* depthwise 3x3 at every width 1..40, then some up to 150 (SIMD blocks of 4..32 columns,
+     * several at once, overlapping last blocks, borders) */
+    for (int w = 1; w <= 150; w += w < 40 ? 1 : 7)
         for (int st = 1; st <= 2; st++) {
             conv_case c = {1, 2, 2, 2, 3 + w % 3, w, 3, 3, st, st, 1, 1, 1, 1, w % 2 == 0, w % 3};
             conv_check(&c);

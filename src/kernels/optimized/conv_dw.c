@@ -1,18 +1,23 @@
-/* Depthwise 3x3 convolution, padding 1: the scalar columns (borders, tails, and whole rows
- * when no SIMD instruction set is active). */
+/* Depthwise 3x3 convolution, padding 1: the scalar columns (the two border columns, short
+ * tails, and whole rows when no SIMD instruction set is active). */
 #include "kernels/optimized/opt_conv.h"
 
 void etch_opt_dw3x3_cols_scalar(const etch_dw3x3_row *a, int64_t ow0, int64_t ow1) {
+    const float *w = a->w;
     for (int64_t ow = ow0; ow < ow1; ow++) {
-        float acc = a->bias;
+        /* columns x, x + 1, x + 2; the middle one is always inside the row for a valid ow */
         const int64_t x = ow * a->stride - 1;
+        const bool left = x >= 0, right = x + 2 < a->W;
+        float acc = a->bias;
         for (int kh = 0; kh < 3; kh++) {
             const float *r = a->r[kh];
             if (!r)
                 continue;
-            for (int kw = 0; kw < 3; kw++)
-                if (x + kw >= 0 && x + kw < a->W)
-                    acc += a->w[kh * 3 + kw] * r[x + kw];
+            if (left)
+                acc += w[kh * 3 + 0] * r[x];
+            acc += w[kh * 3 + 1] * r[x + 1];
+            if (right)
+                acc += w[kh * 3 + 2] * r[x + 2];
         }
         a->out[ow] = acc;
     }

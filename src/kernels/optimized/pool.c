@@ -169,8 +169,8 @@ ETCH_OPT_KERNEL(max_pool2d_with_indices_out) {
     etch_tensor *idx = out ? dense_tensor(args[7], ETCH_DTYPE_LONG) : NULL;
     int64_t k[2] = {1, 1}, s[2] = {1, 1}, p[2] = {0, 0}, d[2] = {1, 1}, planes = 0, H = 0, W = 0;
     bool empty = false;
-    bool ok = idx && args[5] && args[5]->tag == ETCH_VALUE_BOOL && pair(args[1], false, 1, k, NULL) &&
-              pair(args[2], true, 1, s, &empty);
+    bool ok = idx && args[5] && args[5]->tag == ETCH_VALUE_BOOL &&
+              pair(args[1], false, 1, k, NULL) && pair(args[2], true, 1, s, &empty);
     if (ok && empty) {
         s[0] = k[0];
         s[1] = k[1];
