@@ -200,10 +200,13 @@ typedef struct etch_method_memory {
 typedef struct etch_method_options {
     const etch_data_map *external_data;      /* for tensors stored in a .ptd */
     const etch_threadpool_iface *threadpool; /* NULL: kernels run serially */
-    /* Operator fusion at load (on unless set): a kernel registered with
-     * ETCH_KERNEL_FUSES_ACTIVATION followed by relu / clamp / hardtanh / gelu / silu /
-     * sigmoid on a Float intermediate that nothing else uses runs as one call
-     * (etch_method_instruction_info reports it). true: run every instruction as written. */
+    /* Operator fusion at load, on unless set: a kernel call whose kernel was registered with
+     * ETCH_KERNEL_FUSES_ACTIVATION, followed by aten::relu / clamp / hardtanh / gelu / silu /
+     * sigmoid (.out) on its Float result that nothing else reads, runs as one call that
+     * applies the activation (src/runtime/fusion.c lists every condition); the activation's
+     * instruction then does nothing. Results are those of the unfused program.
+     * etch_method_instruction_info reports what was fused. true: run every instruction as
+     * written. */
     bool no_fusion;
 } etch_method_options;
 
@@ -249,7 +252,8 @@ typedef struct etch_instruction_info {
                             or NULL for other instructions */
     const char *fused;   /* operator fused into this call at load (e.g. "aten::relu.out"), or
                             NULL */
-    bool skipped;        /* folded into an earlier instruction at load: does nothing */
+    bool skipped;        /* folded into the instruction before it at load: does nothing (it
+                            still counts, and the observer is still called for it) */
 } etch_instruction_info;
 size_t etch_method_num_chains(const etch_method *method);
 size_t etch_method_chain_length(const etch_method *method, size_t chain);
