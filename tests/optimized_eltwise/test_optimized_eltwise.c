@@ -948,8 +948,9 @@ static void test_copies(void) {
         perm_case(dts[k], 5, s5, p5);
         tfree_all();
     }
-    int64_t bigs[3] = {64, 128, 96}, bp[3] = {2, 0, 1};
-    perm_case(ETCH_DTYPE_FLOAT, 3, bigs, bp);
+    int64_t bigs[3] = {64, 128, 96}, bp[3] = {2, 0, 1}, bq[3] = {1, 0, 2};
+    perm_case(ETCH_DTYPE_FLOAT, 3, bigs, bp); /* tiled transposes, split over threads */
+    perm_case(ETCH_DTYPE_FLOAT, 3, bigs, bq); /* contiguous runs, split over threads */
     int64_t bad[3] = {0, 0, 1};
     int64_t s3[3] = {5, 7, 9};
     {

@@ -117,9 +117,36 @@ static void transpose_tile(const perm_job *j, char *dst, const char *src, int64_
 }
 
 /* Out blocks: every out dim but the innermost (and tdim when tiling) is iterated. */
+/* Contiguous runs: out blocks follow each other, the input offset walks an odometer. */
+static void perm_runs(const perm_job *j, int64_t b, int64_t e) {
+    const int in_d = j->nd - 1;
+    const int64_t run = j->sizes[in_d] * j->es;
+    int64_t idx[ETCH_MAX_DIMS], ioff = 0, rem = b;
+    for (int d = in_d - 1; d >= 0; d--) {
+        idx[d] = rem % j->sizes[d];
+        rem /= j->sizes[d];
+        ioff += idx[d] * j->ist[d];
+    }
+    char *dst = j->dst + b * run;
+    for (int64_t blk = b; blk < e; blk++, dst += run) {
+        memcpy(dst, j->src + ioff * j->es, (size_t)run);
+        for (int d = in_d - 1; d >= 0; d--) {
+            ioff += j->ist[d];
+            if (++idx[d] < j->sizes[d])
+                break;
+            ioff -= idx[d] * j->ist[d];
+            idx[d] = 0;
+        }
+    }
+}
+
 static void perm_range(void *arg, int64_t b, int64_t e) {
     const perm_job *j = (const perm_job *)arg;
     const int nd = j->nd, in_d = nd - 1;
+    if (j->tdim < 0 && j->ist[in_d] == 1) {
+        perm_runs(j, b, e);
+        return;
+    }
     int64_t ost[ETCH_MAX_DIMS];
     ost[in_d] = 1;
     for (int d = in_d - 1; d >= 0; d--)
