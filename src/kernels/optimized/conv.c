@@ -45,9 +45,14 @@ static etch_tensor *float_tensor(etch_value *v) {
     etch_tensor *t = v->u.tensor;
     if (t->dtype != ETCH_DTYPE_FLOAT || t->dim > ETCH_MAX_DIMS)
         return NULL;
-    for (unsigned i = 0; i < t->dim; i++)
+    double numel = 1; /* index arithmetic below stays far from int64 overflow */
+    for (unsigned i = 0; i < t->dim; i++) {
         if (t->sizes[i] < 0 || t->sizes[i] > LIMIT)
             return NULL;
+        numel *= (double)t->sizes[i];
+    }
+    if (numel > 0x1p50)
+        return NULL;
     if (!t->data && etch_tensor_numel(t) > 0)
         return NULL;
     return t;
