@@ -453,8 +453,8 @@ def markdown(res: dict) -> str:
     L.append("| llama.cpp system info | `%s` |" % m["llama_system_info"].strip(" |"))
     L.append("| Node.js baseline RSS | %s MB (`node -e ''`; part of every llama.cpp RSS below) |"
              % fmt(m["node_baseline_rss_bytes"], "mb"))
-    L.append("| load average | %s at the start, %s at the end |" % (m["loadavg_start"],
-                                                                   m["loadavg_end"]))
+    L.append("| load average | %s at the start, %s at the end; engines run at niceness %s |"
+             % (m["loadavg_start"], m["loadavg_end"], m.get("niceness", "?")))
     L.append("| run | %d prompt tokens (BOS + fixed English text, llama2 32000 vocabulary), %d "
              "greedy decode tokens (EOS ignored), %d repetitions per engine alternating, "
              "medians |" % (c["prompt_tokens"], c["new_tokens"], c["reps"]))
@@ -630,7 +630,7 @@ def main(argv=None) -> int:
                    node=subprocess.run(["node", "--version"], capture_output=True,
                                        text=True).stdout.strip(),
                    node_baseline_rss_bytes=node_rss, loadavg_start=loadavg(),
-                   etch_cpu_threads_help=etch_threads_help)
+                   etch_cpu_threads_help=etch_threads_help, niceness=os.nice(0))
     res = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
                machine=machine,
                config=dict(quick=a.quick, reps=a.reps, prompt_tokens=a.prompt_tokens,
