@@ -1089,8 +1089,10 @@ static void test_copies(void) {
     }
     /* index_put_: the KV-cache writes (k: [KV, hd, S] at [None, None, pos]; v: [KV, S, hd] at
      * [None, pos]), negative positions, a position out of range (error) */
-    for (int which = 0; which < 4; which++) {
-        const int64_t KV = 2, hd = 8, S = 32, T = which == 2 ? 1 : 3;
+    for (int which = 0; which < 5; which++) {
+        /* case 4: a prefill of 300 positions into a 512-slot cache */
+        const int64_t KV = 2, hd = 8, S = which == 4 ? 512 : 32,
+                      T = which == 2 ? 1 : which == 4 ? 300 : 3;
         int64_t ks[3] = {KV, hd, S}, vs3[3] = {KV, S, hd};
         int64_t cs[3], vals[3], nidx;
         if (which == 1) {
@@ -1107,6 +1109,8 @@ static void test_copies(void) {
         etch_tensor *pos = mk(which == 2 ? ETCH_DTYPE_INT : ETCH_DTYPE_LONG, 1, ts1, NULL);
         for (int64_t t = 0; t < T; t++) {
             int64_t p = which == 3 && t == 1 ? 40 : (t * 5 + 3) % S - (t == 2 ? S : 0);
+            if (which == 4)
+                p = t + 100;
             if (pos->dtype == ETCH_DTYPE_INT)
                 ((int32_t *)pos->data)[t] = (int32_t)p;
             else

@@ -456,6 +456,13 @@ ETCH_OPT_KERNEL(stack_out) {
 
 /* ---- index_put_ (cache write) --------------------------------------------------------- */
 
+/* index[t] of a Long/Int index tensor, negative values counted from `size` */
+static inline int64_t index_at(const etch_tensor *index, int64_t t, int64_t size) {
+    const int64_t v = index->dtype == ETCH_DTYPE_LONG ? ((const int64_t *)index->data)[t]
+                                                      : ((const int32_t *)index->data)[t];
+    return v < 0 ? v + size : v;
+}
+
 static bool index_put_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
     if (nargs < 4 || args[1]->tag != ETCH_VALUE_OPTIONAL_TENSOR_LIST ||
         args[3]->tag != ETCH_VALUE_BOOL || args[3]->u.b)
@@ -485,17 +492,11 @@ static bool index_put_fast(etch_kernel_context *ctx, etch_value **args, size_t n
     for (int64_t d = 0; d < (int64_t)self->dim; d++)
         if (values->sizes[d] != (d == p ? T : self->sizes[d]))
             return false;
-    /* indices: read and check them all before writing */
-    int64_t stack_idx[256];
-    if (T > 256)
-        return false;
+    /* indices: check them all before writing (read again, wrapped, while copying) */
     for (int64_t t = 0; t < T; t++) {
-        int64_t v = index->dtype == ETCH_DTYPE_LONG ? ((const int64_t *)index->data)[t]
-                                                    : ((const int32_t *)index->data)[t];
-        v = v < 0 ? v + size : v;
+        const int64_t v = index_at(index, t, size);
         if (v < 0 || v >= size)
             return false;
-        stack_idx[t] = v;
     }
     int64_t outer, inner;
     outer_inner(self, p, &outer, &inner);
@@ -506,7 +507,7 @@ static bool index_put_fast(etch_kernel_context *ctx, etch_value **args, size_t n
         return true; /* nothing to write (and an empty tensor may have no data) */
     for (int64_t o = 0; o < outer; o++)
         for (int64_t t = 0; t < T; t++) {
-            char *dp = dst + (o * size + stack_idx[t]) * row;
+            char *dp = dst + (o * size + index_at(index, t, size)) * row;
             const char *sp = src + (o * T + t) * row;
             if (es == 4 && inner == 1)
                 memcpy(dp, sp, 4);
