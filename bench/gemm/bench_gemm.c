@@ -8,8 +8,9 @@
  * is reported.
  *
  * Usage: bench_gemm [--quick] [--isa scalar|avx2|avx512] [--shape MxKxN] [--threads 1|2]
- *                   [--mhz F]
+ *                   [--temp KiB] [--mhz F]
  *   --shape MxKxN: that shape only; --threads 1|2: that thread count only
+ *   --temp KiB: kernel scratch handed to etch (default 16384; the module API's is 1024)
  *   --mhz: clock for the peak (default: the first "cpu MHz" of /proc/cpuinfo). */
 #include <cblas.h>
 #include <stdio.h>
@@ -61,6 +62,7 @@ static void fill(float *x, size_t n, unsigned seed) {
 
 int main(int argc, char **argv) {
     int quick = 0, only_threads = 0;
+    size_t temp_size = 16u << 20;
     int64_t only[3] = {0, 0, 0};
     double mhz = 0.0;
     for (int i = 1; i < argc; i++) {
@@ -91,6 +93,15 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "bench_gemm: --threads wants 1 or 2\n");
                 return 2;
             }
+        } else if (strcmp(argv[i], "--temp") == 0 && i + 1 < argc) {
+            char *end = NULL;
+            const long long kib = strtoll(argv[++i], &end, 10);
+            if (!end || *end || kib < 0 || kib > (1ll << 22)) {
+                fprintf(stderr, "bench_gemm: --temp wants KiB in [0, 4194304], got '%s'\n",
+                        argv[i]);
+                return 2;
+            }
+            temp_size = (size_t)kib << 10;
         } else if (strcmp(argv[i], "--mhz") == 0 && i + 1 < argc) {
             mhz = atof(argv[++i]);
             if (!(mhz > 0.0)) {
@@ -99,7 +110,7 @@ int main(int argc, char **argv) {
             }
         } else {
             fprintf(stderr, "usage: bench_gemm [--quick] [--isa scalar|avx2|avx512] "
-                            "[--shape MxKxN] [--threads 1|2] [--mhz F]\n");
+                            "[--shape MxKxN] [--threads 1|2] [--temp KiB] [--mhz F]\n");
             return 2;
         }
     }
@@ -130,8 +141,7 @@ int main(int argc, char **argv) {
         memcpy(shapes[0], only, sizeof only);
         ns = 1;
     }
-    size_t temp_size = 16u << 20;
-    void *temp = aligned_alloc(64, temp_size);
+    void *temp = temp_size ? aligned_alloc(64, temp_size) : NULL;
     printf("| M x K x N | threads | etch ms | OpenBLAS ms | etch GFLOP/s | OpenBLAS GFLOP/s | "
            "etch %% of 1-core peak | etch GB/s (B) | etch / OpenBLAS speed |\n");
     printf("|---|---|---|---|---|---|---|---|---|\n");

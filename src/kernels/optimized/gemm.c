@@ -147,12 +147,21 @@ static void pack_a_panel(const etch_sgemm_desc *d, int mr, int64_t i, int64_t mm
     }
 }
 
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+#define PF_ROWS 8
+
 /* B depth [p, p+kb) x columns [j, j+nn) -> kb rows of nr floats (zero columns past nn). */
 static void pack_b_panel(const etch_sgemm_desc *d, int nr, int64_t p, int64_t kb, int64_t j,
                          int64_t nn, float *bp) {
     const float *b = d->b + p * d->b_rs + j * d->b_cs;
     if (d->b_cs == 1) {
         for (int64_t k = 0; k < kb; k++) {
+            if (k + PF_ROWS < kb) /* rows far apart: no hardware prefetch across pages */
+                PREFETCH(b + (k + PF_ROWS) * d->b_rs);
             memcpy(bp + k * nr, b + k * d->b_rs, (size_t)nn * sizeof(float));
             for (int64_t c = nn; c < nr; c++)
                 bp[k * nr + c] = 0.0f;
@@ -171,13 +180,6 @@ static void pack_b_panel(const etch_sgemm_desc *d, int nr, int64_t p, int64_t kb
                 bp[k * nr + c] = col[k * d->b_rs];
     }
 }
-
-#if defined(__GNUC__)
-#define PREFETCH(p) __builtin_prefetch(p)
-#else
-#define PREFETCH(p) ((void)(p))
-#endif
-#define PF_ROWS 8
 
 /* A whole B block, depth [p, p+kb) x columns [j, j+nb), into consecutive panels. Row-major B
  * is copied four panels at a time, k by k: runs of 4 * nr floats from each row (friendly to
@@ -276,28 +278,36 @@ static void gemm_packed(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int
 
 /* ---- direct path: no scratch, panels on the stack ---------------------------------------- */
 
+/* Column panel by column panel: the B panel is copied to the stack (contiguous, so the
+ * microkernel never reads rows that are a power of two apart, which collide in one cache
+ * set) and used against every row panel. A: with at most DIRECT_A_PANELS row panels (small M,
+ * the case this path is chosen for) all of them are packed once per depth block; otherwise
+ * (only when there is no scratch) each is re-packed per tile. */
+#define DIRECT_A_PANELS 2
+
 static void gemm_direct(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int64_t i0,
                         int64_t i1, int64_t j0, int64_t j1) {
     const int mr = isa->mr, nr = isa->nr;
-    float ap[ETCH_SGEMM_MAX_MR * DIRECT_KC];
+    float ap[DIRECT_A_PANELS * ETCH_SGEMM_MAX_MR * DIRECT_KC];
     float bp[ETCH_SGEMM_MAX_NR * DIRECT_KC];
+    const bool a_once = i1 - i0 <= DIRECT_A_PANELS * mr;
     for (int64_t pc = 0; pc < d->K; pc += DIRECT_KC) {
         const int64_t kb = min64(DIRECT_KC, d->K - pc);
         const bool first = pc == 0, last = pc + kb == d->K;
+        if (a_once)
+            for (int64_t ir = i0; ir < i1; ir += mr)
+                pack_a_panel(d, mr, ir, min64(mr, i1 - ir), pc, kb, ap + (ir - i0) * kb);
         for (int64_t jr = j0; jr < j1; jr += nr) {
             const int64_t nn = min64(nr, j1 - jr);
-            const float *bpanel = bp;
-            int64_t ldb = nr;
-            if (d->b_cs == 1 && nn == nr) { /* rows of B read in place */
-                bpanel = d->b + pc * d->b_rs + jr;
-                ldb = d->b_rs;
-            } else {
-                pack_b_panel(d, nr, pc, kb, jr, nn, bp);
-            }
+            pack_b_panel(d, nr, pc, kb, jr, nn, bp);
             for (int64_t ir = i0; ir < i1; ir += mr) {
                 const int64_t mm = min64(mr, i1 - ir);
-                pack_a_panel(d, mr, ir, mm, pc, kb, ap);
-                tile(isa, kb, ap, bpanel, ldb, d->c + ir * d->ldc + jr, d->ldc, mm, nn, first);
+                const float *apanel = ap + (ir - i0) * kb;
+                if (!a_once) {
+                    pack_a_panel(d, mr, ir, mm, pc, kb, ap);
+                    apanel = ap;
+                }
+                tile(isa, kb, apanel, bp, nr, d->c + ir * d->ldc + jr, d->ldc, mm, nn, first);
                 if (last)
                     finish(d, ir, ir + mm, jr, jr + nn);
             }
