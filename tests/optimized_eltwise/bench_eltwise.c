@@ -268,6 +268,14 @@ int main(int argc, char **argv) {
             etch_portable_select_copy_int_out, args, 5);
     }
     {
+        int64_t s[4] = {512, 8, 4, 2}, os[3] = {512, 8, 4};
+        etch_tensor *a = mk(ETCH_DTYPE_FLOAT, 4, s), *o = mk(ETCH_DTYPE_FLOAT, 3, os);
+        etch_value va = vt(a), d = vi(-1), ix = vi(1), vo = vt(o);
+        etch_value *args[5] = {&va, &d, &ix, &vo, &vo};
+        row("select_copy [512,8,4,2] dim -1 (RoPE)", etch_opt_select_copy_int_out,
+            etch_portable_select_copy_int_out, args, 5);
+    }
+    {
         int64_t s[3] = {64, 8, 16}, os[4] = {64, 8, 16, 2};
         etch_tensor *a = mk(ETCH_DTYPE_FLOAT, 3, s), *b = mk(ETCH_DTYPE_FLOAT, 3, s),
                     *o = mk(ETCH_DTYPE_FLOAT, 4, os);
