@@ -157,6 +157,23 @@ def write_llama2c_bin(path: str, args, st) -> None:
     os.replace(tmp, path)
 
 
+def exporter_fingerprint() -> str:
+    """A hash of the exporter's sources (python/etch/**/*.py): a cached .pte is remade when they
+    change."""
+    import hashlib
+    h = hashlib.sha256()
+    root = os.path.join(REPO, "python", "etch")
+    for d, dirs, files in sorted(os.walk(root)):
+        dirs.sort()
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(d, name)
+                h.update(os.path.relpath(path, root).encode() + b"\0")
+                with open(path, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()[:16]
+
+
 def prepare_shape(shape: str, work: str, seed: int, context: int, etch_lib: Optional[str]
                   ) -> Tuple[str, str, dict]:
     """(pte, gguf, info), made once and cached under `work`."""
@@ -166,7 +183,8 @@ def prepare_shape(shape: str, work: str, seed: int, context: int, etch_lib: Opti
     ckpt, pte, gguf, stamp = stem + ".bin", stem + ".pte", stem + ".gguf", stem + ".json"
     info = dict(shape=shape, dim=args.dim, hidden_dim=args.hidden_dim, n_layers=args.n_layers,
                 n_heads=args.n_heads, n_kv_heads=args.n_kv_heads, vocab_size=args.vocab_size,
-                context=context, seed=seed, classifier="separate", dtype="float32")
+                context=context, seed=seed, classifier="separate", dtype="float32",
+                exporter=exporter_fingerprint())
     if os.path.exists(stamp) and all(os.path.exists(p) for p in (pte, gguf)):
         with open(stamp) as f:
             if json.load(f).get("info") == info:
