@@ -17,6 +17,12 @@
  *  - gelu (tanh): x * sigmoid(2u), the same value as 0.5x(1+tanh(u)) without cancellation.
  *  - sums (softmax, layer norm, mean) accumulate in float over 4 vector accumulators:
  *    relative error <= n * 6e-8 / lanes in the worst case, far less in practice.
+ * Measured maximum relative errors over dense sweeps (2e6 points, AVX2 table; scalar/libm in
+ * brackets): exp on [-87, 88] 7.5e-8 [6.0e-8], sigmoid and silu on [-80, 80] 1.7e-7
+ * [1.7e-7], tanh on [-20, 20] 1.6e-7 [1.5e-7], rsqrt 8.9e-8 [8.9e-8], gelu on [-5, 10]
+ * 2.3e-6 [1.4e-6] and gelu tanh 2.3e-6 [2.8e-6] (both at x near -5, Phi's conditioning).
+ * The tests (tests/optimized_eltwise) hold every table to these bounds against the portable
+ * kernels.
  */
 #ifndef ETCH_KERNELS_OPTIMIZED_OPT_ELTWISE_H
 #define ETCH_KERNELS_OPTIMIZED_OPT_ELTWISE_H
