@@ -13,8 +13,9 @@
  *                                               smaller when scratch is short; the direct loop
  *                                               when there is none)
  *
- * Bias and the fused activation are applied by the GEMM (or the row kernels). Work is split
- * over channel planes or GEMM columns by the thread pool; no value depends on the split.
+ * Bias and the fused activation are applied by the row kernels, or after the GEMMs in one pass
+ * over each output row. Work is split over channel planes, im2col rows or GEMM columns by the
+ * thread pool; no value depends on the split.
  */
 #include <string.h>
 
@@ -216,6 +217,36 @@ static void run_dw3x3(etch_kernel_context *ctx, conv_shape *s) {
                              dw_planes, &j);
 }
 
+/* ---- bias and activation after the GEMMs --------------------------------------------------
+ * One pass over each output channel's row of OH*OW values, in L1-sized pieces: the same
+ * arithmetic as handing them to etch_opt_sgemm (c + bias, then the activation), but on long
+ * contiguous rows rather than per register tile, which costs less. */
+
+#define POST_CHUNK 2048
+
+static void post_rows(void *arg, int64_t r0, int64_t r1) {
+    const conv_shape *s = (const conv_shape *)arg;
+    const int64_t P = s->OH * s->OW;
+    for (int64_t r = r0; r < r1; r++) {
+        float *o = s->out + r * P;
+        const float b = s->bias ? s->bias[r % s->C_out] : 0.0f;
+        for (int64_t j0 = 0; j0 < P; j0 += POST_CHUNK) {
+            int64_t n = P - j0 < POST_CHUNK ? P - j0 : POST_CHUNK;
+            if (s->bias)
+                for (int64_t j = j0; j < j0 + n; j++)
+                    o[j] += b;
+            etch_opt_apply_epilogue(s->epi, o + j0, n);
+        }
+    }
+}
+
+static void run_post(etch_kernel_context *ctx, conv_shape *s) {
+    if (!s->bias && !s->epi)
+        return;
+    int64_t P = s->OH * s->OW, grain = 32768 / (P > 0 ? P : 1);
+    etch_kernel_parallel_for(ctx, s->N * s->C_out, grain > 0 ? grain : 1, post_rows, s);
+}
+
 /* ---- 1x1 stride 1: GEMM on the input itself ------------------------------------------------ */
 
 static void run_pointwise(etch_kernel_context *ctx, conv_shape *s) {
@@ -235,12 +266,7 @@ static void run_pointwise(etch_kernel_context *ctx, conv_shape *s) {
             d.b_cs = 1;
             d.c = s->out + (n * s->C_out + g * s->cout_g) * HW;
             d.ldc = HW;
-            d.bias = s->bias ? s->bias + g * s->cout_g : NULL;
-            d.bias_rs = 1;
-            d.bias_cs = 0;
-            d.alpha = 1.0f;
-            d.beta = 1.0f;
-            d.epilogue = s->epi;
+            d.alpha = 1.0f; /* bias and activation: post_rows */
             etch_opt_sgemm(ctx, &d);
         }
     }
@@ -336,12 +362,7 @@ static bool run_im2col(etch_kernel_context *ctx, conv_shape *s) {
                 d.b_cs = 1;
                 d.c = s->out + (n * s->C_out + g * s->cout_g) * P + p0;
                 d.ldc = P;
-                d.bias = s->bias ? s->bias + g * s->cout_g : NULL;
-                d.bias_rs = 1;
-                d.bias_cs = 0;
-                d.alpha = 1.0f;
-                d.beta = 1.0f;
-                d.epilogue = s->epi;
+                d.alpha = 1.0f; /* bias and activation: post_rows */
                 etch_opt_sgemm(ctx, &d);
             }
         }
@@ -428,7 +449,10 @@ ETCH_OPT_KERNEL(convolution_out) {
         run_dw3x3(ctx, &s);
     } else if (s.KH == 1 && s.KW == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 && s.pw == 0) {
         run_pointwise(ctx, &s);
+        run_post(ctx, &s);
     } else if ((s.cin_g == 1 && s.cout_g <= 4) || !run_im2col(ctx, &s)) {
         run_direct(ctx, &s);
+    } else {
+        run_post(ctx, &s);
     }
 }
