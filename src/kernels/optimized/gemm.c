@@ -12,9 +12,15 @@
  * Other paths:
  *  - M == 1 (single-token decode): a matrix-vector kernel streams B once, no packing; threads
  *    split N.
- *  - small M, or no scratch available: "direct" path. B rows are read in place when B is
- *    row-major (otherwise one NR panel at a time is packed on the stack), A one MR panel at a
- *    time on the stack. Never fails, never allocates.
+ *  - M <= 2 MR, or no scratch available: "direct" path. One B panel (kc x NR) at a time is
+ *    copied to the stack and used against every row panel; A panels are packed on the stack
+ *    too (once per depth block for few rows, per tile otherwise). Never fails, never
+ *    allocates (about 34 KiB of stack). Without scratch, large products run at roughly half
+ *    the packed path's speed (bench/gemm --temp 0).
+ * Blocking per ISA (mc, kc, nc) lives with the microkernels; when the scratch arena is too
+ * small for one block per task, nc and then mc shrink before the direct path is used (with
+ * the module API's default 1 MiB arena, 512^3 and 64 x 768 x 2048 ran at the same ratio to
+ * OpenBLAS as with 16 MiB: bench/gemm --temp 1024).
  * Scratch comes from etch_kernel_temp_try and is given back when the call returns (so kernels
  * that call this in a loop do not exhaust the arena). */
 #include <string.h>
