@@ -214,13 +214,15 @@ int main(int argc, char **argv) {
         row("masked_fill [1,8,64,64] mask [64,64]", etch_opt_masked_fill_scalar_out,
             etch_portable_masked_fill_scalar_out, args, 5);
     }
-    const int64_t sm_shapes[3][4] = {{1, 8, 64, 64}, {1, 4, 64, 256}, {1, 6, 1, 256}};
-    for (int k = 0; k < 3; k++) {
+    const int64_t sm_shapes[4][4] = {{1, 8, 64, 64}, {1, 4, 64, 256}, {1, 6, 1, 256},
+                                     {4, 2, 512, 512}};
+    for (int k = 0; k < 4; k++) {
         etch_tensor *a = mk(ETCH_DTYPE_FLOAT, 4, sm_shapes[k]), *o = mk(ETCH_DTYPE_FLOAT, 4, sm_shapes[k]);
         etch_value va = vt(a), d = vi(-1), h = vb(false), vo = vt(o);
         etch_value *args[5] = {&va, &d, &h, &vo, &vo};
         char name[64];
-        snprintf(name, sizeof name, "_softmax.out [1,%lld,%lld,%lld]", (long long)sm_shapes[k][1],
+        snprintf(name, sizeof name, "_softmax.out [%lld,%lld,%lld,%lld]", (long long)sm_shapes[k][0],
+                 (long long)sm_shapes[k][1],
                  (long long)sm_shapes[k][2], (long long)sm_shapes[k][3]);
         row(name, etch_opt_softmax_out, etch_portable_softmax_out, args, 5);
     }
