@@ -361,6 +361,16 @@ def write_markdown(path: Path, res: dict) -> None:
     if note:
         L.append("**Noise:** " + note)
         L.append("")
+    la = max(m.get("loadavg_start", 0) or 0, m.get("loadavg_end", 0) or 0)
+    if m.get("cpus") and la > m["cpus"]:
+        L.append("**Caveat:** the load average (%.1f) exceeded the %d CPUs: the engines "
+                 "competed with other work for the cores, so a second thread rarely found a "
+                 "free core. The 2-thread rows and the 1t/2t speedups mostly measure that "
+                 "contention (see the spread below, and compare ORT's own 1t/2t speedup); "
+                 "PyTorch's OpenMP workers spin at barriers and suffer most. The 1-thread rows "
+                 "are the more meaningful ones, and even they vary between rounds."
+                 % (la, m["cpus"]))
+        L.append("")
     L.append("| model | threads | etch ms | ORT ms | PyTorch ms | etch/ORT | etch/PyTorch | "
              "etch 1t/2t speedup | ORT 1t/2t speedup |")
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -389,6 +399,18 @@ def write_markdown(path: Path, res: dict) -> None:
         for model, th, e, msg in errs:
             L.append("- **%s**, %d thread(s), %s: %s" % (model, th, LABEL[e], msg))
         L.append("")
+    L.append("Spread: the lowest and highest per-round median of each engine (ms), a measure "
+             "of the noise:")
+    L.append("")
+    L.append("| model | threads | etch | ORT | PyTorch |")
+    L.append("|---|---:|---:|---:|---:|")
+    for r in res["rows"]:
+        def spread(e):
+            m = r["engines"].get(e, {}).get("round_medians_ms")
+            return "—" if not m else "%s – %s" % (_fmt_ms(min(m)), _fmt_ms(max(m)))
+        L.append("| %s | %d | %s | %s | %s |" % (r["model"], r["threads"], spread("etch"),
+                                                  spread("ort"), spread("torch")))
+    L.append("")
     L.append("## Targets")
     L.append("")
     for t in res["table"]:
@@ -504,7 +526,17 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=900, help="seconds per engine process")
     ap.add_argument("--note", default=None,
                     help="a sentence for RESULTS.md about the conditions (e.g. a shared machine)")
+    ap.add_argument("--render", type=Path, default=None, metavar="RESULTS_JSON",
+                    help="only rewrite RESULTS.md (beside the file) from a results.json")
     args = ap.parse_args(argv)
+    if args.render:
+        try:
+            res = json.loads(args.render.read_text())
+            write_markdown(args.render.parent / "RESULTS.md", res)
+        except (OSError, ValueError, KeyError) as e:
+            ap.error("--render %s: %s" % (args.render, e))
+        log("[bench] wrote %s" % (args.render.parent / "RESULTS.md"))
+        return 0
 
     selected = [m for m in args.models.split(",") if m]
     bad = [m for m in selected if m not in models.MODELS]
@@ -560,7 +592,7 @@ def main(argv=None) -> int:
     noise = args.note or ""
     if busy:
         noise = (noise + " " if noise else "") + (
-            "compiler processes were running on this machine during the measurement (up to %d "
+            "Compiler processes were running on this machine during the measurement (up to %d "
             "at once); load average %.1f at the start, %.1f at the end." % (
                 busy, machine["loadavg_start"], machine["loadavg_end"]))
     stats = {r["stat"] for r in rows}
