@@ -10,6 +10,8 @@
  *   - a CNN and LeNet run with 1, 2, 3 and 4 threads give outputs bitwise identical to the
  *     serial run, with the portable and with the optimized kernels, through the core API and
  *     through the module API (etch_module_options.num_threads);
+ *   - inside a method, a kernel sees etch_kernel_num_threads() == the pool's size and its
+ *     etch_kernel_parallel_for chunks run on that many threads at once (a custom relu);
  *   - the module's kernels option and num_threads checks.
  * It also prints the cost of an empty parallel_for (informative, never a pass/fail).
  *
@@ -336,6 +338,44 @@ static void report_overhead(void) {
 
 /* ---- the runtime with a pool ---------------------------------------------------------------- */
 
+/* A custom aten::relu.out (replacing the portable one while registered last) that first runs a
+ * rendezvous through etch_kernel_parallel_for: one chunk per thread, all of which must be
+ * running at once. It records what it saw for the test to check. */
+static struct {
+    int calls, threads_seen, concurrent_ok;
+} relu_probe;
+
+static void probe_relu_chunk(void *arg, int64_t b, int64_t e) {
+    float **io = (float **)arg;
+    for (int64_t i = b; i < e; i++)
+        io[1][i] = io[0][i] > 0 ? io[0][i] : 0.0f;
+}
+
+static void probe_relu(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
+    (void)nargs;
+    etch_tensor *in = args[0]->u.tensor, *out = args[1]->u.tensor;
+    if (etch_kernel_resize_like(ctx, out, in) != ETCH_OK)
+        return;
+    if (in->dtype != ETCH_DTYPE_FLOAT) {
+        etch_kernel_fail(ctx, ETCH_ERR_NOT_SUPPORTED, "probe relu: Float only");
+        return;
+    }
+    int t = etch_kernel_num_threads(ctx);
+    rendezvous r;
+    atomic_init(&r.arrived, 0);
+    atomic_init(&r.timed_out, 0);
+    r.parties = t;
+    if (t > 1)
+        etch_kernel_parallel_for(ctx, t, 1, rendezvous_fn, &r);
+    relu_probe.calls++;
+    relu_probe.threads_seen = t;
+    relu_probe.concurrent_ok += t == 1 || (!atomic_load(&r.timed_out) && atomic_load(&r.arrived) == t);
+    float *io[2] = {(float *)in->data, (float *)out->data};
+    etch_kernel_parallel_for(ctx, etch_tensor_numel(in), 64, probe_relu_chunk, io);
+}
+
+static const etch_kernel probe_kernels[] = {{"aten::relu.out", "TWW", probe_relu}};
+
 #define MAX_OUT_BYTES (1 << 20)
 #define TEMP_SIZE (16u << 20)
 
@@ -470,6 +510,33 @@ static void test_program_threads(const char *path, const char *kernels) {
     }
 }
 
+static void test_kernel_sees_pool(const char *path) {
+    CHECK_OK(etch_kernels_register(probe_kernels, 1));
+    for (int t = 1; t <= 3; t++) {
+        etch_module_options o = etch_module_default_options();
+        o.num_threads = t;
+        o.kernels = ETCH_MODULE_KERNELS_REGISTERED;
+        etch_module *mod = NULL;
+        etch_method *m = NULL;
+        CHECK_OK(etch_module_open(path, &o, &mod));
+        CHECK_OK(etch_module_load_method(mod, "forward", &m));
+        float *x = NULL;
+        etch_tensor in;
+        memset(&relu_probe, 0, sizeof relu_probe);
+        if (m && make_input(m, &x, &in) == 0) {
+            CHECK_OK(etch_method_set_input_tensor(m, 0, &in));
+            CHECK_OK(etch_method_execute(m));
+        }
+        CHECK_MSG(relu_probe.calls > 0 && relu_probe.threads_seen == t &&
+                      relu_probe.concurrent_ok == relu_probe.calls,
+                  "module of %d threads: the kernel ran %d times, saw %d threads, %d times "
+                  "all at once",
+                  t, relu_probe.calls, relu_probe.threads_seen, relu_probe.concurrent_ok);
+        free(x);
+        etch_module_close(mod);
+    }
+}
+
 /* The same through the module API: a module of N threads gives the serial module's outputs. */
 static void test_module_threads(const char *path, etch_module_kernels kernels) {
     static unsigned char ref[MAX_OUT_BYTES], got[MAX_OUT_BYTES];
@@ -554,6 +621,7 @@ int main(int argc, char **argv) {
     test_program_threads(argv[2], "portable");
     test_program_threads(lenet, "portable");
     test_module_threads(argv[2], ETCH_MODULE_KERNELS_PORTABLE);
+    test_kernel_sees_pool(argv[2]); /* registers a custom relu over the portable one */
     CHECK_OK(etch_kernels_register_optimized());
     test_program_threads(argv[2], "optimized");
     test_program_threads(lenet, "optimized");
