@@ -57,6 +57,7 @@ if [ $# -ge 5 ]; then
             expect 0 "$ETCH" llm --model "$LLM" --tokenizer "$TOK" --prompt "Once upon a time" \
                 --temperature 0 --max-new-tokens 48 --cpu-threads $t --kernels $k
             has_err "threads $t, kernels $k"
+            has_err "; threads: $t\$"   # the runner's statistics: the threads it really runs with
             cp "$OUT" "llm_${k}_$t.txt"
         done
         [ -s "llm_${k}_1.txt" ] && pass || fail "$k kernels: no text"
