@@ -13,7 +13,12 @@
  * M, N or K may be 0 (K == 0 gives beta * bias). Uses the method's thread pool through ctx
  * and scratch from etch_kernel_temp_try (a path without scratch when it is short), so it
  * never fails and never allocates; the scratch is given back when it returns. ctx may be
- * NULL (one thread, no scratch). Implementation: gemm.c (+ gemm_<isa>.c). */
+ * NULL (one thread, no scratch). Implementation: gemm.c (+ gemm_<isa>.c).
+ * Call it from the kernel's own thread, not from inside an etch_kernel_parallel_for chunk
+ * (the scratch arena is not thread-safe); inside a chunk pass ctx = NULL. Scratch it takes
+ * from what is left of the arena, per task (thread): (mc * kc + kc * nc) floats, about 2.3 MiB
+ * for AVX2 when N is wide, shrinking nc then mc down to about 150 KiB before it falls back to
+ * the direct path (about half the speed on large products): leave it some of the arena. */
 typedef struct etch_sgemm_desc {
     int64_t M, N, K;
     const float *a;
