@@ -49,5 +49,6 @@ typedef struct etch_maxpool_row {
 } etch_maxpool_row;
 
 int64_t etch_opt_maxpool_cols_avx2(const etch_maxpool_row *a, int64_t ow0, int64_t ow1);
+int64_t etch_opt_maxpool_cols_neon(const etch_maxpool_row *a, int64_t ow0, int64_t ow1);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * Pooling over float32 contiguous [N, C, H, W] or [C, H, W] inputs, one thread-pool chunk per
  * range of channel planes:
- *   aten::max_pool2d_with_indices.out   (AVX2 rows for the interior columns at dilation 1)
+ *   aten::max_pool2d_with_indices.out   (AVX2 / NEON rows for the interior columns at
+ *                                        dilation 1)
  *   aten::avg_pool2d.out                (count_include_pad and divisor_override as torch)
  *   aten::_adaptive_avg_pool2d.out      (including the global average pool, output 1x1)
  * The results equal the portable kernels' bit for bit: the same choice of maximum (the first
@@ -124,11 +125,15 @@ static void maxpool_planes(void *arg, int64_t p0, int64_t p1) {
             float *out = j->out + (p * j->OH + oh) * j->OW;
             int64_t *idx = j->idx + (p * j->OH + oh) * j->OW;
             int64_t skip_lo = j->OW, skip_hi = j->OW; /* columns done by SIMD */
-#if ETCH_OPT_X86
+#if ETCH_OPT_X86 || ETCH_OPT_NEON
             if (j->simd && hi > lo) {
                 etch_maxpool_row r = {plane, j->W, h0, h1, j->kw, j->sw, j->pw, out, idx};
                 skip_lo = lo;
+#if ETCH_OPT_X86
                 skip_hi = etch_opt_maxpool_cols_avx2(&r, lo, hi);
+#else
+                skip_hi = etch_opt_maxpool_cols_neon(&r, lo, hi);
+#endif
             }
 #endif
             for (int64_t ow = 0; ow < j->OW; ow++) {
@@ -200,7 +205,8 @@ ETCH_OPT_KERNEL(max_pool2d_with_indices_out) {
     maxpool_job j = {H, W, OH, OW, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1],
                      (const float *)in->data, (float *)out->data, (int64_t *)idx->data, false};
     /* SIMD rows: dilation 1, stride 1 or 2, indices that fit 32-bit lanes */
-    j.simd = (etch_isa_active() == ETCH_ISA_AVX2 || etch_isa_active() == ETCH_ISA_AVX512) &&
+    j.simd = (etch_isa_active() == ETCH_ISA_AVX2 || etch_isa_active() == ETCH_ISA_AVX512 ||
+              etch_isa_active() == ETCH_ISA_NEON) &&
              d[0] == 1 && d[1] == 1 && (s[1] == 1 || s[1] == 2) && H * W < 0x7fffffffLL;
     etch_kernel_parallel_for(ctx, planes, pool_grain((double)OH * OW * k[0] * k[1]),
                              maxpool_planes, &j);
