@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -16,7 +17,37 @@ int64_t etch_llm_time_us(void) {
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* VmHWM of /proc/self/status in bytes; 0 when unavailable. Read with a plain fd and no
+ * stdio (no allocation). Preferred to getrusage: Linux keeps ru_maxrss across execve, so a
+ * process started by a large parent would report the parent's peak. */
+static uint64_t proc_vmhwm_bytes(void) {
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY);
+    if (fd < 0)
+        return 0;
+    size_t len = 0;
+    ssize_t n;
+    while (len < sizeof buf - 1 && (n = read(fd, buf + len, sizeof buf - 1 - len)) > 0)
+        len += (size_t)n;
+    close(fd);
+    buf[len] = 0;
+    const char *p = strstr(buf, "\nVmHWM:");
+    if (!p)
+        return 0;
+    p += 8;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    uint64_t kb = 0;
+    bool digits = false;
+    for (; *p >= '0' && *p <= '9'; p++, digits = true)
+        kb = kb * 10 + (uint64_t)(*p - '0');
+    return digits ? kb * 1024u : 0;
+}
+
 uint64_t etch_llm_peak_rss_bytes(void) {
+    uint64_t hwm = proc_vmhwm_bytes();
+    if (hwm)
+        return hwm;
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0 || ru.ru_maxrss < 0)
         return 0;

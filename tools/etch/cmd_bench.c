@@ -3,13 +3,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include "cli_inputs.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "etch/kernels.h"
+#include "etch/llm_runner.h"
 #include "etch/module.h"
 
 void cmd_bench_usage(FILE *out) {
@@ -373,8 +373,8 @@ int cmd_bench(int argc, char **argv) {
     r.min = sorted[0];
     r.max = sorted[n - 1];
     r.load_ms = load_ms;
-    struct rusage ru;
-    r.peak_rss_kb = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0; /* KiB on Linux */
+    /* VmHWM (getrusage's ru_maxrss survives execve, so it can be the parent's peak) */
+    r.peak_rss_kb = (long)(etch_llm_peak_rss_bytes() / 1024u);
     r.isa = o.kernels == ETCH_MODULE_KERNELS_OPTIMIZED ? etch_isa_name(etch_isa_active())
                                                        : "none";
     qsort(prof.rows, prof.nrows, sizeof *prof.rows, by_time_desc);
