@@ -26,7 +26,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -213,31 +213,44 @@ def _diff(out: np.ndarray, ref: np.ndarray) -> Optional[float]:
     return float(np.max(np.abs(out.astype(np.float64) - ref.astype(np.float64))))
 
 
-def _run_has_kernels_flag(etch_bin: Path) -> bool:
+def _run_flags(etch_bin: Path) -> str:
     r = subprocess.run([str(etch_bin), "help", "run"], capture_output=True, text=True)
-    return "--kernels" in (r.stdout + r.stderr)
+    return r.stdout + r.stderr
 
 
 def check(name: str, etch_bin: Path, node: str = "node", work: Path = WORK,
-          tolerance: float = TOLERANCE, kernels: Optional[str] = None) -> Dict[str, object]:
-    """Run etch and ONNX Runtime once on the saved input; compare with eager's output."""
+          tolerance: float = TOLERANCE, kernels: Optional[str] = None,
+          threads: Sequence[int] = (1,)) -> Dict[str, object]:
+    """Run etch (at each thread count, where `etch run` takes --cpu-threads) and ONNX Runtime
+    once on the saved input; compare with eager's output."""
     p = paths(name, work)
     ref = np.load(p["ref"])
     res: Dict[str, object] = {"ok": True, "error": None, "ref_max_abs": float(np.abs(ref).max())}
+    flags = _run_flags(etch_bin)
+    counts = sorted(set(threads)) if "--cpu-threads" in flags else [None]
+    res["etch_kernels_checked"] = kernels if kernels and "--kernels" in flags else "default"
+    res["etch_threads_checked"] = [c or 1 for c in counts]
+    d: Optional[float] = 0.0
     with tempfile.TemporaryDirectory(prefix="etch-bench-") as tmp:
-        cmd = [str(etch_bin), "run", str(p["pte"]), "--inputs", str(p["input"]),
-               "--output-dir", tmp]
-        if kernels and _run_has_kernels_flag(etch_bin):
-            cmd += ["--kernels", kernels]
-        res["etch_kernels_checked"] = kernels if "--kernels" in cmd else "default"
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        out = Path(tmp) / "output_0.npy"
-        if r.returncode != 0 or not out.exists():
-            res.update(ok=False, stage="check-etch",
-                       error="etch run failed (exit %d): %s"
-                       % (r.returncode, _one_line(r.stderr or r.stdout)))
-            return res
-        d = _diff(np.load(out), ref)
+        for c in counts:
+            cmd = [str(etch_bin), "run", str(p["pte"]), "--inputs", str(p["input"]),
+                   "--output-dir", tmp]
+            if res["etch_kernels_checked"] != "default":
+                cmd += ["--kernels", str(kernels)]
+            if c is not None:
+                cmd += ["--cpu-threads", str(c)]
+            out = Path(tmp) / "output_0.npy"
+            if out.exists():
+                out.unlink()
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            if r.returncode != 0 or not out.exists():
+                res.update(ok=False, stage="check-etch",
+                           error="etch run%s failed (exit %d): %s"
+                           % ("" if c is None else " --cpu-threads %d" % c, r.returncode,
+                              _one_line(r.stderr or r.stdout)))
+                return res
+            dc = _diff(np.load(out), ref)
+            d = None if dc is None or d is None else max(d, dc)
         res["etch_max_abs_diff"] = d
         ort_out = Path(tmp) / "ort_output.npy"
         cmd = [node, str(HERE / "ort_bench.mjs"), "--model", str(p["onnx"]), "--input",
@@ -262,15 +275,16 @@ def check(name: str, etch_bin: Path, node: str = "node", work: Path = WORK,
 
 
 def prepare(selected: List[str], etch_bin: Path, force: bool = False, node: str = "node",
-            work: Path = WORK, log=print, kernels: Optional[str] = None
-            ) -> Dict[str, Dict[str, object]]:
+            work: Path = WORK, log=print, kernels: Optional[str] = None,
+            threads: Sequence[int] = (1,)) -> Dict[str, Dict[str, object]]:
     """Export (cached) and check each model; {name: status}."""
     out = {}
     for name in selected:
         log("[models] %s: export%s" % (name, " (forced)" if force else ""))
         st = export(name, etch_bin, force=force, work=work, log=log)
         if st["ok"]:
-            st.update(check(name, etch_bin, node=node, work=work, kernels=kernels))
+            st.update(check(name, etch_bin, node=node, work=work, kernels=kernels,
+                            threads=threads))
         if st.get("etch_max_abs_diff") is not None:
             log("[models] %s: max abs diff vs eager: etch %.3g, ORT %s (|eager| max %.3g)"
                 % (name, st["etch_max_abs_diff"],
@@ -299,7 +313,7 @@ def main(argv=None) -> int:
     if not args.etch.exists():
         ap.error("etch CLI not found at %s (build it, or pass --etch / set ETCH_BIN)"
                  % args.etch)
-    st = prepare(selected, args.etch, force=args.force, kernels=args.kernels)
+    st = prepare(selected, args.etch, force=args.force, kernels=args.kernels, threads=(1, 2))
     return 0 if all(s["ok"] for s in st.values()) else 1
 
 

@@ -432,14 +432,17 @@ def write_markdown(path: Path, res: dict) -> None:
     L.append("Max abs difference from PyTorch eager on the benchmark input (tolerance %g):"
              % cfg["tolerance"])
     L.append("")
-    L.append("| model | input | etch | ONNX Runtime | max abs eager output |")
-    L.append("|---|---|---:|---:|---:|")
+    L.append("| model | input | etch | etch run with | ONNX Runtime | max abs eager output |")
+    L.append("|---|---|---:|---|---:|---:|")
     for name, st in res["models"].items():
         def d(v):
             return "—" if v is None else "%.2g" % v
-        L.append("| %s | %s | %s | %s | %s |" % (
+        how = "%s kernels, %s thread(s)" % (
+            st.get("etch_kernels_checked", "default"),
+            "+".join(str(t) for t in st.get("etch_threads_checked") or [1]))
+        L.append("| %s | %s | %s | %s | %s | %s |" % (
             name, "x".join(str(s) for s in models.MODELS[name].shape),
-            d(st.get("etch_max_abs_diff")), d(st.get("ort_max_abs_diff")),
+            d(st.get("etch_max_abs_diff")), how, d(st.get("ort_max_abs_diff")),
             d(st.get("ref_max_abs"))))
     L.append("")
     L.append("## Where etch spends its time (top 5 operators, `etch bench --json` ops)")
@@ -574,7 +577,7 @@ def main(argv=None) -> int:
         machine["cpu"], machine["cpus"], machine["etch_commit"], machine["torch_version"],
         machine["node_version"]))
     status = models.prepare(selected, args.etch, force=args.force_export, node=args.node,
-                            log=log, kernels=args.kernels)
+                            log=log, kernels=args.kernels, threads=threads)
     for st in status.values():
         st.pop("trace", None)
     runner = Runner(args)
