@@ -1,5 +1,6 @@
 # Convenience wrapper around CMake. The README's two commands:
-#   make run    build, then run the main job (etch run on a fixture program)
+#   make run    build the etch CLI, then run the main job: the default language model
+#               (models/default, committed) writes a short story; needs no torch
 #   make test   build, then run the whole test suite
 BUILD ?= build
 FIXTURES ?= ../shared/fixtures
@@ -13,8 +14,10 @@ build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j$(JOBS)
 
-run: build
-	./$(BUILD)/etch run $(FIXTURES)/pte/add_constant_segment.pte --print-output
+run:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j$(JOBS) --target etch
+	./$(BUILD)/etch llm --model models/default/model.pte --tokenizer models/default/tokenizer.model --prompt "Once upon a time" --max-new-tokens 200 --temperature 0.7 --top-p 0.9 --seed 42
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
