@@ -69,9 +69,16 @@ class etch_kernel(ctypes.Structure):
                 ("fn", ctypes.c_void_p)]
 
 
+# etch_module_kernels (include/etch/module.h): which kernels a module registers when it opens
+KERNELS_OPTIMIZED, KERNELS_PORTABLE, KERNELS_REGISTERED = 0, 1, 2
+KERNELS = {"optimized": KERNELS_OPTIMIZED, "portable": KERNELS_PORTABLE,
+           "registered": KERNELS_REGISTERED}
+
+
 class etch_module_options(ctypes.Structure):
     _fields_ = [("load_mode", ctypes.c_int), ("data_path", ctypes.c_char_p),
-                ("temp_size", ctypes.c_size_t), ("num_threads", ctypes.c_int)]
+                ("temp_size", ctypes.c_size_t), ("num_threads", ctypes.c_int),
+                ("kernels", ctypes.c_int)]
 
 
 def default_library_path() -> Path:

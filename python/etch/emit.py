@@ -234,6 +234,40 @@ def _variant(node: torch.fx.Node) -> _ops.OutVariant:
     return v
 
 
+# Operators whose optimized kernels take a following activation as their epilogue at method
+# load (src/runtime/fusion.c; KF lines of src/kernels/optimized/table_conv.inc, table_gemm.inc)
+# and the activations they take.
+FUSING_PRODUCERS = frozenset(["aten::convolution.out", "aten::mm.out", "aten::addmm.out",
+                              "aten::bmm.out", "aten::linear.out"])
+FUSED_ACTIVATIONS = frozenset(["aten::relu.out", "aten::clamp.out", "aten::hardtanh.out",
+                               "aten::gelu.out", "aten::silu.out", "aten::sigmoid.out"])
+
+
+def fusible_pairs(instrs: List[_Instr], spans: Dict[Any, List[int]],
+                  outputs: Sequence[Any], eg: ExportedGraph) -> List[int]:
+    """Indices t where instruction t (a fusing producer writing one floating tensor v) and
+    t + 1 (an activation reading v) can become one kernel call: v is read by t + 1 alone
+    (its storage lives exactly from t to t + 1) and is no method output."""
+    pairs: List[int] = []
+    for t in range(len(instrs) - 1):
+        p, a = instrs[t], instrs[t + 1]
+        if p.variant.name not in FUSING_PRODUCERS or a.variant.name not in FUSED_ACTIVATIONS:
+            continue
+        if len(p.writes) != 1 or p.writes[0] in p.reads:
+            continue
+        v = p.writes[0]
+        n, i = v
+        spec = eg.spec(n)
+        if isinstance(spec, tuple):
+            spec = spec[i]
+        if spec.dtype != torch.float32:     # the runtime fuses Float producers only
+            continue
+        if v not in a.reads or spans.get(v) != [t, t + 1] or v in outputs:
+            continue
+        pairs.append(t)
+    return pairs
+
+
 def emit_method(eg: ExportedGraph, constants: ConstantTable,
                 alignment: int = 16) -> EmittedMethod:
     """Emit one method; constant tensors go into `constants`."""
@@ -295,6 +329,13 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
     for o in eg.outputs:
         if isinstance(o, torch.fx.Node):
             touch(key_of(o), last)
+    # A producer and the activation that the runtime fuses into it are one step: the fused
+    # kernel writes the activation's output while it still reads its own inputs, so those
+    # inputs live on to the activation (and never share memory with its output).
+    out_keys = [key_of(o) for o in eg.outputs if isinstance(o, torch.fx.Node)]
+    for t in fusible_pairs(instrs, spans, out_keys, eg):
+        for k in instrs[t].reads:
+            touch(k, t + 1)
 
     def nbytes_of(k) -> int:
         n, i = k

@@ -2,6 +2,7 @@
 module API of include/etch/module.h).
 
     m = etch.runtime.load("model.pte")       # or load(program.buffer) / load(program)
+    m = etch.runtime.load("model.pte", num_threads=4, kernels="portable")
     y = m.forward(x)                          # torch tensors in, torch tensors out (copies)
     ys = m.run_method("forward", x, y)        # always a list of outputs
 
@@ -28,12 +29,21 @@ class RuntimeError_(RuntimeError):
 class Module:
     """An open program; methods load on first use."""
 
-    def __init__(self, source, lib_path: Optional[str] = None, num_threads: int = 1):
-        self._lib = _lib.load(lib_path)
+    def __init__(self, source, lib_path: Optional[str] = None, num_threads: int = 1,
+                 kernels: str = "optimized"):
+        if kernels not in _lib.KERNELS:
+            raise ValueError("kernels must be one of %s, not %r"
+                             % (", ".join(sorted(_lib.KERNELS)), kernels))
+        if isinstance(num_threads, bool) or not isinstance(num_threads, int) or \
+                num_threads < 0:
+            raise ValueError("num_threads must be an int >= 0 (0 or 1: serial), not %r"
+                             % (num_threads,))
         self._handle = ctypes.c_void_p()
         self._methods: Dict[str, ctypes.c_void_p] = {}
+        self._lib = _lib.load(lib_path)
         opts = self._lib.etch_module_default_options()
         opts.num_threads = num_threads
+        opts.kernels = _lib.KERNELS[kernels]
         self._opts = opts
         if hasattr(source, "buffer") and not isinstance(source, (bytes, bytearray)):
             source = source.buffer
@@ -175,6 +185,11 @@ def tensor_to_torch(t: "_lib.etch_tensor") -> torch.Tensor:
 
 
 def load(source: Union[str, bytes, Any], lib_path: Optional[str] = None,
-         num_threads: int = 1) -> Module:
-    """Open a program: a path, the bytes of a .pte/.bpte, or an etch.Program."""
-    return Module(source, lib_path, num_threads)
+         num_threads: int = 1, kernels: str = "optimized") -> Module:
+    """Open a program: a path, the bytes of a .pte/.bpte, or an etch.Program.
+
+    num_threads: threads for kernels that split their work, the calling one included (0 or
+    1: serial). kernels: "optimized" (the default: SIMD kernels, activations fused into the
+    convolution/gemm before them at load), "portable" (the reference kernels only) or
+    "registered" (whatever the process registered with etch_kernels_register*)."""
+    return Module(source, lib_path, num_threads, kernels)

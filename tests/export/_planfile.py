@@ -7,7 +7,10 @@ uses the latest earlier definition that covers the value's first byte (a tensor 
 instruction writes, such as an elided view, resolves to whatever wrote its bytes last; method
 inputs and never-written state are defined before instruction 0).  A definition is live from
 its write to its last use; method outputs and method inputs (which must survive for a repeated
-execute() without new inputs) to the end.
+execute() without new inputs) to the end.  Where the runtime may fuse instruction k (a float
+convolution/mm/addmm/bmm/linear whose one result is read by instruction k + 1 alone) with the
+activation k + 1 (relu, clamp, hardtanh, gelu, silu, sigmoid), the fused call reads k's inputs
+while writing k + 1's output, so the definitions k reads live at least to k + 1.
 
     lower bound = max over instructions of the sum of aligned sizes of live definitions
 
@@ -22,6 +25,13 @@ from typing import Dict, List, Optional, Tuple
 from etch.serialize import read_pte, schema as S
 
 ALIGN = 16
+
+# The runtime's fusion pairs (src/runtime/fusion.c), written out again here so that the
+# analysis does not take them from the planner it checks.
+PRODUCERS = {"aten::convolution.out", "aten::mm.out", "aten::addmm.out", "aten::bmm.out",
+             "aten::linear.out"}
+ACTIVATIONS = {"aten::relu.out", "aten::clamp.out", "aten::hardtanh.out", "aten::gelu.out",
+               "aten::silu.out", "aten::sigmoid.out"}
 
 
 def _align(n: int) -> int:
@@ -74,10 +84,12 @@ def analyze(data: bytes, method: str = "forward") -> PlanFacts:
 
     names = [o.name + ("." + o.overload if o.overload else "") for o in plan.operators]
     instrs = []
+    ops_at: List[int] = []
     for ins in plan.chains[0].instructions:
         call = ins.instr_args
         if not isinstance(call, S.KernelCall):
             raise AssertionError("only KernelCalls expected, got %r" % type(call).__name__)
+        ops_at.append(call.op_index)
         if names[call.op_index] == "executorch_prim::et_view.default":
             # out becomes a view of self's bytes (§5.4): no new definition
             instrs.append((tensors_in(call.args[0]), []))
@@ -113,6 +125,9 @@ def analyze(data: bytes, method: str = "forward") -> PlanFacts:
             best = define(v, 0)
         return best
 
+    read_defs: List[List[Definition]] = [[] for _ in instrs]   # what instruction k reads
+    readers: Dict[int, set] = {}                               # id(definition) -> instrs
+    written: List[List[Definition]] = [[] for _ in instrs]
     for v in plan.inputs:
         d = define(v, 0)
         if d is not None:        # inputs must survive for a repeated execute()
@@ -122,13 +137,33 @@ def analyze(data: bytes, method: str = "forward") -> PlanFacts:
             d = current(v)
             if d is not None:
                 d.end = max(d.end, k)
+                read_defs[k].append(d)
+                readers.setdefault(id(d), set()).add(k)
         for v in writes:
-            define(v, k)
+            d = define(v, k)
+            if d is not None:
+                written[k].append(d)
+    outs = set()
     for v in plan.outputs:
         for j in tensors_in(v):
             d = current(j)
             if d is not None:
                 d.end = last
+                outs.add(id(d))
+    # A fusible pair (a producer whose only reader is the activation right after it, see
+    # FUSING_PRODUCERS in python/etch/emit.py) is one step: the fused kernel writes the
+    # activation's output while reading the producer's inputs, so those live to the activation.
+    for k in range(len(instrs) - 1):
+        if names[ops_at[k]] not in PRODUCERS or names[ops_at[k + 1]] not in ACTIVATIONS:
+            continue
+        if len(written[k]) != 1 or len(instrs[k][1]) != 1:
+            continue
+        v = written[k][0]
+        if values[v.value].val.scalar_type != S.ScalarType.FLOAT or id(v) in outs or \
+                readers.get(id(v)) != {k + 1}:
+            continue
+        for d in read_defs[k]:
+            d.end = max(d.end, k + 1)
 
     bound = 0
     for k in range(len(instrs) or 1):

@@ -26,7 +26,10 @@ int main(void) {
     Z(etch_kernel); F(etch_kernel, name); F(etch_kernel, signature); F(etch_kernel, fn);
     Z(etch_module_options); F(etch_module_options, load_mode);
     F(etch_module_options, data_path); F(etch_module_options, temp_size);
-    F(etch_module_options, num_threads);
+    F(etch_module_options, num_threads); F(etch_module_options, kernels);
+    printf("kernels.optimized %d\n", (int)ETCH_MODULE_KERNELS_OPTIMIZED);
+    printf("kernels.portable %d\n", (int)ETCH_MODULE_KERNELS_PORTABLE);
+    printf("kernels.registered %d\n", (int)ETCH_MODULE_KERNELS_REGISTERED);
     return 0;
 }
 """
@@ -51,7 +54,9 @@ class CtypesLayoutTest(unittest.TestCase):
         for line in out.splitlines():
             what, value = line.split()
             value = int(value)
-            if "." in what:
+            if what.startswith("kernels."):
+                self.assertEqual(_lib.KERNELS[what.split(".")[1]], value, what)
+            elif "." in what:
                 struct, field = what.split(".")
                 self.assertEqual(getattr(MIRRORS[struct], field).offset, value, what)
             else:
