@@ -267,7 +267,7 @@ def machine_info(args) -> dict:
         except (OSError, subprocess.TimeoutExpired):
             return ""
     info["etch_commit"] = git("rev-parse", "--short", "HEAD") or None
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src", "include",
+    dirty = git("status", "--porcelain", "--", "src", "include",
                 "tools", "CMakeLists.txt", "cmake")
     info["etch_tree_dirty"] = bool(dirty)
     info["etch_binary"] = str(args.etch)
