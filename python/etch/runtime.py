@@ -191,5 +191,7 @@ def load(source: Union[str, bytes, Any], lib_path: Optional[str] = None,
     num_threads: threads for kernels that split their work, the calling one included (0 or
     1: serial). kernels: "optimized" (the default: SIMD kernels, activations fused into the
     convolution/gemm before them at load), "portable" (the reference kernels only) or
-    "registered" (whatever the process registered with etch_kernels_register*)."""
+    "registered" (whatever the process registered with etch_kernels_register*). The C
+    kernel registry is process-wide: once a module opened with the optimized kernels, a
+    portable-only module is refused in the same process (RuntimeError_ says so)."""
     return Module(source, lib_path, num_threads, kernels)
