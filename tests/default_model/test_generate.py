@@ -3,7 +3,8 @@
 * >= 90% of the generated words are in /usr/share/dict/words (Debian's wamerican): words are
   runs of letters (an apostrophe inside a word kept), case-folded, a possessive 's dropped;
   checked per run and over all runs (four seeds without a prompt, four with prompts, the `make
-  run` command itself, past EOS, temperature 1, greedy).  A missing dictionary is a failure, not a skip.
+  run` command itself, past EOS, temperature 1, greedy).  A missing dictionary is a failure,
+  not a skip.
 * stdout is only the text (the prompt first), valid UTF-8, no log lines; stderr ends with one
   `PyTorchObserver {...}` line whose counts match.
 * models/default/model.pte's sha256 is the one models/default/README.md states, and the

@@ -440,8 +440,8 @@ def words_of(text: str) -> List[str]:
 
 
 def template_strings() -> List[str]:
-    """Every literal string the grammar can emit (templates with their ``{fields}``), plus
-    the names of the arcs' inline literals are covered by generating stories in the test."""
+    """The strings of every word list and template (``{fields}`` unfilled).  The few literals
+    written inside the arc functions are covered by the test's generated stories."""
     out: List[str] = []
     g = globals()
     for name, v in g.items():

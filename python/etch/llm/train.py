@@ -8,7 +8,8 @@ reproducibly: the recipe of etch's default model (``models/default``, built by
 
 ``tokenizer`` trains a sentencepiece BPE model (Debian's python3-sentencepiece) with byte
 fallback, the ``identity`` normalization (etch's reader refuses precompiled charsmaps), one
-thread and no input sampling or shuffling (so the same text gives the same model), writing ``<prefix>.model``.
+thread and no input sampling or shuffling (so the same text gives the same model), writing
+``<prefix>.model``.
 
 ``model`` encodes every line (one story) as BOS + pieces, concatenates the lines, and trains on
 windows of ``seq_len + 1`` tokens drawn at offsets from a seeded ``torch.Generator`` (the data
