@@ -46,6 +46,7 @@ typedef struct etch_module_options {
     int num_threads;         /* 0 or 1: serial (default 1); at most
                                 ETCH_THREADPOOL_MAX_THREADS; < 0 is an error */
     etch_module_kernels kernels; /* default ETCH_MODULE_KERNELS_OPTIMIZED */
+    bool no_fusion;              /* load methods without activation fusion (default false) */
 } etch_module_options;
 
 etch_module_options etch_module_default_options(void);

@@ -70,6 +70,8 @@ bool cli_parse_kernels(const char *cmd, const char *s, etch_module_kernels *out)
     "  --kernels SET          optimized (default: SIMD, multi-threaded, fused activations;\n" \
     "                         the instruction set follows the CPU or ETCH_ISA) or portable\n" \
     "                         (the reference kernels only)\n"
+#define CLI_HELP_NO_FUSION \
+    "  --no-fusion            do not fuse activations into the preceding kernel at load\n"
 
 /* ---- files, time -------------------------------------------------------------------------- */
 

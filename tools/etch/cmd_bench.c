@@ -39,6 +39,7 @@ void cmd_bench_usage(FILE *out) {
             "                         inputs at their exported values\n"
             "  --data FILE.ptd        external tensor data\n"
             CLI_HELP_THREADS_KERNELS
+            CLI_HELP_NO_FUSION
             "  --warmup W             untimed executions first (default 3)\n"
             "  --iterations K         timed executions (default 20)\n"
             "  --json                 print one JSON object instead: file, method, threads,\n"
@@ -53,7 +54,7 @@ void cmd_bench_usage(FILE *out) {
 
 typedef struct bench_opts {
     const char *path, *method, *inputs, *data, *threads, *kernels_s, *warmup_s, *iters_s;
-    bool json;
+    bool json, no_fusion;
     int num_threads;
     etch_module_kernels kernels;
     long long warmup, iterations;
@@ -75,6 +76,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             (r = cli_opt_value("bench", argc, argv, &i, "--data", &o->data)) ||
             (r = cli_opt_value("bench", argc, argv, &i, "--cpu-threads", &o->threads)) ||
             (r = cli_opt_value("bench", argc, argv, &i, "--kernels", &o->kernels_s)) ||
+            (r = cli_opt_flag("bench", argv, i, "--no-fusion", &o->no_fusion)) ||
             (r = cli_opt_value("bench", argc, argv, &i, "--warmup", &o->warmup_s)) ||
             (r = cli_opt_value("bench", argc, argv, &i, "--iterations", &o->iters_s)) ||
             (r = cli_opt_flag("bench", argv, i, "--json", &o->json))) {
@@ -331,6 +333,7 @@ int cmd_bench(int argc, char **argv) {
     mo.data_path = o.data;
     mo.num_threads = o.num_threads;
     mo.kernels = o.kernels;
+    mo.no_fusion = o.no_fusion;
     etch_method *m = NULL;
     double t0 = cli_now_ms();
     etch_status st = etch_module_open(o.path, &mo, &mod);

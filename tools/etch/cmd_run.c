@@ -31,13 +31,14 @@ void cmd_run_usage(FILE *out) {
             "  --print-output         print each output's dtype, shape and values\n"
             "  --load-mode MODE       mmap (default) or read\n"
             CLI_HELP_THREADS_KERNELS
+            CLI_HELP_NO_FUSION
             "  -h, --help             show this help\n");
 }
 
 typedef struct run_opts {
     const char *path, *method, *inputs, *data, *output_dir, *num_exec, *load_mode;
     const char *threads, *kernels_s;
-    bool print_output;
+    bool print_output, no_fusion;
     long long executions;
     etch_load_mode mode;
     int num_threads;
@@ -63,6 +64,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             (r = cli_opt_value("run", argc, argv, &i, "--load-mode", &o->load_mode)) ||
             (r = cli_opt_value("run", argc, argv, &i, "--cpu-threads", &o->threads)) ||
             (r = cli_opt_value("run", argc, argv, &i, "--kernels", &o->kernels_s)) ||
+            (r = cli_opt_flag("run", argv, i, "--no-fusion", &o->no_fusion)) ||
             (r = cli_opt_flag("run", argv, i, "--print-output", &o->print_output))) {
             if (r < 0)
                 return CLI_USAGE;
@@ -143,6 +145,7 @@ int cmd_run(int argc, char **argv) {
     mo.data_path = o.data;
     mo.num_threads = o.num_threads;
     mo.kernels = o.kernels;
+    mo.no_fusion = o.no_fusion;
     double t0 = cli_now_ms();
     etch_status st = etch_module_open(o.path, &mo, &s->mod);
     if (st != ETCH_OK) {
