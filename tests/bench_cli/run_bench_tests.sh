@@ -178,6 +178,11 @@ for k in optimized portable; do
         if cmp -s "out_${k}_1/output_0.npy" "out_${k}_$t/output_0.npy"; then pass; else fail "$k kernels: $t threads differ from 1"; fi
     done
 done
+# --no-fusion: same result, and no operator row reports a fused activation
+expect 0 "$ETCH" run "$LENET" --inputs x.npy --no-fusion --output-dir out_nofusion
+if cmp -s out_optimized_1/output_0.npy out_nofusion/output_0.npy; then pass; else fail "--no-fusion changed the output"; fi
+expect 0 "$ETCH" bench "$LENET" --iterations 2 --no-fusion --json
+py_check 'assert all(o["fused"] is None for o in obj["ops"]), obj["ops"]' "bench --no-fusion"
 # and the two kernel sets agree closely (they are different code)
 if "$PY" -c "import numpy as np, sys
 a, b = np.load('out_optimized_1/output_0.npy'), np.load('out_portable_1/output_0.npy')
