@@ -280,8 +280,12 @@ int cmd_llm(int argc, char **argv) {
         if (st != ETCH_OK) {
             rc = cli_fail(st);
         } else {
+            /* end the text's line on the terminal: on stdout when it is one (the text stays
+             * the only thing there otherwise), else before the report on stderr */
             if (!s.last_newline && isatty(1))
                 fputc('\n', stdout);
+            else if (!s.last_newline && isatty(2))
+                fputc('\n', stderr);
             fflush(stdout);
             report(r, &res);
         }
