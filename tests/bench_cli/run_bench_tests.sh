@@ -8,37 +8,14 @@
 # etch llm gives the same greedy text with 1, 2 and 3 threads, and etch bench times the model.
 set -u
 
-abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+. "$(dirname "${BASH_SOURCE[0]}")/../harness/cli_lib.sh"
 ETCH=$(abspath "${1:?usage: run_bench_tests.sh ETCH FIXTURES_DIR PYTHON}")
 FIX=$(abspath "${2:?missing FIXTURES_DIR}")/pte
 PY=${3:?missing PYTHON}
-[ -x "$ETCH" ] || { echo "not an executable: $ETCH" >&2; echo "0 passed, 1 failed"; exit 1; }
-[ -f "$FIX/lenet_bundled.bpte" ] || { echo "no fixtures in $FIX" >&2; echo "0 passed, 1 failed"; exit 1; }
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/etch_bench.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+[ -x "$ETCH" ] || cli_abort "not an executable: $ETCH"
+[ -f "$FIX/lenet_bundled.bpte" ] || cli_abort "no fixtures in $FIX"
+cli_begin etch_bench
 
-passed=0
-failed=0
-OUT=$WORK/stdout
-ERR=$WORK/stderr
-
-pass() { passed=$((passed + 1)); }
-fail() {
-    failed=$((failed + 1))
-    echo "FAIL: $*" >&2
-    echo "  stdout: $(head -c 2000 "$OUT")" >&2
-    echo "  stderr: $(head -c 2000 "$ERR")" >&2
-}
-# expect RC CMD... — run CMD, require exit status RC.
-expect() {
-    local want=$1
-    shift
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$?
-    if [ "$rc" -eq "$want" ]; then pass; else fail "exit $rc, want $want: $*"; fi
-}
-has_out() { if grep -Eq -- "$1" "$OUT"; then pass; else fail "stdout lacks /$1/"; fi; }
-has_err() { if grep -Eq -- "$1" "$ERR"; then pass; else fail "stderr lacks /$1/"; fi; }
 # py_check 'python statements over obj (the JSON of the last stdout)' DESCRIPTION
 py_check() {
     if "$PY" -c "import json,sys
@@ -67,8 +44,7 @@ if [ $# -ge 5 ]; then
     done
     expect 0 "$ETCH" bench "$LLM" --iterations 3 --warmup 1 --cpu-threads 2 --json
     py_check 'assert obj["threads"] == 2 and obj["ops"] and obj["median_ms"] > 0' "bench of the LLM"
-    echo "$passed passed, $failed failed"
-    [ "$failed" -eq 0 ]
+    cli_end
     exit
 fi
 
@@ -192,5 +168,4 @@ else
     fail "optimized and portable outputs differ"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_end

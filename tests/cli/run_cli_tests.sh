@@ -7,42 +7,15 @@
 # its stdout/stderr). Inputs are written and outputs checked with npy_tool (no numpy).
 set -u
 
-abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+. "$(dirname "${BASH_SOURCE[0]}")/../harness/cli_lib.sh"
 ETCH=$(abspath "${1:?usage: run_cli_tests.sh ETCH NPY_TOOL FIXTURES_DIR}")
 NPY=$(abspath "${2:?missing NPY_TOOL}")
 FIX=$(abspath "${3:?missing FIXTURES_DIR}")/pte
 for f in "$ETCH" "$NPY"; do
-    [ -x "$f" ] || { echo "not an executable: $f" >&2; echo "0 passed, 1 failed"; exit 1; }
+    [ -x "$f" ] || cli_abort "not an executable: $f"
 done
-[ -f "$FIX/add.pte" ] || { echo "no fixtures in $FIX" >&2; echo "0 passed, 1 failed"; exit 1; }
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/etch_cli.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-
-passed=0
-failed=0
-OUT=$WORK/stdout
-ERR=$WORK/stderr
-
-pass() { passed=$((passed + 1)); }
-fail() {
-    failed=$((failed + 1))
-    echo "FAIL: $*" >&2
-    echo "  stdout: $(head -c 2000 "$OUT")" >&2
-    echo "  stderr: $(head -c 2000 "$ERR")" >&2
-}
-
-# expect RC CMD...   — run CMD, require exit status RC.
-expect() {
-    local want=$1
-    shift
-    "$@" >"$OUT" 2>"$ERR"
-    local rc=$?
-    if [ "$rc" -eq "$want" ]; then pass; else fail "exit $rc, want $want: $*"; fi
-}
-
-# has_out PATTERN / has_err PATTERN — the last command's stdout / stderr matches (grep -E).
-has_out() { if grep -Eq -- "$1" "$OUT"; then pass; else fail "stdout lacks /$1/"; fi; }
-has_err() { if grep -Eq -- "$1" "$ERR"; then pass; else fail "stderr lacks /$1/"; fi; }
+[ -f "$FIX/add.pte" ] || cli_abort "no fixtures in $FIX"
+cli_begin etch_cli
 
 # npy_check FILE DTYPE SHAPE VALUES
 npy_check() {
@@ -192,5 +165,4 @@ expect 1 "$ETCH" verify "$FIX/bundled_add_mul.bpte" --method backward; has_err '
 expect 1 "$ETCH" verify "$ADD";                            has_err '^error: InvalidProgram: .*BP08'
 expect 1 "$ETCH" verify "$WORK/missing.bpte";              has_err '^error: AccessFailed: '
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cli_end
