@@ -231,3 +231,38 @@ void cli_inputs_free(cli_inputs *s) {
     free(s->list);
     s->list = NULL;
 }
+
+/* ---- the options etch run and etch bench share ------------------------------------------- */
+
+int cli_module_args_take(const char *cmd, int argc, char **argv, int *i, cli_module_args *a) {
+    int r;
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--method", &a->method)) ||
+        (r = cli_opt_value(cmd, argc, argv, i, "--inputs", &a->inputs)) ||
+        (r = cli_opt_value(cmd, argc, argv, i, "--data", &a->data)) ||
+        (r = cli_opt_value(cmd, argc, argv, i, "--cpu-threads", &a->threads_s)) ||
+        (r = cli_opt_value(cmd, argc, argv, i, "--kernels", &a->kernels_s)) ||
+        (r = cli_opt_flag(cmd, argv, *i, "--no-fusion", &a->no_fusion)))
+        return r;
+    return 0;
+}
+
+int cli_module_args_finish(const char *cmd, cli_module_args *a) {
+    if (a->inputs && cli_inputs_check_list(cmd, a->inputs) != CLI_OK)
+        return CLI_USAGE;
+    a->num_threads = 1;
+    if (a->threads_s && !cli_parse_threads(cmd, a->threads_s, &a->num_threads))
+        return CLI_USAGE;
+    a->kernels = ETCH_MODULE_KERNELS_OPTIMIZED;
+    if (a->kernels_s && !cli_parse_kernels(cmd, a->kernels_s, &a->kernels))
+        return CLI_USAGE;
+    return CLI_OK;
+}
+
+etch_module_options cli_module_args_options(const cli_module_args *a) {
+    etch_module_options mo = etch_module_default_options();
+    mo.data_path = a->data;
+    mo.num_threads = a->num_threads;
+    mo.kernels = a->kernels;
+    mo.no_fusion = a->no_fusion;
+    return mo;
+}

@@ -31,4 +31,22 @@ int cli_inputs_set(cli_inputs *in, const char *cmd, const char *list, cli_fill f
                    etch_method *m);
 void cli_inputs_free(cli_inputs *in); /* a zeroed struct is fine */
 
+/* ---- the options etch run and etch bench share ---------------------------------------------
+ * --method NAME, --inputs LIST, --data FILE.ptd, --cpu-threads N, --kernels SET, --no-fusion. */
+typedef struct cli_module_args {
+    const char *method, *inputs, *data, *threads_s, *kernels_s; /* as given, or NULL */
+    bool no_fusion;
+    int num_threads;             /* parsed by cli_module_args_finish (default 1) */
+    etch_module_kernels kernels; /* (default optimized) */
+} cli_module_args;
+
+/* Match argv[*i] against the shared options (as cli_opt_value / cli_opt_flag do): 1 taken
+ * (*i advanced past a value), 0 not one of them, -1 usage error (printed). */
+int cli_module_args_take(const char *cmd, int argc, char **argv, int *i, cli_module_args *a);
+/* After parsing: check the --inputs list, parse --cpu-threads and --kernels. CLI_OK or
+ * CLI_USAGE (error printed). */
+int cli_module_args_finish(const char *cmd, cli_module_args *a);
+/* etch_module_default_options() with --data, the threads, the kernels and --no-fusion. */
+etch_module_options cli_module_args_options(const cli_module_args *a);
+
 #endif

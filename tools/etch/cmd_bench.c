@@ -53,10 +53,9 @@ void cmd_bench_usage(FILE *out) {
 }
 
 typedef struct bench_opts {
-    const char *path, *method, *inputs, *data, *threads, *kernels_s, *warmup_s, *iters_s;
-    bool json, no_fusion;
-    int num_threads;
-    etch_module_kernels kernels;
+    const char *path, *warmup_s, *iters_s;
+    cli_module_args ma; /* --method, --inputs, --data, --cpu-threads, --kernels, --no-fusion */
+    bool json;
     long long warmup, iterations;
 } bench_opts;
 
@@ -71,12 +70,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             o->path = argv[++i];
             break;
         }
-        if ((r = cli_opt_value("bench", argc, argv, &i, "--method", &o->method)) ||
-            (r = cli_opt_value("bench", argc, argv, &i, "--inputs", &o->inputs)) ||
-            (r = cli_opt_value("bench", argc, argv, &i, "--data", &o->data)) ||
-            (r = cli_opt_value("bench", argc, argv, &i, "--cpu-threads", &o->threads)) ||
-            (r = cli_opt_value("bench", argc, argv, &i, "--kernels", &o->kernels_s)) ||
-            (r = cli_opt_flag("bench", argv, i, "--no-fusion", &o->no_fusion)) ||
+        if ((r = cli_module_args_take("bench", argc, argv, &i, &o->ma)) ||
             (r = cli_opt_value("bench", argc, argv, &i, "--warmup", &o->warmup_s)) ||
             (r = cli_opt_value("bench", argc, argv, &i, "--iterations", &o->iters_s)) ||
             (r = cli_opt_flag("bench", argv, i, "--json", &o->json))) {
@@ -92,13 +86,9 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     }
     if (!o->path)
         return cli_usage_error("bench", "missing FILE");
-    if (!o->method)
-        o->method = "forward";
-    o->num_threads = 1;
-    if (o->threads && !cli_parse_threads("bench", o->threads, &o->num_threads))
-        return CLI_USAGE;
-    o->kernels = ETCH_MODULE_KERNELS_OPTIMIZED;
-    if (o->kernels_s && !cli_parse_kernels("bench", o->kernels_s, &o->kernels))
+    if (!o->ma.method)
+        o->ma.method = "forward";
+    if (cli_module_args_finish("bench", &o->ma) != CLI_OK)
         return CLI_USAGE;
     o->warmup = 3;
     if (o->warmup_s && !cli_parse_long("bench", "--warmup", o->warmup_s, 0, 1000000, &o->warmup))
@@ -106,8 +96,6 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     o->iterations = 20;
     if (o->iters_s &&
         !cli_parse_long("bench", "--iterations", o->iters_s, 1, 1000000, &o->iterations))
-        return CLI_USAGE;
-    if (o->inputs && cli_inputs_check_list("bench", o->inputs) != CLI_OK)
         return CLI_USAGE;
     return CLI_OK;
 }
@@ -256,8 +244,8 @@ static void print_human(const bench_opts *o, const bench_result *r, const profil
     printf("median %.3f ms  min %.3f ms  max %.3f ms\n", r->median, r->min, r->max);
     printf("load %.3f ms\n", r->load_ms);
     printf("peak RSS %ld KiB\n", r->peak_rss_kb);
-    printf("threads %d  kernels %s  isa %s\n", o->num_threads,
-           etch_module_kernels_name(o->kernels), r->isa);
+    printf("threads %d  kernels %s  isa %s\n", o->ma.num_threads,
+           etch_module_kernels_name(o->ma.kernels), r->isa);
     int64_t total = 0;
     for (size_t i = 0; i < p->nrows; i++)
         total += p->rows[i].ns;
@@ -290,7 +278,7 @@ static void print_json(const bench_opts *o, const char *method, const bench_resu
     printf(", \"threads\": %d, \"kernels\": \"%s\", \"isa\": \"%s\", \"warmup\": %lld, "
            "\"iterations\": %lld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, "
            "\"load_ms\": %.6f, \"peak_rss_kb\": %ld, \"ops\": [",
-           o->num_threads, etch_module_kernels_name(o->kernels), r->isa, o->warmup,
+           o->ma.num_threads, etch_module_kernels_name(o->ma.kernels), r->isa, o->warmup,
            o->iterations, r->median, r->min, r->max, r->load_ms, r->peak_rss_kb);
     for (size_t i = 0; i < p->nrows; i++) {
         const prof_row *row = &p->rows[i];
@@ -329,22 +317,18 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "error: MemoryAllocationFailed: out of memory\n");
         return CLI_FAIL;
     }
-    etch_module_options mo = etch_module_default_options();
-    mo.data_path = o.data;
-    mo.num_threads = o.num_threads;
-    mo.kernels = o.kernels;
-    mo.no_fusion = o.no_fusion;
+    etch_module_options mo = cli_module_args_options(&o.ma);
     etch_method *m = NULL;
     double t0 = cli_now_ms();
     etch_status st = etch_module_open(o.path, &mo, &mod);
     if (st == ETCH_OK)
-        st = etch_module_load_method(mod, o.method, &m);
+        st = etch_module_load_method(mod, o.ma.method, &m);
     double load_ms = cli_now_ms() - t0;
     if (st != ETCH_OK) {
         rc = cli_fail(st);
         goto done;
     }
-    if ((rc = cli_inputs_set(in, "bench", o.inputs, CLI_FILL_RANDOM, m)) != CLI_OK)
+    if ((rc = cli_inputs_set(in, "bench", o.ma.inputs, CLI_FILL_RANDOM, m)) != CLI_OK)
         goto done;
     if ((rc = profile_init(&prof, m)) != CLI_OK)
         goto done;
@@ -378,11 +362,11 @@ int cmd_bench(int argc, char **argv) {
     r.load_ms = load_ms;
     /* VmHWM (getrusage's ru_maxrss survives execve, so it can be the parent's peak) */
     r.peak_rss_kb = (long)(etch_llm_peak_rss_bytes() / 1024u);
-    r.isa = o.kernels == ETCH_MODULE_KERNELS_OPTIMIZED ? etch_isa_name(etch_isa_active())
+    r.isa = o.ma.kernels == ETCH_MODULE_KERNELS_OPTIMIZED ? etch_isa_name(etch_isa_active())
                                                        : "none";
     qsort(prof.rows, prof.nrows, sizeof *prof.rows, by_time_desc);
     if (o.json)
-        print_json(&o, o.method, &r, &prof);
+        print_json(&o, o.ma.method, &r, &prof);
     else
         print_human(&o, &r, &prof);
     fflush(stdout);

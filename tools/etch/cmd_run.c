@@ -36,13 +36,11 @@ void cmd_run_usage(FILE *out) {
 }
 
 typedef struct run_opts {
-    const char *path, *method, *inputs, *data, *output_dir, *num_exec, *load_mode;
-    const char *threads, *kernels_s;
-    bool print_output, no_fusion;
+    const char *path, *output_dir, *num_exec, *load_mode;
+    cli_module_args ma; /* --method, --inputs, --data, --cpu-threads, --kernels, --no-fusion */
+    bool print_output;
     long long executions;
     etch_load_mode mode;
-    int num_threads;
-    etch_module_kernels kernels;
 } run_opts;
 
 static int parse_args(int argc, char **argv, run_opts *o) {
@@ -56,15 +54,10 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             o->path = argv[++i];
             break;
         }
-        if ((r = cli_opt_value("run", argc, argv, &i, "--method", &o->method)) ||
-            (r = cli_opt_value("run", argc, argv, &i, "--inputs", &o->inputs)) ||
-            (r = cli_opt_value("run", argc, argv, &i, "--data", &o->data)) ||
+        if ((r = cli_module_args_take("run", argc, argv, &i, &o->ma)) ||
             (r = cli_opt_value("run", argc, argv, &i, "--output-dir", &o->output_dir)) ||
             (r = cli_opt_value("run", argc, argv, &i, "--num-executions", &o->num_exec)) ||
             (r = cli_opt_value("run", argc, argv, &i, "--load-mode", &o->load_mode)) ||
-            (r = cli_opt_value("run", argc, argv, &i, "--cpu-threads", &o->threads)) ||
-            (r = cli_opt_value("run", argc, argv, &i, "--kernels", &o->kernels_s)) ||
-            (r = cli_opt_flag("run", argv, i, "--no-fusion", &o->no_fusion)) ||
             (r = cli_opt_flag("run", argv, i, "--print-output", &o->print_output))) {
             if (r < 0)
                 return CLI_USAGE;
@@ -92,15 +85,7 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             return cli_usage_error("run", "--load-mode: '%s' is neither 'mmap' nor 'read'",
                                    o->load_mode);
     }
-    if (o->inputs && cli_inputs_check_list("run", o->inputs) != CLI_OK)
-        return CLI_USAGE;
-    o->num_threads = 1;
-    if (o->threads && !cli_parse_threads("run", o->threads, &o->num_threads))
-        return CLI_USAGE;
-    o->kernels = ETCH_MODULE_KERNELS_OPTIMIZED;
-    if (o->kernels_s && !cli_parse_kernels("run", o->kernels_s, &o->kernels))
-        return CLI_USAGE;
-    return CLI_OK;
+    return cli_module_args_finish("run", &o->ma);
 }
 
 /* The module and what the inputs borrow (until the module is closed). */
@@ -140,19 +125,15 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "error: MemoryAllocationFailed: out of memory\n");
         return CLI_FAIL;
     }
-    etch_module_options mo = etch_module_default_options();
+    etch_module_options mo = cli_module_args_options(&o.ma);
     mo.load_mode = o.mode;
-    mo.data_path = o.data;
-    mo.num_threads = o.num_threads;
-    mo.kernels = o.kernels;
-    mo.no_fusion = o.no_fusion;
     double t0 = cli_now_ms();
     etch_status st = etch_module_open(o.path, &mo, &s->mod);
     if (st != ETCH_OK) {
         run_state_free(s);
         return cli_fail(st);
     }
-    const char *name = o.method;
+    const char *name = o.ma.method;
     if (!name && (st = etch_module_default_method(s->mod, &name)) != ETCH_OK) {
         run_state_free(s);
         return cli_fail(st);
@@ -164,9 +145,9 @@ int cmd_run(int argc, char **argv) {
     }
     double t1 = cli_now_ms();
     printf("loaded method '%s' from %s in %.3f ms (threads %d, kernels %s)\n", name, o.path,
-           t1 - t0, etch_module_num_threads(s->mod), etch_module_kernels_name(o.kernels));
+           t1 - t0, etch_module_num_threads(s->mod), etch_module_kernels_name(o.ma.kernels));
 
-    if ((rc = cli_inputs_set(&s->in, "run", o.inputs, CLI_FILL_ONES, m)) != CLI_OK) {
+    if ((rc = cli_inputs_set(&s->in, "run", o.ma.inputs, CLI_FILL_ONES, m)) != CLI_OK) {
         run_state_free(s);
         return rc;
     }
