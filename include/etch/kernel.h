@@ -82,7 +82,34 @@ const etch_kernel *etch_kernels_at(size_t i);
 /* Forget every registration (tests). */
 void etch_kernels_reset(void);
 
+/* ---- load-time preparation (optional) -------------------------------------------------
+ * A kernel may have a prepare function, called once per call site when a method loads, with
+ * the call's arguments as they are then (constants bound: tensors flagged
+ * ETCH_TENSOR_CONSTANT hold the program's read-only data; other tensors may be unbound).
+ * With buf == NULL it returns the bytes it wants (0: nothing to prepare, e.g. the weight is
+ * not a constant); with buf (64-byte aligned, cap bytes) it fills it and returns the bytes
+ * used (0: failed, nothing kept). At execute the kernel finds the buffer with
+ * etch_kernel_prepared and must check that it still fits the call (say, a header recording
+ * the constant's data pointer and shape), else take its ordinary path.
+ * The runtime also calls it with buf == NULL while computing etch_method_meta_pool_size, with
+ * every tensor unbound (data NULL, flags and the stored shape set), Int/Double/Bool values
+ * set and every other value None: the size it returns then must be at least the size it
+ * asks for at load. The buffers come from the method pool; when the pool is too small
+ * preparation is skipped (see etch_method_options.no_prepack). */
+typedef size_t (*etch_kernel_prepare_fn)(etch_kernel_context *ctx, etch_value **args,
+                                         size_t nargs, void *buf, size_t cap);
+/* Give call sites of kernels whose function is `kernel` (any registered name) the prepare
+ * function `prepare` (a later registration for the same kernel replaces it; NULL removes
+ * it). Register at start-up. */
+etch_status etch_kernels_register_prepare(etch_kernel_fn kernel, etch_kernel_prepare_fn prepare);
+/* The prepare function registered for `kernel`; NULL when none. */
+etch_kernel_prepare_fn etch_kernels_prepare_of(etch_kernel_fn kernel);
+
 /* ---- inside a kernel ------------------------------------------------------------------ */
+
+/* The data the kernel's prepare function made for this call site at load; NULL (size 0)
+ * when none. */
+const void *etch_kernel_prepared(const etch_kernel_context *ctx, size_t *size);
 
 /* Record a failure; the method stops after this instruction and returns `status`, and
  * etch_last_error() carries the operator name plus the formatted message. */

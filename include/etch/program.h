@@ -208,6 +208,12 @@ typedef struct etch_method_options {
      * etch_method_instruction_info reports what was fused. true: run every instruction as
      * written. */
     bool no_fusion;
+    /* Kernels with a load-time prepare function (etch_kernels_register_prepare; the
+     * optimized GEMM and convolution pack constant weights into the layout their inner loops
+     * read, so that no call repacks them) get it at load, in the method pool
+     * (etch_method_meta_pool_size counts it; a smaller pool skips it). Outputs equal the
+     * unprepared ones within float rounding. true: prepare nothing. */
+    bool no_prepack;
 } etch_method_options;
 
 typedef struct etch_method etch_method;

@@ -12,6 +12,8 @@ struct etch_kernel_context {
     size_t temp_used;
     const etch_threadpool_iface *threadpool;
     const etch_epilogue *epilogue; /* fused activation of the current call; NULL: none */
+    const void *prepared;          /* the call site's prepared data (NULL: none) */
+    size_t prepared_size;
 };
 
 /* A context over optional scratch memory (tests and runners calling kernels directly). */

@@ -166,14 +166,17 @@ static bool allocate(etch_pool *pool, const plan_view *v, etch_method *m) {
 #undef ALLOC_INTO
 }
 
+static size_t prepare_measure(const plan_view *v);
+
 size_t etch_method_meta_pool_size(const etch_method_meta *meta) {
     plan_view v;
     view_plan(meta->program, meta->index, &v);
     etch_pool pool = {NULL, 0, 0};
     POOL_ALLOC(&pool, etch_method, 1);
     allocate(&pool, &v, NULL);
-    /* + the fusion pass's scratch, which is released before delegates take their share */
-    return pool.used + 64 + etch_method_fuse_scratch(v.values.len) +
+    /* + the fusion pass's scratch (released), then what prepare functions keep and the
+     * delegates' share */
+    return pool.used + 64 + etch_method_fuse_scratch(v.values.len) + prepare_measure(&v) +
            (size_t)v.delegates.len * ETCH_DELEGATE_POOL_RESERVE;
 }
 
@@ -588,6 +591,138 @@ static etch_status init_delegates(etch_method *m, const plan_view *v) {
 
 /* ---- load ------------------------------------------------------------------------------- */
 
+/* ---- load-time preparation (etch_kernels_register_prepare) ------------------------------ */
+
+#define PREP_MAX_ARGS 16 /* call sites with more arguments are not prepared */
+#define PREP_ALIGN 64
+
+/* Value idx as a prepare function sees it at measuring time: scalars as they are, tensors
+ * with their stored shape and flags but no data, anything else None. */
+static void measure_value(const plan_view *v, int32_t idx, etch_value *out, etch_tensor *t) {
+    memset(out, 0, sizeof *out);
+    out->tag = ETCH_VALUE_NONE;
+    if (idx < 0 || (uint32_t)idx >= v->values.len)
+        return;
+    fb_table ev, val;
+    fb_vec_table(&v->values, (uint32_t)idx, &ev);
+    uint8_t kind = (uint8_t)fb_u(&ev, EVALUE_TYPE, 1, 0);
+    fb_table_field(&ev, EVALUE_VAL, &val);
+    switch (kind) {
+    case KT_INT:
+        out->tag = ETCH_VALUE_INT;
+        out->u.i = fb_i(&val, SCALAR_VAL, 8, 0);
+        break;
+    case KT_BOOL:
+        out->tag = ETCH_VALUE_BOOL;
+        out->u.b = fb_u(&val, SCALAR_VAL, 1, 0) != 0;
+        break;
+    case KT_DOUBLE:
+        out->tag = ETCH_VALUE_DOUBLE;
+        out->u.d = fb_f64(&val, SCALAR_VAL, 0);
+        break;
+    case KT_TENSOR: {
+        etch_tensor_desc d;
+        etch_pte_tensor_desc(&val, &d);
+        memset(t, 0, sizeof *t);
+        t->dtype = (uint8_t)d.dtype;
+        t->dim = (uint8_t)d.rank;
+        t->dynamism = (uint8_t)d.dynamism;
+        t->capacity = (int64_t)d.numel;
+        for (int k = 0; k < d.rank; k++) {
+            t->sizes[k] = d.sizes[k];
+            t->dim_order[k] = d.dim_order[k];
+        }
+        etch_tensor_update_strides(t);
+        if (d.planned)
+            t->flags |= ETCH_TENSOR_PLANNED;
+        else if (d.external || d.data_buffer_idx > 0)
+            t->flags |= ETCH_TENSOR_CONSTANT;
+        out->tag = ETCH_VALUE_TENSOR;
+        out->u.tensor = t;
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* Pool bytes the prepare functions registered now ask for, over every call site. */
+static size_t prepare_measure(const plan_view *v) {
+    size_t total = 0;
+    for (uint32_t o = 0; o < v->ops.len; o++) {
+        fb_table op;
+        char name[128];
+        fb_vec_table(&v->ops, o, &op);
+        etch_operator_full_name(&op, name, sizeof name);
+        const etch_kernel *kern = etch_kernels_find(name, strlen(name));
+        etch_kernel_prepare_fn fn = kern ? etch_kernels_prepare_of(kern->fn) : NULL;
+        if (!fn)
+            continue;
+        for (uint32_t c = 0; c < v->chains.len; c++) {
+            fb_table ch;
+            fb_vec ins;
+            fb_vec_table(&v->chains, c, &ch);
+            fb_vec_field(&ch, CHAIN_INSTRUCTIONS, 4, 4, &ins);
+            for (uint32_t k = 0; k < ins.len; k++) {
+                fb_table in, a;
+                fb_vec args;
+                uint8_t kind;
+                fb_vec_table(&ins, k, &in);
+                instr_args(&in, &kind, &a, &args);
+                if (kind != IA_KERNEL_CALL || args.len > PREP_MAX_ARGS ||
+                    (uint32_t)fb_i(&a, KERNEL_CALL_OP_INDEX, 4, 0) != o)
+                    continue;
+                etch_value vals[PREP_MAX_ARGS], *ptrs[PREP_MAX_ARGS];
+                etch_tensor ts[PREP_MAX_ARGS];
+                for (uint32_t j = 0; j < args.len; j++) {
+                    measure_value(v, fb_vec_i32(&args, j), &vals[j], &ts[j]);
+                    ptrs[j] = &vals[j];
+                }
+                etch_kernel_context ctx;
+                etch_kernel_context_init(&ctx, name, NULL, 0, NULL);
+                size_t want = fn(&ctx, ptrs, args.len, NULL, 0);
+                if (want)
+                    total += want + PREP_ALIGN;
+            }
+        }
+    }
+    return total;
+}
+
+/* Call each call site's prepare function into the pool, keeping `reserve` bytes free; a call
+ * site that does not fit (or whose prepare fails) runs unprepared. */
+static void prepare_calls(etch_method *m, size_t reserve) {
+    for (uint32_t c = 0; c < m->nchains; c++) {
+        for (uint32_t k = 0; k < m->chains[c].n; k++) {
+            etch_instr *in = &m->chains[c].instrs[k];
+            if (in->kind != IA_KERNEL_CALL || in->skipped || !in->kernel ||
+                in->nargs > PREP_MAX_ARGS)
+                continue;
+            etch_kernel_prepare_fn fn = etch_kernels_prepare_of(in->kernel->fn);
+            if (!fn)
+                continue;
+            etch_kernel_context_init(&m->ctx, m->ops[in->a].name, NULL, 0, m->threadpool);
+            size_t want = fn(&m->ctx, in->args, in->nargs, NULL, 0);
+            if (!want || m->ctx.status != ETCH_OK)
+                continue;
+            const size_t mark = m->pool.used;
+            void *buf = etch_pool_alloc(&m->pool, want, PREP_ALIGN);
+            if (!buf || m->pool.size - m->pool.used < reserve) {
+                m->pool.used = mark;
+                continue;
+            }
+            size_t got = fn(&m->ctx, in->args, in->nargs, buf, want);
+            if (!got || got > want || m->ctx.status != ETCH_OK) {
+                m->pool.used = mark;
+                continue;
+            }
+            in->prepared = buf;
+            in->prepared_size = got;
+        }
+    }
+    etch_kernel_context_init(&m->ctx, "", NULL, 0, m->threadpool);
+}
+
 etch_status etch_method_load(const etch_program *p, const char *name,
                              const etch_method_memory *mem, const etch_method_options *opts,
                              etch_method **out) {
@@ -650,6 +785,8 @@ etch_status etch_method_load(const etch_program *p, const char *name,
         etch_pool scratch = m->pool; /* a copy: the pass's scratch is not kept */
         etch_method_fuse(m, &scratch);
     }
+    if (!(opts && opts->no_prepack))
+        prepare_calls(m, (size_t)v.delegates.len * ETCH_DELEGATE_POOL_RESERVE);
     /* inputs of kind None need no set_input */
     for (uint32_t i = 0; i < m->ninputs; i++)
         m->input_set[i] = m->values[m->inputs[i]].tag == ETCH_VALUE_NONE;
@@ -931,6 +1068,8 @@ static etch_status run_chain(etch_method *m, uint32_t c, uint64_t *budget) {
                                      m->threadpool);
             if (in->fused)
                 m->ctx.epilogue = &in->epilogue;
+            m->ctx.prepared = in->prepared;
+            m->ctx.prepared_size = in->prepared_size;
             in->kernel->fn(&m->ctx, in->args, in->nargs);
             st = m->ctx.status;
             break;

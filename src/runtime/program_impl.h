@@ -54,6 +54,8 @@ typedef struct etch_instr {
     uint32_t nargs;
     const etch_kernel *kernel;
     etch_epilogue epilogue; /* fused activation (when `fused`) */
+    const void *prepared;   /* the kernel's load-time prepared data (NULL: none) */
+    size_t prepared_size;
 } etch_instr;
 
 typedef struct etch_chain {

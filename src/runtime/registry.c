@@ -9,6 +9,9 @@
 #ifndef ETCH_MAX_KERNELS
 #define ETCH_MAX_KERNELS 2048
 #endif
+#ifndef ETCH_MAX_PREPARE
+#define ETCH_MAX_PREPARE 32
+#endif
 #ifndef ETCH_MAX_BACKENDS
 #define ETCH_MAX_BACKENDS 16
 #endif
@@ -21,6 +24,12 @@ typedef struct kernel_entry {
 
 static kernel_entry kernels[ETCH_MAX_KERNELS];
 static size_t num_kernels;
+typedef struct prepare_entry {
+    etch_kernel_fn kernel;
+    etch_kernel_prepare_fn prepare;
+} prepare_entry;
+static prepare_entry prepares[ETCH_MAX_PREPARE];
+static size_t num_prepares;
 static const etch_backend *backends[ETCH_MAX_BACKENDS];
 static size_t num_backends;
 
@@ -73,7 +82,32 @@ uint32_t etch_kernels_flags_of(const etch_kernel *k) {
 
 size_t etch_kernels_count(void) { return num_kernels; }
 const etch_kernel *etch_kernels_at(size_t i) { return i < num_kernels ? kernels[i].k : NULL; }
-void etch_kernels_reset(void) { num_kernels = 0; }
+void etch_kernels_reset(void) {
+    num_kernels = 0;
+    num_prepares = 0;
+}
+
+etch_status etch_kernels_register_prepare(etch_kernel_fn kernel, etch_kernel_prepare_fn prepare) {
+    if (!kernel)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "kernels_register_prepare: NULL kernel");
+    for (size_t i = 0; i < num_prepares; i++)
+        if (prepares[i].kernel == kernel) {
+            prepares[i].prepare = prepare;
+            return ETCH_OK;
+        }
+    if (num_prepares == ETCH_MAX_PREPARE)
+        return etch_err(ETCH_ERR_OUT_OF_RESOURCES, "prepare registry full (%d entries)",
+                        ETCH_MAX_PREPARE);
+    prepares[num_prepares++] = (prepare_entry){kernel, prepare};
+    return ETCH_OK;
+}
+
+etch_kernel_prepare_fn etch_kernels_prepare_of(etch_kernel_fn kernel) {
+    for (size_t i = 0; kernel && i < num_prepares; i++)
+        if (prepares[i].kernel == kernel)
+            return prepares[i].prepare;
+    return NULL;
+}
 
 etch_status etch_backends_register(const etch_backend *b) {
     if (!b || !b->name || !b->init || !b->execute)
@@ -113,6 +147,14 @@ void etch_kernel_context_init(etch_kernel_context *ctx, const char *op_name, voi
     ctx->temp_used = 0;
     ctx->threadpool = threadpool;
     ctx->epilogue = NULL;
+    ctx->prepared = NULL;
+    ctx->prepared_size = 0;
+}
+
+const void *etch_kernel_prepared(const etch_kernel_context *ctx, size_t *size) {
+    if (size)
+        *size = ctx->prepared ? ctx->prepared_size : 0;
+    return ctx->prepared;
 }
 
 const etch_epilogue *etch_kernel_epilogue(const etch_kernel_context *ctx) {

@@ -29,13 +29,37 @@
 #define IM2COL_MIN_COLS 8
 #define OWC 64 /* output columns the direct loop accumulates at once */
 
+/* Prepared weight (etch_opt_convolution_prepare): this header, then per group the packed
+ * [cout_g, K] A operand, `gstride` floats apart, from PREP_DATA on. */
+#define PREP_MAGIC 0x65504357u
+#define PREP_DATA 192
+typedef struct conv_prep {
+    uint32_t magic;
+    const void *w;
+    int64_t sizes[4];
+    int64_t dim, groups, gstride;
+    etch_sgemm_packed pk; /* group 0 */
+} conv_prep;
+_Static_assert(sizeof(conv_prep) <= PREP_DATA, "conv_prep header larger than PREP_DATA");
+
 typedef struct conv_shape {
     int64_t N, C_in, C_out, cin_g, cout_g, groups;
     int64_t IH, IW, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
     const float *in, *w, *bias;
     float *out;
     const etch_epilogue *epi;
+    const conv_prep *prep; /* the prepared weight, checked against this call; NULL: none */
 } conv_shape;
+
+/* The packed A of group g (NULL without a prepared weight). */
+static const etch_sgemm_packed *group_packed(const conv_shape *s, int64_t g,
+                                             etch_sgemm_packed *tmp) {
+    if (!s->prep)
+        return NULL;
+    *tmp = s->prep->pk;
+    tmp->data += g * s->prep->gstride;
+    return tmp;
+}
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
@@ -267,6 +291,8 @@ static void run_pointwise(etch_kernel_context *ctx, conv_shape *s) {
             d.c = s->out + (n * s->C_out + g * s->cout_g) * HW;
             d.ldc = HW;
             d.alpha = 1.0f; /* bias and activation: post_rows */
+            etch_sgemm_packed pk;
+            d.a_packed = group_packed(s, g, &pk);
             etch_opt_sgemm(ctx, &d);
         }
     }
@@ -363,11 +389,69 @@ static bool run_im2col(etch_kernel_context *ctx, conv_shape *s) {
                 d.c = s->out + (n * s->C_out + g * s->cout_g) * P + p0;
                 d.ldc = P;
                 d.alpha = 1.0f; /* bias and activation: post_rows */
+                etch_sgemm_packed pk;
+                d.a_packed = group_packed(s, g, &pk);
                 etch_opt_sgemm(ctx, &d);
             }
         }
     }
     return true;
+}
+
+/* ---- load-time prepare --------------------------------------------------------------------- */
+
+size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs,
+                                    void *buf, size_t cap) {
+    (void)ctx;
+    if (nargs < 10)
+        return 0;
+    /* at measuring time the weight has no data: check it by hand, not with float_tensor */
+    etch_tensor *w = args[1] && args[1]->tag == ETCH_VALUE_TENSOR ? args[1]->u.tensor : NULL;
+    if (!w || w->dtype != ETCH_DTYPE_FLOAT || (w->dim != 3 && w->dim != 4) ||
+        !(w->flags & ETCH_TENSOR_CONSTANT) || w->dynamism != ETCH_SHAPE_STATIC ||
+        !etch_tensor_is_contiguous(w) || (buf && !w->data))
+        return 0;
+    for (unsigned i = 0; i < w->dim; i++)
+        if (w->sizes[i] <= 0 || w->sizes[i] > LIMIT)
+            return 0;
+    if (args[6] && args[6]->tag == ETCH_VALUE_BOOL && args[6]->u.b)
+        return 0; /* transposed: the portable kernel */
+    if (!args[8] || args[8]->tag != ETCH_VALUE_INT || args[8]->u.i < 1 || args[8]->u.i > LIMIT)
+        return 0;
+    const int64_t groups = args[8]->u.i, C_out = w->sizes[0], cin_g = w->sizes[1];
+    const int64_t KH = w->dim == 4 ? w->sizes[2] : 1, KW = w->sizes[w->dim - 1];
+    if (C_out <= 0 || C_out % groups || cin_g <= 0)
+        return 0;
+    const int64_t cout_g = C_out / groups, K = cin_g * KH * KW;
+    if (cin_g == 1 && cout_g <= 4 && !(KH == 1 && KW == 1))
+        return 0; /* depthwise / direct loop: no GEMM */
+    const size_t per = etch_opt_sgemm_packed_size(NULL, true, cout_g, K);
+    if (per == 0 || (double)per * (double)groups > 0x1p40)
+        return 0;
+    const size_t bytes = PREP_DATA + per * (size_t)groups;
+    if (!buf)
+        return bytes;
+    if (cap < bytes || ((uintptr_t)buf & 63))
+        return 0;
+    conv_prep *h = (conv_prep *)buf;
+    memset(h, 0, sizeof *h);
+    h->magic = PREP_MAGIC;
+    h->w = w->data;
+    for (unsigned i = 0; i < w->dim; i++)
+        h->sizes[i] = w->sizes[i];
+    h->dim = w->dim;
+    h->groups = groups;
+    h->gstride = (int64_t)(per / sizeof(float));
+    float *dst = (float *)(void *)((uint8_t *)buf + PREP_DATA);
+    const float *wd = (const float *)w->data;
+    for (int64_t g = 0; g < groups; g++) {
+        etch_sgemm_packed pk;
+        etch_opt_sgemm_pack_a(NULL, wd + g * cout_g * K, K, 1, cout_g, K, dst + g * h->gstride,
+                              &pk);
+        if (g == 0)
+            h->pk = pk;
+    }
+    return bytes;
 }
 
 /* ---- the kernel --------------------------------------------------------------------------- */
@@ -442,6 +526,15 @@ ETCH_OPT_KERNEL(convolution_out) {
     s.bias = bias ? (const float *)bias->data : NULL;
     s.out = (float *)out->data;
     s.epi = etch_kernel_epilogue(ctx);
+    size_t psize = 0;
+    const conv_prep *pr = (const conv_prep *)etch_kernel_prepared(ctx, &psize);
+    if (pr && psize >= PREP_DATA && pr->magic == PREP_MAGIC && pr->w == w->data &&
+        pr->dim == (int64_t)w->dim && pr->groups == s.groups) {
+        bool same = true;
+        for (unsigned i = 0; i < w->dim; i++)
+            same = same && pr->sizes[i] == w->sizes[i];
+        s.prep = same ? pr : NULL;
+    }
 
     if (s.cin_g == 1 && s.cout_g == 1 && in->dim == 4 && s.KH == 3 && s.KW == 3 &&
         s.sh == s.sw && (s.sh == 1 || s.sh == 2) && s.ph == 1 && s.pw == 1 && s.dh == 1 &&

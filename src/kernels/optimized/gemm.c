@@ -22,7 +22,13 @@
  * the module API's default 1 MiB arena, 512^3 and 64 x 768 x 2048 ran at the same ratio to
  * OpenBLAS as with 16 MiB: bench/gemm --temp 1024).
  * Scratch comes from etch_kernel_temp_try and is given back when the call returns (so kernels
- * that call this in a loop do not exhaust the arena). */
+ * that call this in a loop do not exhaust the arena).
+ *
+ * Prepacked operands (etch_opt_sgemm_pack_a/_b, made once at method load for constant
+ * weights): the whole operand in the packed path's layout, depth block by depth block, so
+ * the packed path reads its A / B blocks straight from there instead of packing them (and
+ * takes scratch only for the other operand; none when both are packed). With a packed B the
+ * packed path also serves M <= 2 MR. A packing made for another ISA, shape or kc is ignored. */
 #include <string.h>
 
 #include "kernels/optimized/epilogue.h"
@@ -252,26 +258,40 @@ static void tile(const etch_sgemm_isa *isa, int64_t kb, const float *ap, const f
 
 /* ---- packed path: rectangle [i0,i1) x [j0,j1) with scratch ---------------------------------- */
 
+/* pa / pb: prepacked A / B (whole operand, depth blocks of kc; mpad / npad: M, N rounded up to
+ * the tile) or NULL to pack into apack / bpack here. i0 and every ic are multiples of mr, j0
+ * and every jc multiples of nr, so a block of the prepacked operand starts at
+ * pc * mpad + ic * kb (A) / pc * npad + jc * kb (B), the layout pack_a_panel / pack_b_block
+ * write. */
 static void gemm_packed(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int64_t i0,
                         int64_t i1, int64_t j0, int64_t j1, float *apack, float *bpack,
-                        int64_t mc, int64_t kc, int64_t nc) {
+                        int64_t mc, int64_t kc, int64_t nc, const float *pa, const float *pb) {
     const int mr = isa->mr, nr = isa->nr;
+    const int64_t mpad = round_up(d->M, mr), npad = round_up(d->N, nr);
     for (int64_t jc = j0; jc < j1; jc += nc) {
         const int64_t nb = min64(nc, j1 - jc);
         for (int64_t pc = 0; pc < d->K; pc += kc) {
             const int64_t kb = min64(kc, d->K - pc);
             const bool first = pc == 0, last = pc + kb == d->K;
-            pack_b_block(d, nr, pc, kb, jc, nb, bpack);
+            const float *bblk = bpack;
+            if (pb)
+                bblk = pb + pc * npad + jc * kb;
+            else
+                pack_b_block(d, nr, pc, kb, jc, nb, bpack);
             for (int64_t ic = i0; ic < i1; ic += mc) {
                 const int64_t mb = min64(mc, i1 - ic);
-                for (int64_t ir = 0; ir < mb; ir += mr)
-                    pack_a_panel(d, mr, ic + ir, min64(mr, mb - ir), pc, kb, apack + ir * kb);
+                const float *ablk = apack;
+                if (pa)
+                    ablk = pa + pc * mpad + ic * kb;
+                else
+                    for (int64_t ir = 0; ir < mb; ir += mr)
+                        pack_a_panel(d, mr, ic + ir, min64(mr, mb - ir), pc, kb, apack + ir * kb);
                 for (int64_t jr = 0; jr < nb; jr += nr) {
                     const int64_t nn = min64(nr, nb - jr);
                     for (int64_t ir = 0; ir < mb; ir += mr) {
                         const int64_t mm = min64(mr, mb - ir);
                         float *c = d->c + (ic + ir) * d->ldc + jc + jr;
-                        tile(isa, kb, apack + ir * kb, bpack + jr * kb, nr, c, d->ldc, mm, nn,
+                        tile(isa, kb, ablk + ir * kb, bblk + jr * kb, nr, c, d->ldc, mm, nn,
                              first);
                         if (last)
                             finish(d, ic + ir, ic + ir + mm, jc + jr, jc + jr + nn);
@@ -350,8 +370,9 @@ typedef struct plan {
     int64_t ntasks;
     bool split_m;     /* tasks split M (else N) */
     int64_t step;     /* rows or columns per task */
-    float *scratch;   /* RUN_PACKED: ntasks blocks of block_floats */
+    float *scratch;   /* RUN_PACKED: ntasks blocks of block_floats (NULL when 0) */
     int64_t block_floats, mc, kc, nc;
+    const float *pa, *pb; /* prepacked A / B data matching this call, or NULL */
 } plan;
 
 static void run_task(const plan *p, int64_t t) {
@@ -374,9 +395,10 @@ static void run_task(const plan *p, int64_t t) {
         gemm_direct(d, p->isa, i0, i1, j0, j1);
         break;
     case RUN_PACKED: {
-        float *apack = p->scratch + t * p->block_floats;
-        gemm_packed(d, p->isa, i0, i1, j0, j1, apack, apack + p->mc * p->kc, p->mc, p->kc,
-                    p->nc);
+        float *apack = p->scratch ? p->scratch + t * p->block_floats : NULL;
+        float *bpack = apack && !p->pa ? apack + p->mc * p->kc : apack;
+        gemm_packed(d, p->isa, i0, i1, j0, j1, apack, bpack, p->mc, p->kc, p->nc, p->pa,
+                    p->pb);
         break;
     }
     }
@@ -429,6 +451,14 @@ void etch_opt_sgemm_isa(etch_kernel_context *ctx, const etch_sgemm_desc *d,
     if (want < 1)
         want = 1;
     const size_t temp_mark = ctx ? ctx->temp_used : 0;
+    const int64_t kc0 = min64(p.isa->kc, d->K);
+    const etch_sgemm_packed *xa = d->a_packed, *xb = d->b_packed;
+    if (xa && xa->data && xa->isa == (const void *)isa && xa->outer == d->M && xa->K == d->K &&
+        xa->kc == kc0)
+        p.pa = xa->data;
+    if (xb && xb->data && xb->isa == (const void *)isa && xb->outer == d->N && xb->K == d->K &&
+        xb->kc == kc0)
+        p.pb = xb->data;
 
     if (gemv_ok(d)) {
         p.kind = RUN_GEMV;
@@ -441,18 +471,21 @@ void etch_opt_sgemm_isa(etch_kernel_context *ctx, const etch_sgemm_desc *d,
         else
             split(&p, d->N, nr, want);
         p.kind = RUN_DIRECT;
-        /* packing pays off once A has a few row panels */
-        if (ctx && d->M > 2 * mr) {
+        /* packing pays off once A has a few row panels, or when B is packed already */
+        if (ctx && (d->M > 2 * mr || p.pa || p.pb)) {
             const int64_t rows = p.split_m ? p.step : d->M;
             const int64_t cols = p.split_m ? d->N : p.step;
             int64_t mc = min64(p.isa->mc, round_up(rows, mr));
-            const int64_t kc = min64(p.isa->kc, d->K);
+            const int64_t kc = kc0;
             int64_t nc = min64(p.isa->nc, round_up(cols, nr));
             for (;;) {
-                const int64_t block = round_up(mc * kc + kc * nc, 16); /* 64-byte multiples */
-                float *s = (float *)etch_kernel_temp_try(
-                    ctx, (size_t)(block * p.ntasks) * sizeof(float), 64);
-                if (s) {
+                /* 64-byte multiples; nothing for a prepacked operand */
+                const int64_t block =
+                    round_up((p.pa ? 0 : mc * kc) + (p.pb ? 0 : kc * nc), 16);
+                float *s = block == 0 ? NULL
+                                      : (float *)etch_kernel_temp_try(
+                                            ctx, (size_t)(block * p.ntasks) * sizeof(float), 64);
+                if (s || block == 0) {
                     p.kind = RUN_PACKED;
                     p.scratch = s;
                     p.block_floats = block;
@@ -461,9 +494,9 @@ void etch_opt_sgemm_isa(etch_kernel_context *ctx, const etch_sgemm_desc *d,
                     p.nc = nc;
                     break;
                 }
-                if (nc > 4 * nr)
+                if (nc > 4 * nr && !p.pb)
                     nc = round_up(nc / 2, nr);
-                else if (mc > 2 * mr)
+                else if (mc > 2 * mr && !p.pa)
                     mc = round_up(mc / 2, mr);
                 else
                     break; /* direct path */
@@ -476,4 +509,62 @@ void etch_opt_sgemm_isa(etch_kernel_context *ctx, const etch_sgemm_desc *d,
         run_task(&p, 0);
     if (ctx)
         ctx->temp_used = temp_mark; /* the scratch is dead: give it back */
+}
+
+/* ---- prepacking ---------------------------------------------------------------------------- */
+
+size_t etch_opt_sgemm_packed_size(const etch_sgemm_isa *isa, bool is_a, int64_t outer,
+                                  int64_t K) {
+    if (!isa)
+        isa = etch_sgemm_isa_for((int)etch_isa_active());
+    if (outer <= 0 || K <= 0)
+        return 0;
+    return (size_t)(round_up(outer, is_a ? isa->mr : isa->nr) * K) * sizeof(float);
+}
+
+static void packed_init(etch_sgemm_packed *out, const etch_sgemm_isa *isa, int64_t outer,
+                        int64_t K, const float *dst) {
+    out->isa = isa;
+    out->outer = outer;
+    out->K = K;
+    out->kc = min64(isa->kc, K);
+    out->data = dst;
+}
+
+void etch_opt_sgemm_pack_a(const etch_sgemm_isa *isa, const float *a, int64_t rs, int64_t cs,
+                           int64_t M, int64_t K, float *dst, etch_sgemm_packed *out) {
+    if (!isa)
+        isa = etch_sgemm_isa_for((int)etch_isa_active());
+    packed_init(out, isa, M, K, dst);
+    if (M <= 0 || K <= 0)
+        return;
+    etch_sgemm_desc d;
+    memset(&d, 0, sizeof d);
+    d.a = a;
+    d.a_rs = rs;
+    d.a_cs = cs;
+    const int mr = isa->mr;
+    const int64_t mpad = round_up(M, mr), kc = out->kc;
+    for (int64_t pc = 0; pc < K; pc += kc) {
+        const int64_t kb = min64(kc, K - pc);
+        for (int64_t ir = 0; ir < M; ir += mr)
+            pack_a_panel(&d, mr, ir, min64(mr, M - ir), pc, kb, dst + pc * mpad + ir * kb);
+    }
+}
+
+void etch_opt_sgemm_pack_b(const etch_sgemm_isa *isa, const float *b, int64_t rs, int64_t cs,
+                           int64_t K, int64_t N, float *dst, etch_sgemm_packed *out) {
+    if (!isa)
+        isa = etch_sgemm_isa_for((int)etch_isa_active());
+    packed_init(out, isa, N, K, dst);
+    if (N <= 0 || K <= 0)
+        return;
+    etch_sgemm_desc d;
+    memset(&d, 0, sizeof d);
+    d.b = b;
+    d.b_rs = rs;
+    d.b_cs = cs;
+    const int64_t npad = round_up(N, isa->nr), kc = out->kc;
+    for (int64_t pc = 0; pc < K; pc += kc)
+        pack_b_block(&d, isa->nr, pc, min64(kc, K - pc), 0, N, dst + pc * npad);
 }

@@ -50,6 +50,96 @@ static bool rows_ok(const etch_tensor *out, unsigned rd, int64_t *ld) {
     return out->sizes[rd] <= 1 || out->strides[rd] >= out->sizes[last];
 }
 
+/* ---- load-time prepacking of a constant weight (B operand) --------------------------------
+ * The prepared buffer: this header, then the packed panels at PREP_DATA. The kernel uses them
+ * only while the weight is the very tensor they were packed from (data pointer, sizes,
+ * strides); the GEMM further checks ISA, shape and depth blocking. */
+#define PREP_MAGIC 0x65504257u /* "WBPe" */
+#define PREP_DATA 128          /* bytes before the panels (the header fits; 64-aligned) */
+
+typedef struct prep_b {
+    uint32_t magic;
+    const void *w;
+    int64_t sizes[2], strides[2];
+    etch_sgemm_packed pk;
+} prep_b;
+_Static_assert(sizeof(prep_b) <= PREP_DATA, "prep_b header larger than PREP_DATA");
+
+/* a "leading" operand with at most one row (static or upper bound): the matrix-vector path,
+ * which reads B as it is */
+static bool one_row(etch_value *xv, bool all_leading) {
+    etch_tensor *x = float_tensor(xv);
+    if (!x || x->dim < 1)
+        return false;
+    int64_t rows = 1;
+    for (unsigned i = 0; i + 1 < x->dim; i++)
+        rows *= x->sizes[i];
+    return all_leading ? rows <= 1 : (x->dim == 2 && x->sizes[0] <= 1);
+}
+
+/* B = the weight in wv (2-d, b(k,j) = w[k,j], or w[j,k] when `transposed`) */
+static size_t prepare_b(etch_kernel_context *ctx, etch_value *wv, bool transposed, void *buf,
+                        size_t cap) {
+    (void)ctx;
+    etch_tensor *w = float_tensor(wv);
+    if (!w || w->dim != 2 || !(w->flags & ETCH_TENSOR_CONSTANT) ||
+        w->dynamism != ETCH_SHAPE_STATIC || (buf && !w->data))
+        return 0;
+    const int64_t K = w->sizes[transposed ? 1 : 0], N = w->sizes[transposed ? 0 : 1];
+    const size_t bytes = etch_opt_sgemm_packed_size(NULL, false, N, K);
+    if (bytes == 0)
+        return 0;
+    if (!buf)
+        return PREP_DATA + bytes;
+    if (cap < PREP_DATA + bytes || ((uintptr_t)buf & 63))
+        return 0;
+    prep_b *h = (prep_b *)buf;
+    memset(h, 0, sizeof *h);
+    h->magic = PREP_MAGIC;
+    h->w = w->data;
+    for (int i = 0; i < 2; i++) {
+        h->sizes[i] = w->sizes[i];
+        h->strides[i] = w->strides[i];
+    }
+    float *dst = (float *)(void *)((uint8_t *)buf + PREP_DATA);
+    etch_opt_sgemm_pack_b(NULL, (const float *)w->data, w->strides[transposed ? 1 : 0],
+                          w->strides[transposed ? 0 : 1], K, N, dst, &h->pk);
+    return PREP_DATA + bytes;
+}
+
+/* The packed weight prepared for this call site, when it still is `w`'s. */
+static const etch_sgemm_packed *prepared_b(const etch_kernel_context *ctx, const etch_tensor *w) {
+    size_t size = 0;
+    const prep_b *h = (const prep_b *)etch_kernel_prepared(ctx, &size);
+    if (!h || size < PREP_DATA || h->magic != PREP_MAGIC || h->w != w->data || w->dim != 2)
+        return NULL;
+    for (int i = 0; i < 2; i++)
+        if (h->sizes[i] != w->sizes[i] || h->strides[i] != w->strides[i])
+            return NULL;
+    return &h->pk;
+}
+
+size_t etch_opt_mm_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs, void *buf,
+                           size_t cap) {
+    if (nargs < 3 || one_row(args[0], false))
+        return 0;
+    return prepare_b(ctx, args[1], false, buf, cap);
+}
+
+size_t etch_opt_addmm_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs,
+                              void *buf, size_t cap) {
+    if (nargs < 6 || one_row(args[1], false))
+        return 0;
+    return prepare_b(ctx, args[2], false, buf, cap);
+}
+
+size_t etch_opt_linear_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs,
+                               void *buf, size_t cap) {
+    if (nargs < 4 || one_row(args[0], true))
+        return 0;
+    return prepare_b(ctx, args[1], true, buf, cap);
+}
+
 static void desc_init(etch_sgemm_desc *d, etch_kernel_context *ctx) {
     memset(d, 0, sizeof *d);
     d->alpha = 1.0f;
@@ -88,6 +178,7 @@ ETCH_OPT_KERNEL(mm_out) {
     d.b_rs = b->strides[0];
     d.b_cs = b->strides[1];
     d.c = (float *)out->data;
+    d.b_packed = prepared_b(ctx, b);
     etch_opt_sgemm(ctx, &d);
 }
 
@@ -138,6 +229,7 @@ ETCH_OPT_KERNEL(addmm_out) {
     d.b_rs = b->strides[0];
     d.b_cs = b->strides[1];
     d.c = (float *)out->data;
+    d.b_packed = prepared_b(ctx, b);
     d.alpha = (float)alpha; /* rounded to float as torch's opmath */
     d.beta = (float)beta;
     /* beta == 0 ignores self (NaN/inf in it do not propagate), as torch */
@@ -285,6 +377,7 @@ ETCH_OPT_KERNEL(linear_out) {
     d.b_rs = w->strides[1];
     d.b_cs = w->strides[0];
     d.c = (float *)out->data;
+    d.b_packed = prepared_b(ctx, w);
     if (has_bias && etch_tensor_numel(bias) > 0) {
         d.bias = (const float *)bias->data;
         d.bias_rs = 0;

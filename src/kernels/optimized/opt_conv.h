@@ -9,6 +9,10 @@ ETCH_OPT_KERNEL(convolution_out);
 ETCH_OPT_KERNEL(max_pool2d_with_indices_out);
 ETCH_OPT_KERNEL(avg_pool2d_out);
 ETCH_OPT_KERNEL(adaptive_avg_pool2d_out);
+/* Load-time prepare of aten::convolution.out (etch_kernels_register_prepare): a constant
+ * weight packed, group by group, as the GEMM's A operand for the active ISA (conv.c). */
+size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs,
+                                    void *buf, size_t cap);
 
 /* ---- depthwise 3x3, padding 1, stride 1 or 2 (conv_dw*.c) ---------------------------------
  * One output row: out[ow] = bias + sum over kh, kw of w[kh*3+kw] * r[kh][ow*stride - 1 + kw],

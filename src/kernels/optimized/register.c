@@ -61,6 +61,21 @@ etch_status etch_kernels_register_optimized(void) {
     if ((st = etch_kernels_register_ex(optimized_plain, COUNT(optimized_plain), "optimized",
                                        0)) != ETCH_OK)
         return st;
-    return etch_kernels_register_ex(optimized_fusing, COUNT(optimized_fusing), "optimized",
-                                    ETCH_KERNEL_FUSES_ACTIVATION);
+    if ((st = etch_kernels_register_ex(optimized_fusing, COUNT(optimized_fusing), "optimized",
+                                       ETCH_KERNEL_FUSES_ACTIVATION)) != ETCH_OK)
+        return st;
+    /* load-time packing of constant weights (etch_method_options.no_prepack) */
+    static const struct {
+        etch_kernel_fn kernel;
+        etch_kernel_prepare_fn prepare;
+    } prep[] = {
+        {etch_opt_mm_out, etch_opt_mm_prepare},
+        {etch_opt_addmm_out, etch_opt_addmm_prepare},
+        {etch_opt_linear_out, etch_opt_linear_prepare},
+        {etch_opt_convolution_out, etch_opt_convolution_prepare},
+    };
+    for (size_t i = 0; i < sizeof prep / sizeof prep[0]; i++)
+        if ((st = etch_kernels_register_prepare(prep[i].kernel, prep[i].prepare)) != ETCH_OK)
+            return st;
+    return ETCH_OK;
 }
