@@ -24,6 +24,7 @@
 #include "etch/status.h"
 #include "runtime/context.h"
 #include "etch_test.h"
+#include "kernel_test_util.h"
 
 #define GUARD 64
 #define GUARD_BYTE 0xA5
@@ -568,54 +569,6 @@ static void run_golden(const char *path) {
 
 /* ---- hand-written tests --------------------------------------------------------------------- */
 
-static etch_value vint(int64_t i) {
-    etch_value v;
-    memset(&v, 0, sizeof v);
-    v.tag = ETCH_VALUE_INT;
-    v.u.i = i;
-    return v;
-}
-static etch_value vdouble(double d) {
-    etch_value v;
-    memset(&v, 0, sizeof v);
-    v.tag = ETCH_VALUE_DOUBLE;
-    v.u.d = d;
-    return v;
-}
-static etch_value vnone(void) {
-    etch_value v;
-    memset(&v, 0, sizeof v);
-    return v;
-}
-static etch_value vtensor(etch_tensor *t) {
-    etch_value v;
-    memset(&v, 0, sizeof v);
-    v.tag = ETCH_VALUE_TENSOR;
-    v.u.tensor = t;
-    return v;
-}
-
-/* An Int list over caller storage (items + pointers + scratch). */
-typedef struct ilist {
-    etch_value items[ETCH_MAX_DIMS];
-    etch_value *ptrs[ETCH_MAX_DIMS];
-    int64_t scratch[ETCH_MAX_DIMS];
-    etch_value v;
-} ilist;
-
-static etch_value *make_list(ilist *l, const int64_t *vals, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        l->items[i] = vint(vals[i]);
-        l->ptrs[i] = &l->items[i];
-    }
-    memset(&l->v, 0, sizeof l->v);
-    l->v.tag = ETCH_VALUE_INT_LIST;
-    l->v.u.list.items = l->ptrs;
-    l->v.u.list.scratch = l->scratch;
-    l->v.u.list.len = n;
-    return &l->v;
-}
-
 static void test_registration(void) {
     etch_kernels_reset();
     CHECK_OK(etch_kernels_register_portable());
@@ -661,26 +614,26 @@ static void test_et_view(void) {
     etch_tensor_init(&self, ETCH_DTYPE_FLOAT, 2, s34, data);
     etch_tensor_init(&out, ETCH_DTYPE_FLOAT, 3, s3, NULL);
     out.dynamism = ETCH_SHAPE_DYNAMIC_BOUND;
-    etch_value vs = vtensor(&self), vo = vtensor(&out);
-    ilist l;
+    etch_value vs = kt_vtensor(&self), vo = kt_vtensor(&out);
+    kt_ilist l;
     int64_t size[3] = {2, -1, 3};
-    etch_value *args[3] = {&vs, make_list(&l, size, 3), &vo};
+    etch_value *args[3] = {&vs, kt_mklist(&l, size, 3), &vo};
     CHECK_OK(call("executorch_prim::et_view.default", args, 3));
     CHECK(out.data == (void *)data);
     CHECK(out.sizes[0] == 2 && out.sizes[1] == 2 && out.sizes[2] == 3);
     CHECK(out.strides[0] == 6 && out.strides[1] == 3 && out.strides[2] == 1);
 
     int64_t bad1[3] = {5, -1, 1}, bad2[3] = {-1, -1, 3}, bad3[2] = {3, 4}, bad4[3] = {2, 2, 2};
-    args[1] = make_list(&l, bad1, 3);
+    args[1] = kt_mklist(&l, bad1, 3);
     CHECK_STATUS(call("executorch_prim::et_view.default", args, 3), ETCH_ERR_INVALID_ARGUMENT);
-    args[1] = make_list(&l, bad2, 3);
+    args[1] = kt_mklist(&l, bad2, 3);
     CHECK_STATUS(call("executorch_prim::et_view.default", args, 3), ETCH_ERR_INVALID_ARGUMENT);
-    args[1] = make_list(&l, bad3, 2); /* rank of out is 3 */
+    args[1] = kt_mklist(&l, bad3, 2); /* rank of out is 3 */
     CHECK_STATUS(call("executorch_prim::et_view.default", args, 3), ETCH_ERR_INVALID_ARGUMENT);
-    args[1] = make_list(&l, bad4, 3); /* 8 != 12 elements */
+    args[1] = kt_mklist(&l, bad4, 3); /* 8 != 12 elements */
     CHECK_STATUS(call("executorch_prim::et_view.default", args, 3), ETCH_ERR_INVALID_ARGUMENT);
     /* dtype mismatch, non-contiguous self */
-    args[1] = make_list(&l, size, 3);
+    args[1] = kt_mklist(&l, size, 3);
     out.dtype = ETCH_DTYPE_INT;
     CHECK_STATUS(call("executorch_prim::et_view.default", args, 3), ETCH_ERR_INVALID_TYPE);
     out.dtype = ETCH_DTYPE_FLOAT;
@@ -689,7 +642,7 @@ static void test_et_view(void) {
     etch_tensor_update_strides(&self);
     CHECK_STATUS(call("executorch_prim::et_view.default", args, 3), ETCH_ERR_NOT_SUPPORTED);
     /* not a tensor */
-    etch_value iv = vint(3);
+    etch_value iv = kt_vint(3);
     etch_value *args2[3] = {&iv, args[1], &vo};
     CHECK(call("executorch_prim::et_view.default", args2, 3) != ETCH_OK);
 }
@@ -703,35 +656,35 @@ static void test_et_copy_index(void) {
     to.dynamism = ETCH_SHAPE_DYNAMIC_BOUND; /* capacity 12 = 4 rows */
     int32_t row[3];
     etch_tensor_init(&from, ETCH_DTYPE_INT, 1, s3, row);
-    etch_value vt = vtensor(&to), vf = vtensor(&from), vi;
+    etch_value vt = kt_vtensor(&to), vf = kt_vtensor(&from), vi;
     etch_value *args[3] = {&vt, &vf, &vi};
     for (int it = 0; it < 4; it++) {
         for (int j = 0; j < 3; j++)
             row[j] = it * 10 + j;
-        vi = vint(it);
+        vi = kt_vint(it);
         CHECK_OK(call("executorch_prim::et_copy_index.tensor", args, 3));
         CHECK(to.sizes[0] == it + 1 && to.sizes[1] == 3);
     }
     for (int i = 0; i < 12; i++)
         CHECK(buf[i] == (i / 3) * 10 + i % 3);
-    vi = vint(4); /* a fifth row does not fit */
+    vi = kt_vint(4); /* a fifth row does not fit */
     CHECK_STATUS(call("executorch_prim::et_copy_index.tensor", args, 3), ETCH_ERR_NOT_SUPPORTED);
-    vi = vint(-1);
+    vi = kt_vint(-1);
     CHECK_STATUS(call("executorch_prim::et_copy_index.tensor", args, 3), ETCH_ERR_INVALID_ARGUMENT);
-    vi = vint(INT64_MAX);
+    vi = kt_vint(INT64_MAX);
     CHECK(call("executorch_prim::et_copy_index.tensor", args, 3) != ETCH_OK);
     /* static copy_to: slices must already exist */
     etch_tensor_init(&to, ETCH_DTYPE_INT, 2, s43, buf);
-    vi = vint(2);
+    vi = kt_vint(2);
     row[0] = 7;
     CHECK_OK(call("executorch_prim::et_copy_index.tensor", args, 3));
     CHECK(buf[6] == 7 && to.sizes[0] == 4);
-    vi = vint(4);
+    vi = kt_vint(4);
     CHECK_STATUS(call("executorch_prim::et_copy_index.tensor", args, 3), ETCH_ERR_INVALID_ARGUMENT);
     /* shape and dtype mismatches */
     int64_t s2[1] = {2};
     etch_tensor_init(&from, ETCH_DTYPE_INT, 1, s2, row);
-    vi = vint(0);
+    vi = kt_vint(0);
     CHECK_STATUS(call("executorch_prim::et_copy_index.tensor", args, 3), ETCH_ERR_INVALID_ARGUMENT);
     etch_tensor_init(&from, ETCH_DTYPE_FLOAT, 1, s3, row);
     CHECK_STATUS(call("executorch_prim::et_copy_index.tensor", args, 3), ETCH_ERR_INVALID_TYPE);
@@ -747,7 +700,7 @@ static void test_int_edge_cases(void) {
     etch_tensor_init(&a, ETCH_DTYPE_LONG, 1, s2, a64);
     etch_tensor_init(&b, ETCH_DTYPE_LONG, 1, s2, b64);
     etch_tensor_init(&o, ETCH_DTYPE_LONG, 1, s2, o64);
-    etch_value va = vtensor(&a), vb = vtensor(&b), vo = vtensor(&o), mode;
+    etch_value va = kt_vtensor(&a), vb = kt_vtensor(&b), vo = kt_vtensor(&o), mode;
     mode.tag = ETCH_VALUE_STRING;
     mode.u.str.ptr = "floor";
     mode.u.str.len = 5;
@@ -762,7 +715,7 @@ static void test_int_edge_cases(void) {
     etch_tensor_init(&a, ETCH_DTYPE_INT, 1, s2, x);
     etch_tensor_init(&b, ETCH_DTYPE_INT, 1, s2, y);
     etch_tensor_init(&o, ETCH_DTYPE_INT, 1, s2, z);
-    etch_value one = vint(1);
+    etch_value one = kt_vint(1);
     etch_value *add_args[5] = {&va, &vb, &one, &vo, &vo};
     CHECK_OK(call("aten::add.out", add_args, 5));
     CHECK(z[0] == INT32_MIN && z[1] == INT32_MAX);
@@ -770,12 +723,12 @@ static void test_int_edge_cases(void) {
     etch_tensor_init(&a, ETCH_DTYPE_LONG, 1, s2, a64);
     etch_tensor_init(&b, ETCH_DTYPE_LONG, 1, s2, b64);
     etch_tensor_init(&o, ETCH_DTYPE_LONG, 1, s2, o64);
-    etch_value big = vint(INT64_MAX);
+    etch_value big = kt_vint(INT64_MAX);
     add_args[2] = &big;
     CHECK_OK(call("aten::sub.out", add_args, 5));
     CHECK(o64[0] == (int64_t)((uint64_t)INT64_MIN + (uint64_t)INT64_MAX));
     /* prim ops at the edges */
-    etch_value p = vint(INT64_MIN), q = vint(-1), res = vnone();
+    etch_value p = kt_vint(INT64_MIN), q = kt_vint(-1), res = kt_vnone();
     etch_value *pargs[3] = {&p, &q, &res};
     CHECK_OK(call("executorch_prim::floordiv.int", pargs, 3));
     CHECK(res.tag == ETCH_VALUE_INT && res.u.i == INT64_MIN);
@@ -786,14 +739,14 @@ static void test_int_edge_cases(void) {
     etch_value *nargs1[2] = {&p, &res};
     CHECK_OK(call("executorch_prim::neg.Scalar", nargs1, 2));
     CHECK(res.tag == ETCH_VALUE_INT && res.u.i == INT64_MIN);
-    q = vint(0);
+    q = kt_vint(0);
     CHECK_STATUS(call("executorch_prim::floordiv.Scalar", pargs, 3), ETCH_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(call("executorch_prim::mod.int", pargs, 3), ETCH_ERR_INVALID_ARGUMENT);
-    q = vdouble(0.0);
+    q = kt_vdouble(0.0);
     CHECK_STATUS(call("executorch_prim::truediv.Scalar", pargs, 3), ETCH_ERR_INVALID_ARGUMENT);
     /* the result slot may be the same value as an input */
-    p = vint(5);
-    q = vint(3);
+    p = kt_vint(5);
+    q = kt_vint(3);
     etch_value *inplace[3] = {&p, &q, &p};
     CHECK_OK(call("executorch_prim::add.Scalar", inplace, 3));
     CHECK(p.tag == ETCH_VALUE_INT && p.u.i == 8);
@@ -805,7 +758,7 @@ static void test_malformed_args(void) {
     etch_tensor a, out;
     etch_tensor_init(&a, ETCH_DTYPE_FLOAT, 2, s23, d);
     etch_tensor_init(&out, ETCH_DTYPE_FLOAT, 2, s23, o);
-    etch_value va = vtensor(&a), vo = vtensor(&out), vi = vint(1), vn = vnone();
+    etch_value va = kt_vtensor(&a), vo = kt_vtensor(&out), vi = kt_vint(1), vn = kt_vnone();
     /* wrong kinds where tensors belong */
     etch_value *args[5] = {&vi, &va, &vi, &vo, &vo};
     CHECK_STATUS(call("aten::add.out", args, 5), ETCH_ERR_INVALID_TYPE);
@@ -838,14 +791,14 @@ static void test_malformed_args(void) {
     etch_tensor_init(&empty_out, ETCH_DTYPE_FLOAT, 2, s0, NULL);
     empty_out.dynamism = ETCH_SHAPE_DYNAMIC_BOUND;
     empty_out.capacity = 6;
-    etch_value ve = vtensor(&empty_out);
+    etch_value ve = kt_vtensor(&empty_out);
     etch_value *rargs[2] = {&va, &ve};
     CHECK_STATUS(call("aten::relu.out", rargs, 2), ETCH_ERR_INVALID_STATE);
     /* int list items that are not Ints */
-    ilist l;
+    kt_ilist l;
     int64_t dims[2] = {1, 0};
-    etch_value *lv = make_list(&l, dims, 2);
-    l.items[1] = vdouble(1.0);
+    etch_value *lv = kt_mklist(&l, dims, 2);
+    l.items[1] = kt_vdouble(1.0);
     etch_value *pargs[4] = {&va, lv, &vo, &vo};
     CHECK_STATUS(call("aten::permute_copy.out", pargs, 4), ETCH_ERR_INVALID_TYPE);
     l.ptrs[1] = NULL;
@@ -861,7 +814,7 @@ static void test_in_place(void) {
     etch_tensor a, b;
     etch_tensor_init(&a, ETCH_DTYPE_FLOAT, 2, s23, d);
     etch_tensor_init(&b, ETCH_DTYPE_FLOAT, 1, s3, r);
-    etch_value va = vtensor(&a), vb = vtensor(&b), two = vint(2);
+    etch_value va = kt_vtensor(&a), vb = kt_vtensor(&b), two = kt_vint(2);
     etch_value *args[5] = {&va, &vb, &two, &va, &va};
     CHECK_OK(call("aten::add.out", args, 5));
     CHECK(d[0] == 21 && d[5] == 66);
@@ -893,14 +846,14 @@ static void test_threadpool_split(void) {
     etch_tensor_init(&tb, ETCH_DTYPE_FLOAT, 1, bs, b);
     etch_tensor_init(&to1, ETCH_DTYPE_FLOAT, 4, os, o1);
     etch_tensor_init(&to2, ETCH_DTYPE_FLOAT, 4, os, o2);
-    ilist ls, lp, ld, lo;
+    kt_ilist ls, lp, ld, lo;
     int64_t one[1] = {1}, zero[1] = {0};
-    etch_value vx = vtensor(&tx), vw = vtensor(&tw), vb = vtensor(&tb), vo1 = vtensor(&to1),
-               vo2 = vtensor(&to2), tr, g = vint(1);
+    etch_value vx = kt_vtensor(&tx), vw = kt_vtensor(&tw), vb = kt_vtensor(&tb), vo1 = kt_vtensor(&to1),
+               vo2 = kt_vtensor(&to2), tr, g = kt_vint(1);
     tr.tag = ETCH_VALUE_BOOL;
     tr.u.b = false;
-    etch_value *args[11] = {&vx, &vw, &vb, make_list(&ls, one, 1), make_list(&lp, one, 1),
-                            make_list(&ld, one, 1), &tr, make_list(&lo, zero, 1), &g, &vo1, &vo1};
+    etch_value *args[11] = {&vx, &vw, &vb, kt_mklist(&ls, one, 1), kt_mklist(&lp, one, 1),
+                            kt_mklist(&ld, one, 1), &tr, kt_mklist(&lo, zero, 1), &g, &vo1, &vo1};
     CHECK_OK(call("aten::convolution.out", args, 11));
     etch_threadpool_iface pool = {NULL, 4, fake_parallel_for};
     const etch_kernel *k = etch_kernels_find("aten::convolution.out", 21);
@@ -919,7 +872,7 @@ static void test_threadpool_split(void) {
     etch_tensor_init(&tb2, ETCH_DTYPE_FLOAT, 2, m2, w);
     etch_tensor_init(&tmo1, ETCH_DTYPE_FLOAT, 2, mo, mo1);
     etch_tensor_init(&tmo2, ETCH_DTYPE_FLOAT, 2, mo, mo2);
-    etch_value va = vtensor(&ta), vb2 = vtensor(&tb2), vm1 = vtensor(&tmo1), vm2 = vtensor(&tmo2);
+    etch_value va = kt_vtensor(&ta), vb2 = kt_vtensor(&tb2), vm1 = kt_vtensor(&tmo1), vm2 = kt_vtensor(&tmo2);
     etch_value *margs[4] = {&va, &vb2, &vm1, &vm1};
     CHECK_OK(call("aten::mm.out", margs, 4));
     margs[2] = margs[3] = &vm2;

@@ -25,6 +25,7 @@
 #include "etch/threadpool.h"
 #include "alloc_wrap.h"
 #include "etch_test.h"
+#include "kernel_test_util.h"
 #include "kernels/optimized/epilogue.h"
 #include "kernels/optimized/opt_conv.h"
 #include "kernels/portable/portable.h"
@@ -52,97 +53,9 @@ static void *xmalloc(size_t n) {
     return p;
 }
 
-static etch_value vtensor(etch_tensor *t) {
-    etch_value v;
-    memset(&v, 0, sizeof v);
-    v.tag = ETCH_VALUE_TENSOR;
-    v.u.tensor = t;
-    return v;
-}
-static etch_value vint(int64_t i) {
-    etch_value v;
-    memset(&v, 0, sizeof v);
-    v.tag = ETCH_VALUE_INT;
-    v.u.i = i;
-    return v;
-}
-static etch_value vbool(bool b) {
-    etch_value v;
-    memset(&v, 0, sizeof v);
-    v.tag = ETCH_VALUE_BOOL;
-    v.u.b = b;
-    return v;
-}
-static etch_value vnone(void) {
-    etch_value v;
-    memset(&v, 0, sizeof v);
-    return v;
-}
-
-typedef struct ilist {
-    etch_value items[4];
-    etch_value *ptrs[4];
-    int64_t scratch[4];
-    etch_value v;
-} ilist;
-
-static etch_value *mklist(ilist *l, const int64_t *vals, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        l->items[i] = vint(vals[i]);
-        l->ptrs[i] = &l->items[i];
-    }
-    memset(&l->v, 0, sizeof l->v);
-    l->v.tag = ETCH_VALUE_INT_LIST;
-    l->v.u.list.items = l->ptrs;
-    l->v.u.list.scratch = l->scratch;
-    l->v.u.list.len = n;
-    return &l->v;
-}
-
-/* A test thread pool: chunks of at least `grain` items (about 2 per thread), run serially in
- * a shuffled order, so any dependence on the order or the split shows up. */
-static void shuffled_parallel_for(void *self, int64_t n, int64_t grain, etch_parallel_fn fn,
-                                  void *arg) {
-    int threads = *(const int *)self;
-    int64_t step = (n + 2 * threads - 1) / (2 * threads);
-    if (step < grain)
-        step = grain;
-    if (step < 1)
-        step = 1;
-    int64_t chunks = (n + step - 1) / step;
-    int64_t *order = (int64_t *)xmalloc((size_t)chunks * sizeof(int64_t));
-    for (int64_t i = 0; i < chunks; i++)
-        order[i] = i;
-    for (int64_t i = chunks - 1; i > 0; i--) {
-        int64_t k = (int64_t)(rnd() % (uint32_t)(i + 1)), t = order[i];
-        order[i] = order[k];
-        order[k] = t;
-    }
-    for (int64_t i = 0; i < chunks; i++) {
-        int64_t b = order[i] * step, e = b + step < n ? b + step : n;
-        fn(arg, b, e);
-    }
-    free(order);
-}
-
-/* ISAs to run: every supported one; the others are reported as not run. */
-static etch_isa isas[4];
+/* The instruction sets run (the others are named as not run by kt_pick_isas). */
+static etch_isa isas[KT_N_ISAS];
 static int n_isas;
-
-static void pick_isas(void) {
-    const etch_isa all[4] = {ETCH_ISA_SCALAR, ETCH_ISA_AVX2, ETCH_ISA_AVX512, ETCH_ISA_NEON};
-    printf("instruction sets:");
-    for (int i = 0; i < 4; i++) {
-        if (etch_isa_supported(all[i])) {
-            isas[n_isas++] = all[i];
-            printf(" %s (run)", etch_isa_name(all[i]));
-        } else {
-            printf(" %s (NOT RUN: not built in or not supported by this CPU)",
-                   etch_isa_name(all[i]));
-        }
-    }
-    printf("\n");
-}
 
 static double act_ref(const etch_epilogue *e, double x) {
     if (!e)
@@ -192,14 +105,15 @@ static const int thread_runs[6] = {1, 2, 3, 4, -2, -4};
  * pool; -2 / -4: the real thread pool of that size. */
 static etch_status run_kernel(etch_kernel_fn fn, etch_value **args, size_t nargs,
                               const etch_epilogue *e, int threads, void *temp, size_t temp_size) {
-    etch_threadpool_iface pool = {&threads, threads, shuffled_parallel_for};
-    const etch_threadpool_iface *tp = threads > 1 ? &pool : NULL;
+    kt_shuffle_pool pool;
+    kt_shuffle_pool_init(&pool, threads, KT_SPLIT_TWO_PER_THREAD, rnd);
+    const etch_threadpool_iface *tp = threads > 1 ? &pool.iface : NULL;
     if (threads < 0)
         tp = etch_threadpool_get_iface(real_pool[-threads]);
     etch_kernel_context ctx;
     etch_kernel_context_init(&ctx, "op", temp, temp_size, tp);
     ctx.epilogue = e && e->act != ETCH_ACT_NONE ? e : NULL;
-    /* kernels never allocate (the shuffling test pool does, so it is not counted) */
+    /* kernels never allocate (counted on the serial and the library-pool runs) */
     bool count = threads == 1 || threads < 0;
     if (count)
         etch_alloc_arm();
@@ -254,11 +168,11 @@ static void conv_check(const conv_case *c) {
     size_t sp = two ? 2 : 1;
     int64_t st[2] = {two ? c->sh : c->sw, c->sw}, pd[2] = {two ? c->ph : c->pw, c->pw},
             dl[2] = {two ? c->dh : c->dw, c->dw}, op[2] = {0, 0};
-    ilist ls, lp, ld, lo;
-    etch_value vx = vtensor(&tx), vw = vtensor(&tw), vb = c->bias ? vtensor(&tb) : vnone(),
-               vo = vtensor(&tref), tr = vbool(false), g = vint(c->groups);
-    etch_value *args[11] = {&vx, &vw, &vb, mklist(&ls, st, sp), mklist(&lp, pd, sp),
-                            mklist(&ld, dl, sp), &tr, mklist(&lo, op, sp), &g, &vo, &vo};
+    kt_ilist ls, lp, ld, lo;
+    etch_value vx = kt_vtensor(&tx), vw = kt_vtensor(&tw), vb = c->bias ? kt_vtensor(&tb) : kt_vnone(),
+               vo = kt_vtensor(&tref), tr = kt_vbool(false), g = kt_vint(c->groups);
+    etch_value *args[11] = {&vx, &vw, &vb, kt_mklist(&ls, st, sp), kt_mklist(&lp, pd, sp),
+                            kt_mklist(&ld, dl, sp), &tr, kt_mklist(&lo, op, sp), &g, &vo, &vo};
     char name[200];
     snprintf(name, sizeof name,
              "conv N%d Cin%d Cout%d g%d %s%dx%d k%dx%d s%d,%d p%d,%d d%d,%d%s act%d", c->N,
@@ -266,14 +180,14 @@ static void conv_check(const conv_case *c) {
              c->sw, c->ph, c->pw, c->dh, c->dw, c->bias ? " bias" : "", c->epi);
     etch_status st0 = run_kernel(etch_portable_convolution_out, args, 11, NULL, 1, NULL, 0);
     CHECK_MSG(st0 == ETCH_OK, "%s: portable failed: %s", name, etch_last_error());
-    etch_value vax = vtensor(&tax), vaw = vtensor(&taw), vab = c->bias ? vtensor(&tab) : vnone(),
-               vmag = vtensor(&tmag);
+    etch_value vax = kt_vtensor(&tax), vaw = kt_vtensor(&taw), vab = c->bias ? kt_vtensor(&tab) : kt_vnone(),
+               vmag = kt_vtensor(&tmag);
     etch_value *margs[11] = {&vax, &vaw, &vab, args[3], args[4], args[5], &tr, args[7], &g,
                              &vmag, &vmag};
     CHECK_OK(run_kernel(etch_portable_convolution_out, margs, 11, NULL, 1, NULL, 0));
     const etch_epilogue *e = &epilogues[c->epi];
     args[9] = args[10] = &(etch_value){0};
-    *args[9] = vtensor(&to);
+    *args[9] = kt_vtensor(&to);
     static const size_t temps[3] = {BIG_TEMP, 3000, 0};
     for (int ii = 0; ii < n_isas; ii++) {
         CHECK_OK(etch_isa_set(isas[ii]));
@@ -425,8 +339,8 @@ static void test_conv_fallbacks(void) {
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
         wd[i] = w[i] = frand() * 4;
     int64_t one[1] = {1}, zero[1] = {0}, two[1] = {2};
-    ilist ls, lp, ld, lo;
-    etch_value tr = vbool(true), g = vint(2), none = vnone();
+    kt_ilist ls, lp, ld, lo;
+    etch_value tr = kt_vbool(true), g = kt_vint(2), none = kt_vnone();
     /* transposed: input [2, 4, 5, 6], weight [4, 2, 3, 3], groups 2 -> out [2, 4, 10, 12] */
     {
         int64_t xs[4] = {2, 4, 5, 6}, ws[4] = {4, 2, 3, 3}, os[4] = {2, 4, 10, 12};
@@ -435,9 +349,9 @@ static void test_conv_fallbacks(void) {
         etch_tensor_init(&tw, ETCH_DTYPE_FLOAT, 4, ws, w);
         etch_tensor_init(&t1, ETCH_DTYPE_FLOAT, 4, os, o1);
         etch_tensor_init(&t2, ETCH_DTYPE_FLOAT, 4, os, o2);
-        etch_value vx = vtensor(&tx), vw = vtensor(&tw), v1 = vtensor(&t1), v2 = vtensor(&t2);
-        etch_value *args[11] = {&vx, &vw, &none, mklist(&ls, two, 1), mklist(&lp, one, 1),
-                                mklist(&ld, one, 1), &tr, mklist(&lo, one, 1), &g, &v1, &v1};
+        etch_value vx = kt_vtensor(&tx), vw = kt_vtensor(&tw), v1 = kt_vtensor(&t1), v2 = kt_vtensor(&t2);
+        etch_value *args[11] = {&vx, &vw, &none, kt_mklist(&ls, two, 1), kt_mklist(&lp, one, 1),
+                                kt_mklist(&ld, one, 1), &tr, kt_mklist(&lo, one, 1), &g, &v1, &v1};
         CHECK_OK(run_kernel(etch_portable_convolution_out, args, 11, NULL, 1, NULL, 0));
         etch_opt_apply_epilogue(&relu6, o1, 2 * 4 * 10 * 12);
         args[9] = args[10] = &v2;
@@ -452,10 +366,10 @@ static void test_conv_fallbacks(void) {
         etch_tensor_init(&tw, ETCH_DTYPE_DOUBLE, 4, ws, wd);
         etch_tensor_init(&t1, ETCH_DTYPE_DOUBLE, 4, os, od1);
         etch_tensor_init(&t2, ETCH_DTYPE_DOUBLE, 4, os, od2);
-        etch_value vx = vtensor(&tx), vw = vtensor(&tw), v1 = vtensor(&t1), v2 = vtensor(&t2),
-                   fl = vbool(false);
-        etch_value *args[11] = {&vx, &vw, &none, mklist(&ls, one, 1), mklist(&lp, one, 1),
-                                mklist(&ld, one, 1), &fl, mklist(&lo, zero, 1), &g, &v1, &v1};
+        etch_value vx = kt_vtensor(&tx), vw = kt_vtensor(&tw), v1 = kt_vtensor(&t1), v2 = kt_vtensor(&t2),
+                   fl = kt_vbool(false);
+        etch_value *args[11] = {&vx, &vw, &none, kt_mklist(&ls, one, 1), kt_mklist(&lp, one, 1),
+                                kt_mklist(&ld, one, 1), &fl, kt_mklist(&lo, zero, 1), &g, &v1, &v1};
         CHECK_OK(run_kernel(etch_portable_convolution_out, args, 11, NULL, 1, NULL, 0));
         args[9] = args[10] = &v2;
         CHECK_OK(run_kernel(etch_opt_convolution_out, args, 11, NULL, 2, NULL, 0));
@@ -475,26 +389,26 @@ static void test_conv_fallbacks(void) {
             memcpy(ts[i]->dim_order, cl, 4);
             etch_tensor_update_strides(ts[i]);
         }
-        etch_value vx = vtensor(&tx), vw = vtensor(&tw), v1 = vtensor(&t1), v2 = vtensor(&t2),
-                   fl = vbool(false);
-        etch_value *args[11] = {&vx, &vw, &none, mklist(&ls, one, 1), mklist(&lp, one, 1),
-                                mklist(&ld, one, 1), &fl, mklist(&lo, zero, 1), &g, &v1, &v1};
+        etch_value vx = kt_vtensor(&tx), vw = kt_vtensor(&tw), v1 = kt_vtensor(&t1), v2 = kt_vtensor(&t2),
+                   fl = kt_vbool(false);
+        etch_value *args[11] = {&vx, &vw, &none, kt_mklist(&ls, one, 1), kt_mklist(&lp, one, 1),
+                                kt_mklist(&ld, one, 1), &fl, kt_mklist(&lo, zero, 1), &g, &v1, &v1};
         CHECK_OK(run_kernel(etch_portable_convolution_out, args, 11, NULL, 1, NULL, 0));
         etch_opt_apply_epilogue(&relu6, o1, 2 * 4 * 5 * 6);
         args[9] = args[10] = &v2;
         CHECK_OK(run_kernel(etch_opt_convolution_out, args, 11, &relu6, 4, NULL, 0));
         CHECK(memcmp(o1, o2, sizeof(float) * 2 * 4 * 5 * 6) == 0);
         /* errors: as the portable kernel's */
-        etch_value g3 = vint(3);
+        etch_value g3 = kt_vint(3);
         args[8] = &g3;
         CHECK_STATUS(run_kernel(etch_opt_convolution_out, args, 11, NULL, 1, NULL, 0),
                      ETCH_ERR_INVALID_ARGUMENT);
         args[8] = &g;
         int64_t neg[1] = {-1};
-        args[4] = mklist(&lp, neg, 1);
+        args[4] = kt_mklist(&lp, neg, 1);
         CHECK_STATUS(run_kernel(etch_opt_convolution_out, args, 11, NULL, 1, NULL, 0),
                      ETCH_ERR_INVALID_ARGUMENT);
-        args[4] = mklist(&lp, one, 1);
+        args[4] = kt_mklist(&lp, one, 1);
         args[0] = &none;
         CHECK(run_kernel(etch_opt_convolution_out, args, 11, NULL, 1, NULL, 0) != ETCH_OK);
         CHECK(run_kernel(etch_opt_convolution_out, args, 5, NULL, 1, NULL, 0) != ETCH_OK);
@@ -545,11 +459,11 @@ static void max_pool_check(const pool_case *c) {
     etch_tensor_init(&toi, ETCH_DTYPE_LONG, dim, os + off, oi);
     int64_t k[2] = {c->kh, c->kw}, s[2] = {c->sh, c->sw}, p[2] = {c->ph, c->pw},
             d[2] = {c->dh, c->dw};
-    ilist lk, ls, lp, ld;
-    etch_value vx = vtensor(&tx), vr = vtensor(&tr), vri = vtensor(&tri), vo = vtensor(&to),
-               voi = vtensor(&toi), cm = vbool(c->ceil_mode);
-    etch_value *args[9] = {&vx, mklist(&lk, k, 2), mklist(&ls, s, c->empty_stride ? 0 : 2),
-                           mklist(&lp, p, 2), mklist(&ld, d, 2), &cm, &vr, &vri, &vr};
+    kt_ilist lk, ls, lp, ld;
+    etch_value vx = kt_vtensor(&tx), vr = kt_vtensor(&tr), vri = kt_vtensor(&tri), vo = kt_vtensor(&to),
+               voi = kt_vtensor(&toi), cm = kt_vbool(c->ceil_mode);
+    etch_value *args[9] = {&vx, kt_mklist(&lk, k, 2), kt_mklist(&ls, s, c->empty_stride ? 0 : 2),
+                           kt_mklist(&lp, p, 2), kt_mklist(&ld, d, 2), &cm, &vr, &vri, &vr};
     CHECK_OK(run_kernel(etch_portable_max_pool2d_with_indices_out, args, 8, NULL, 1, NULL, 0));
     args[6] = args[8] = &vo;
     args[7] = &voi;
@@ -588,11 +502,11 @@ static void avg_pool_check(const pool_case *c, bool include_pad, int64_t divisor
     etch_tensor_init(&tr, ETCH_DTYPE_FLOAT, dim, os + off, r);
     etch_tensor_init(&to, ETCH_DTYPE_FLOAT, dim, os + off, o);
     int64_t k[2] = {c->kh, c->kw}, s[2] = {c->sh, c->sw}, p[2] = {c->ph, c->pw};
-    ilist lk, ls, lp;
-    etch_value vx = vtensor(&tx), vr = vtensor(&tr), vo = vtensor(&to), cm = vbool(c->ceil_mode),
-               ip = vbool(include_pad), dv = divisor ? vint(divisor) : vnone();
-    etch_value *args[9] = {&vx, mklist(&lk, k, 2), mklist(&ls, s, c->empty_stride ? 0 : 2),
-                           mklist(&lp, p, 2), &cm, &ip, &dv, &vr, &vr};
+    kt_ilist lk, ls, lp;
+    etch_value vx = kt_vtensor(&tx), vr = kt_vtensor(&tr), vo = kt_vtensor(&to), cm = kt_vbool(c->ceil_mode),
+               ip = kt_vbool(include_pad), dv = divisor ? kt_vint(divisor) : kt_vnone();
+    etch_value *args[9] = {&vx, kt_mklist(&lk, k, 2), kt_mklist(&ls, s, c->empty_stride ? 0 : 2),
+                           kt_mklist(&lp, p, 2), &cm, &ip, &dv, &vr, &vr};
     CHECK_OK(run_kernel(etch_portable_avg_pool2d_out, args, 8, NULL, 1, NULL, 0));
     args[7] = args[8] = &vo;
     for (int ii = 0; ii < n_isas; ii++) {
@@ -627,9 +541,9 @@ static void adaptive_check(int N, int C, int H, int W, int OH, int OW, bool batc
     etch_tensor_init(&tx, ETCH_DTYPE_FLOAT, dim, xs + off, x);
     etch_tensor_init(&tr, ETCH_DTYPE_FLOAT, dim, os + off, r);
     etch_tensor_init(&to, ETCH_DTYPE_FLOAT, dim, os + off, o);
-    ilist l;
-    etch_value vx = vtensor(&tx), vr = vtensor(&tr), vo = vtensor(&to);
-    etch_value *args[4] = {&vx, mklist(&l, sz, 2), &vr, &vr};
+    kt_ilist l;
+    etch_value vx = kt_vtensor(&tx), vr = kt_vtensor(&tr), vo = kt_vtensor(&to);
+    etch_value *args[4] = {&vx, kt_mklist(&l, sz, 2), &vr, &vr};
     CHECK_OK(run_kernel(etch_portable_adaptive_avg_pool2d_out, args, 3, NULL, 1, NULL, 0));
     args[2] = args[3] = &vo;
     for (int tr_i = 0; tr_i < 6; tr_i++) {
@@ -696,7 +610,7 @@ static void test_pools(void) {
 }
 
 int main(void) {
-    pick_isas();
+    n_isas = kt_pick_isas(isas);
     big_temp = (uint8_t *)xmalloc(BIG_TEMP);
     CHECK_OK(etch_threadpool_create(2, &real_pool[2]));
     CHECK_OK(etch_threadpool_create(4, &real_pool[4]));

@@ -21,6 +21,7 @@
 #include "kernels/portable/portable_nn.h"
 #include "kernels/portable/portable_shape.h"
 #include "runtime/context.h"
+#include "kernel_test_util.h"
 
 typedef void (*kfn)(etch_kernel_context *, etch_value **, size_t);
 
@@ -77,9 +78,8 @@ static void row(const char *name, kfn opt, kfn ref, etch_value **args, size_t na
     double tp = time_us(ref, args, nargs, NULL);
     printf("%-44s %10.2f", name, tp);
     double t_best = 0;
-    const etch_isa isas[] = {ETCH_ISA_SCALAR, ETCH_ISA_AVX2, ETCH_ISA_AVX512, ETCH_ISA_NEON};
-    for (int i = 0; i < 4; i++) {
-        if (etch_isa_set(isas[i]) != ETCH_OK) {
+    for (int i = 0; i < KT_N_ISAS; i++) {
+        if (etch_isa_set(kt_all_isas[i]) != ETCH_OK) {
             printf(" %10s", "-");
             continue;
         }
@@ -106,57 +106,19 @@ static etch_tensor *mk(int dtype, int dim, const int64_t *sizes) {
             ((float *)d)[i] = (float)((i * 7919) % 2001) / 500.0f - 2.0f;
     return t;
 }
-static etch_value vt(etch_tensor *t) {
-    etch_value v = {ETCH_VALUE_TENSOR, {0}};
-    v.u.tensor = t;
-    return v;
-}
-static etch_value vi(int64_t i) {
-    etch_value v = {ETCH_VALUE_INT, {0}};
-    v.u.i = i;
-    return v;
-}
-static etch_value vd(double d) {
-    etch_value v = {ETCH_VALUE_DOUBLE, {0}};
-    v.u.d = d;
-    return v;
-}
-static etch_value vb(bool b) {
-    etch_value v = {ETCH_VALUE_BOOL, {0}};
-    v.u.b = b;
-    return v;
-}
-
-typedef struct ilist {
-    etch_value v, items[8];
-    etch_value *ptrs[8];
-    int64_t scratch[8];
-} ilist;
-static etch_value *mklist(ilist *l, const int64_t *xs, size_t n) {
-    memset(l, 0, sizeof *l);
-    for (size_t i = 0; i < n; i++) {
-        l->items[i] = vi(xs[i]);
-        l->ptrs[i] = &l->items[i];
-    }
-    l->v.tag = ETCH_VALUE_INT_LIST;
-    l->v.u.list.items = l->ptrs;
-    l->v.u.list.scratch = l->scratch;
-    l->v.u.list.len = n;
-    return &l->v;
-}
 
 static void bench_binary(const char *name, kfn opt, kfn ref, bool alpha, int ad,
                          const int64_t *as, int bd, const int64_t *bs) {
     etch_tensor *a = mk(ETCH_DTYPE_FLOAT, ad, as), *b = mk(ETCH_DTYPE_FLOAT, bd, bs),
                 *o = mk(ETCH_DTYPE_FLOAT, ad, as);
-    etch_value va = vt(a), vbb = vt(b), vo = vt(o), al = vi(1);
+    etch_value va = kt_vtensor(a), vbb = kt_vtensor(b), vo = kt_vtensor(o), al = kt_vint(1);
     etch_value *args[5] = {&va, &vbb, alpha ? &al : &vo, &vo, &vo};
     row(name, opt, ref, args, alpha ? 5 : 4);
 }
 
 static void bench_unary(const char *name, kfn opt, kfn ref, int d, const int64_t *s) {
     etch_tensor *a = mk(ETCH_DTYPE_FLOAT, d, s), *o = mk(ETCH_DTYPE_FLOAT, d, s);
-    etch_value va = vt(a), vo = vt(o);
+    etch_value va = kt_vtensor(a), vo = kt_vtensor(o);
     etch_value *args[3] = {&va, &vo, &vo};
     row(name, opt, ref, args, 3);
 }
@@ -185,7 +147,7 @@ int main(int argc, char **argv) {
                  false, 3, tok, 3, tok);
     {
         etch_tensor *a = mk(ETCH_DTYPE_FLOAT, 3, enc), *o = mk(ETCH_DTYPE_FLOAT, 3, enc);
-        etch_value va = vt(a), vo = vt(o), s = vd(0.125);
+        etch_value va = kt_vtensor(a), vo = kt_vtensor(o), s = kt_vdouble(0.125);
         etch_value *args[4] = {&va, &s, &vo, &vo};
         row("mul.Scalar_out [1,64,256]", etch_opt_mul_scalar_out, etch_portable_mul_scalar_out,
             args, 4);
@@ -197,7 +159,7 @@ int main(int argc, char **argv) {
     bench_unary("rsqrt.out [1,64,768]", etch_opt_rsqrt_out, etch_portable_rsqrt_out, 3, hid);
     {
         etch_tensor *a = mk(ETCH_DTYPE_FLOAT, 3, hid), *o = mk(ETCH_DTYPE_FLOAT, 3, hid);
-        etch_value va = vt(a), vo = vt(o), ap = {ETCH_VALUE_STRING, {0}};
+        etch_value va = kt_vtensor(a), vo = kt_vtensor(o), ap = {ETCH_VALUE_STRING, {0}};
         ap.u.str.ptr = "none";
         ap.u.str.len = 4;
         etch_value *args[4] = {&va, &ap, &vo, &vo};
@@ -209,7 +171,7 @@ int main(int argc, char **argv) {
                     *o = mk(ETCH_DTYPE_FLOAT, 4, s);
         for (int i = 0; i < 64 * 64; i++)
             ((uint8_t *)mask->data)[i] = (i % 64) > (i / 64);
-        etch_value va = vt(a), vm = vt(mask), v = vd(-INFINITY), vo = vt(o);
+        etch_value va = kt_vtensor(a), vm = kt_vtensor(mask), v = kt_vdouble(-INFINITY), vo = kt_vtensor(o);
         etch_value *args[5] = {&va, &vm, &v, &vo, &vo};
         row("masked_fill [1,8,64,64] mask [64,64]", etch_opt_masked_fill_scalar_out,
             etch_portable_masked_fill_scalar_out, args, 5);
@@ -218,7 +180,7 @@ int main(int argc, char **argv) {
                                      {4, 2, 512, 512}};
     for (int k = 0; k < 4; k++) {
         etch_tensor *a = mk(ETCH_DTYPE_FLOAT, 4, sm_shapes[k]), *o = mk(ETCH_DTYPE_FLOAT, 4, sm_shapes[k]);
-        etch_value va = vt(a), d = vi(-1), h = vb(false), vo = vt(o);
+        etch_value va = kt_vtensor(a), d = kt_vint(-1), h = kt_vbool(false), vo = kt_vtensor(o);
         etch_value *args[5] = {&va, &d, &h, &vo, &vo};
         char name[64];
         snprintf(name, sizeof name, "_softmax.out [%lld,%lld,%lld,%lld]", (long long)sm_shapes[k][0],
@@ -231,19 +193,19 @@ int main(int argc, char **argv) {
         etch_tensor *a = mk(ETCH_DTYPE_FLOAT, 3, enc), *o = mk(ETCH_DTYPE_FLOAT, 3, enc),
                     *mean = mk(ETCH_DTYPE_FLOAT, 3, ss), *rstd = mk(ETCH_DTYPE_FLOAT, 3, ss),
                     *w = mk(ETCH_DTYPE_FLOAT, 1, r256), *b = mk(ETCH_DTYPE_FLOAT, 1, r256);
-        ilist l;
-        etch_value va = vt(a), vw = vt(w), vbb = vt(b), eps = vd(1e-5), vo = vt(o),
-                   vm = vt(mean), vr = vt(rstd);
-        etch_value *args[9] = {&va, mklist(&l, ns, 1), &vw, &vbb, &eps, &vo, &vm, &vr, &vo};
+        kt_ilist l;
+        etch_value va = kt_vtensor(a), vw = kt_vtensor(w), vbb = kt_vtensor(b), eps = kt_vdouble(1e-5), vo = kt_vtensor(o),
+                   vm = kt_vtensor(mean), vr = kt_vtensor(rstd);
+        etch_value *args[9] = {&va, kt_mklist(&l, ns, 1), &vw, &vbb, &eps, &vo, &vm, &vr, &vo};
         row("native_layer_norm [1,64,256]", etch_opt_native_layer_norm_out,
             etch_portable_native_layer_norm_out, args, 9);
     }
     {
         int64_t s[3] = {1, 64, 288}, os[3] = {1, 64, 1}, dims[1] = {-1};
         etch_tensor *a = mk(ETCH_DTYPE_FLOAT, 3, s), *o = mk(ETCH_DTYPE_FLOAT, 3, os);
-        ilist l;
-        etch_value va = vt(a), k = vb(true), dt = {ETCH_VALUE_NONE, {0}}, vo = vt(o);
-        etch_value *args[6] = {&va, mklist(&l, dims, 1), &k, &dt, &vo, &vo};
+        kt_ilist l;
+        etch_value va = kt_vtensor(a), k = kt_vbool(true), dt = {ETCH_VALUE_NONE, {0}}, vo = kt_vtensor(o);
+        etch_value *args[6] = {&va, kt_mklist(&l, dims, 1), &k, &dt, &vo, &vo};
         row("mean.out [1,64,288] dim -1", etch_opt_mean_out, etch_portable_mean_out, args, 6);
     }
     const int64_t pshape[2][4] = {{1, 64, 8, 32}, {1, 64, 256, 1}};
@@ -253,9 +215,9 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 4; i++)
             os[i] = pshape[k][perms[k][i]];
         etch_tensor *a = mk(ETCH_DTYPE_FLOAT, 4, pshape[k]), *o = mk(ETCH_DTYPE_FLOAT, 4, os);
-        ilist l;
-        etch_value va = vt(a), vo = vt(o);
-        etch_value *args[4] = {&va, mklist(&l, perms[k], 4), &vo, &vo};
+        kt_ilist l;
+        etch_value va = kt_vtensor(a), vo = kt_vtensor(o);
+        etch_value *args[4] = {&va, kt_mklist(&l, perms[k], 4), &vo, &vo};
         char name[64];
         snprintf(name, sizeof name, "permute_copy [1,64,%lld,%lld] (0,2,1,3)",
                  (long long)pshape[k][2], (long long)pshape[k][3]);
@@ -264,7 +226,7 @@ int main(int argc, char **argv) {
     {
         int64_t s[3] = {1, 64, 768}, os[2] = {1, 768};
         etch_tensor *a = mk(ETCH_DTYPE_FLOAT, 3, s), *o = mk(ETCH_DTYPE_FLOAT, 2, os);
-        etch_value va = vt(a), d = vi(1), ix = vi(-1), vo = vt(o);
+        etch_value va = kt_vtensor(a), d = kt_vint(1), ix = kt_vint(-1), vo = kt_vtensor(o);
         etch_value *args[5] = {&va, &d, &ix, &vo, &vo};
         row("select_copy [1,64,768] dim 1", etch_opt_select_copy_int_out,
             etch_portable_select_copy_int_out, args, 5);
@@ -272,7 +234,7 @@ int main(int argc, char **argv) {
     {
         int64_t s[4] = {512, 8, 4, 2}, os[3] = {512, 8, 4};
         etch_tensor *a = mk(ETCH_DTYPE_FLOAT, 4, s), *o = mk(ETCH_DTYPE_FLOAT, 3, os);
-        etch_value va = vt(a), d = vi(-1), ix = vi(1), vo = vt(o);
+        etch_value va = kt_vtensor(a), d = kt_vint(-1), ix = kt_vint(1), vo = kt_vtensor(o);
         etch_value *args[5] = {&va, &d, &ix, &vo, &vo};
         row("select_copy [512,8,4,2] dim -1 (RoPE)", etch_opt_select_copy_int_out,
             etch_portable_select_copy_int_out, args, 5);
@@ -281,8 +243,8 @@ int main(int argc, char **argv) {
         int64_t s[3] = {64, 8, 16}, os[4] = {64, 8, 16, 2};
         etch_tensor *a = mk(ETCH_DTYPE_FLOAT, 3, s), *b = mk(ETCH_DTYPE_FLOAT, 3, s),
                     *o = mk(ETCH_DTYPE_FLOAT, 4, os);
-        etch_value va = vt(a), vbb = vt(b), *items[2] = {&va, &vbb}, list = {ETCH_VALUE_TENSOR_LIST, {0}},
-                   d = vi(-1), vo = vt(o);
+        etch_value va = kt_vtensor(a), vbb = kt_vtensor(b), *items[2] = {&va, &vbb}, list = {ETCH_VALUE_TENSOR_LIST, {0}},
+                   d = kt_vint(-1), vo = kt_vtensor(o);
         list.u.list.items = items;
         list.u.list.len = 2;
         etch_value *args[4] = {&list, &d, &vo, &vo};
@@ -294,8 +256,8 @@ int main(int argc, char **argv) {
         etch_tensor *c = mk(ETCH_DTYPE_FLOAT, 3, cs), *v = mk(ETCH_DTYPE_FLOAT, 3, vs),
                     *p = mk(ETCH_DTYPE_LONG, 1, ps);
         ((int64_t *)p->data)[0] = 17;
-        etch_value vc = vt(c), vv = vt(v), vp = vt(p), none = {ETCH_VALUE_NONE, {0}},
-                   acc = vb(false), *items[3] = {&none, &none, &vp},
+        etch_value vc = kt_vtensor(c), vv = kt_vtensor(v), vp = kt_vtensor(p), none = {ETCH_VALUE_NONE, {0}},
+                   acc = kt_vbool(false), *items[3] = {&none, &none, &vp},
                    list = {ETCH_VALUE_OPTIONAL_TENSOR_LIST, {0}};
         list.u.list.items = items;
         list.u.list.len = 3;
@@ -309,7 +271,7 @@ int main(int argc, char **argv) {
                     *o = mk(ETCH_DTYPE_FLOAT, 3, os);
         for (int i = 0; i < 64; i++)
             ((int64_t *)ix->data)[i] = (i * 977) % 32000;
-        etch_value vw = vt(w), vix = vt(ix), pad = vi(-1), f = vb(false), vo = vt(o);
+        etch_value vw = kt_vtensor(w), vix = kt_vtensor(ix), pad = kt_vint(-1), f = kt_vbool(false), vo = kt_vtensor(o);
         etch_value *args[7] = {&vw, &vix, &pad, &f, &f, &vo, &vo};
         row("embedding [32000,288] x 64", etch_opt_embedding_out, etch_portable_embedding_out,
             args, 7);

@@ -31,6 +31,7 @@
 #include "etch/kernels.h"
 #include "etch/threadpool.h"
 #include "etch_test.h"
+#include "kernel_test_util.h"
 #include "kernels/optimized/epilogue.h"
 #include "kernels/optimized/opt_eltwise.h"
 #include "kernels/portable/portable.h"
@@ -104,100 +105,7 @@ static etch_tensor *mkf(int dim, const int64_t *sizes, float lo, float hi, bool 
     return t;
 }
 
-static etch_value vt(etch_tensor *t) {
-    etch_value v;
-    memset(&v, 0, sizeof v);
-    v.tag = ETCH_VALUE_TENSOR;
-    v.u.tensor = t;
-    return v;
-}
-static etch_value vi(int64_t i) {
-    etch_value v;
-    memset(&v, 0, sizeof v);
-    v.tag = ETCH_VALUE_INT;
-    v.u.i = i;
-    return v;
-}
-static etch_value vd(double d) {
-    etch_value v;
-    memset(&v, 0, sizeof v);
-    v.tag = ETCH_VALUE_DOUBLE;
-    v.u.d = d;
-    return v;
-}
-static etch_value vb(bool b) {
-    etch_value v;
-    memset(&v, 0, sizeof v);
-    v.tag = ETCH_VALUE_BOOL;
-    v.u.b = b;
-    return v;
-}
-static etch_value vnone(void) {
-    etch_value v;
-    memset(&v, 0, sizeof v);
-    v.tag = ETCH_VALUE_NONE;
-    return v;
-}
-static etch_value vstr(const char *s) {
-    etch_value v;
-    memset(&v, 0, sizeof v);
-    v.tag = ETCH_VALUE_STRING;
-    v.u.str.ptr = s;
-    v.u.str.len = strlen(s);
-    return v;
-}
-typedef struct ilist {
-    etch_value v, items[ETCH_MAX_DIMS];
-    etch_value *ptrs[ETCH_MAX_DIMS];
-    int64_t scratch[ETCH_MAX_DIMS];
-} ilist;
-static etch_value *mklist(ilist *l, const int64_t *xs, size_t n) {
-    memset(l, 0, sizeof *l);
-    for (size_t i = 0; i < n; i++) {
-        l->items[i] = vi(xs[i]);
-        l->ptrs[i] = &l->items[i];
-    }
-    l->v.tag = ETCH_VALUE_INT_LIST;
-    l->v.u.list.items = l->ptrs;
-    l->v.u.list.scratch = l->scratch;
-    l->v.u.list.len = n;
-    return &l->v;
-}
-
 /* ---- running kernels ---------------------------------------------------------------------- */
-
-typedef struct test_pool {
-    int threads;
-} test_pool;
-
-/* Chunks of >= grain items, sometimes finer than one per thread, run in shuffled order. */
-static void pool_parallel_for(void *self, int64_t n, int64_t grain, etch_parallel_fn fn,
-                              void *arg) {
-    const test_pool *p = (const test_pool *)self;
-    int64_t parts = p->threads * (int64_t)(1 + rnd() % 2);
-    if (grain < 1)
-        grain = 1;
-    int64_t chunk = (n + parts - 1) / parts;
-    if (chunk < grain)
-        chunk = grain;
-    int64_t nchunks = (n + chunk - 1) / chunk;
-    int64_t order[64];
-    if (nchunks > 64) {
-        chunk = (n + 63) / 64;
-        nchunks = (n + chunk - 1) / chunk;
-    }
-    for (int64_t i = 0; i < nchunks; i++)
-        order[i] = i;
-    for (int64_t i = nchunks - 1; i > 0; i--) {
-        int64_t k = (int64_t)(rnd() % (uint32_t)(i + 1)), t = order[i];
-        order[i] = order[k];
-        order[k] = t;
-    }
-    for (int64_t i = 0; i < nchunks; i++) {
-        int64_t b = order[i] * chunk, e = b + chunk < n ? b + chunk : n;
-        fn(arg, b, e);
-    }
-}
 
 static unsigned char temp_mem[1 << 20];
 
@@ -206,9 +114,9 @@ static etch_threadpool *real_pool[5]; /* etch_threadpool of 2 and 4 threads */
 /* threads > 1: the shuffling test pool; threads < 0: the real pthreads pool of -threads. */
 static etch_status call_k(kfn f, etch_value **args, size_t nargs, int threads,
                           const etch_epilogue *epi) {
-    test_pool tp = {threads};
-    etch_threadpool_iface pool = {&tp, threads, pool_parallel_for};
-    const etch_threadpool_iface *iface = threads > 1 ? &pool : NULL;
+    kt_shuffle_pool pool;
+    kt_shuffle_pool_init(&pool, threads, KT_SPLIT_RANDOM_PARTS, rnd);
+    const etch_threadpool_iface *iface = threads > 1 ? &pool.iface : NULL;
     if (threads < 0) {
         if (!real_pool[-threads])
             CHECK_OK(etch_threadpool_create(-threads, &real_pool[-threads]));
@@ -225,9 +133,9 @@ static etch_status call_k(kfn f, etch_value **args, size_t nargs, int threads,
 }
 
 /* ISAs: the ones this CPU supports run, the others are reported once. */
-static const etch_isa all_isas[] = {ETCH_ISA_SCALAR, ETCH_ISA_AVX2, ETCH_ISA_AVX512,
-                                    ETCH_ISA_NEON};
-#define N_ISA 4
+/* The instruction sets run (the others are named as not run by kt_pick_isas). */
+static etch_isa isas[KT_N_ISAS];
+static int n_isas;
 static const int thread_cfgs[] = {1, 2, 3, 4, -2, -4};
 #define N_THR 6
 
@@ -337,8 +245,8 @@ static void run_case(kcase *c) {
             memcpy(ref[k], c->outs[k]->data, bytes[k]);
         refshape[k] = *c->outs[k];
     }
-    for (int ii = 0; ii < N_ISA; ii++) {
-        if (etch_isa_set(all_isas[ii]) != ETCH_OK)
+    for (int ii = 0; ii < n_isas; ii++) {
+        if (etch_isa_set(isas[ii]) != ETCH_OK)
             continue;
         for (int ti = 0; ti < N_THR; ti++) {
             for (int k = 0; k < c->nouts; k++) {
@@ -351,7 +259,7 @@ static void run_case(kcase *c) {
             etch_status st = call_k(c->opt, c->args, c->nargs, thread_cfgs[ti], c->epi);
             char what[200];
             snprintf(what, sizeof what, "%s [%s, %d threads%s]", c->name,
-                     etch_isa_name(all_isas[ii]), abs(thread_cfgs[ti]),
+                     etch_isa_name(isas[ii]), abs(thread_cfgs[ti]),
                      thread_cfgs[ti] < 0 ? ", etch_threadpool" : "");
             CHECK_MSG(st == rst, "%s: status %s, portable %s", what, etch_status_str(st),
                       etch_status_str(rst));
@@ -456,10 +364,10 @@ static void bin_case(const binop *op, int ad, const int64_t *as, int bd, const i
     etch_tensor *a = mk(ETCH_DTYPE_FLOAT, ad, as, order);
     fill((float *)a->data, etch_tensor_numel(a), -4, 4, edges);
     etch_tensor *b = NULL;
-    etch_value va = vt(a), vbv, valpha = vd(alpha), vout;
+    etch_value va = kt_vtensor(a), vbv, valpha = kt_vdouble(alpha), vout;
     float bval = frand(-3, 3);
     if (op->scalar) {
-        vbv = rnd() % 2 ? vd(bval) : vi((int64_t)(bval = (float)(int)bval));
+        vbv = rnd() % 2 ? kt_vdouble(bval) : kt_vint((int64_t)(bval = (float)(int)bval));
     } else {
         b = mk(ETCH_DTYPE_FLOAT, bd, bs, order && bd == ad ? order : NULL);
         fill((float *)b->data, etch_tensor_numel(b), -4, 4, edges);
@@ -467,10 +375,10 @@ static void bin_case(const binop *op, int ad, const int64_t *as, int bd, const i
             for (int64_t i = 0; i < etch_tensor_numel(b); i++)
                 if (fabsf(((float *)b->data)[i]) < 0.1f && rnd() % 4)
                     ((float *)b->data)[i] = 0.5f;
-        vbv = vt(b);
+        vbv = kt_vtensor(b);
     }
     etch_tensor *out = mk(ETCH_DTYPE_FLOAT, od, os, order && od == ad ? order : NULL);
-    vout = vt(out);
+    vout = kt_vtensor(out);
     etch_value *args[5];
     size_t nargs;
     args[0] = &va;
@@ -547,7 +455,7 @@ static void test_binary(void) {
         for (int i = 0; i < 30; i++)
             ((double *)bd->data)[i] = i * 0.25;
         etch_tensor *od = mk(ETCH_DTYPE_DOUBLE, 2, s, NULL);
-        etch_value va = vt(a), vbd = vt(bd), vod = vt(od), al = vi(1);
+        etch_value va = kt_vtensor(a), vbd = kt_vtensor(bd), vod = kt_vtensor(od), al = kt_vint(1);
         etch_value *args[5] = {&va, &vbd, &al, &vod, &vod};
         kcase c = {"add.out Float+Double (portable)", etch_opt_add_out, etch_portable_add_out,
                    args, 5, {od}, 1, {T_EXACT}, false, NULL};
@@ -555,23 +463,23 @@ static void test_binary(void) {
         etch_tensor *ib = mk(ETCH_DTYPE_LONG, 2, s, NULL), *io = mk(ETCH_DTYPE_LONG, 2, s, NULL);
         for (int i = 0; i < 30; i++)
             ((int64_t *)ib->data)[i] = i - 7;
-        etch_value vib = vt(ib), vio = vt(io);
+        etch_value vib = kt_vtensor(ib), vio = kt_vtensor(io);
         etch_value *iargs[4] = {&vib, &vib, &vio, &vio};
         kcase ci = {"mul.out Long (portable)", etch_opt_mul_out, etch_portable_mul_out, iargs, 4,
                     {io}, 1, {T_EXACT}, false, NULL};
         run_case(&ci);
         etch_tensor *bb = mkf(2, bad, -1, 1, false), *o = mkf(2, s, 0, 0, false);
-        etch_value vbb = vt(bb), vo = vt(o);
+        etch_value vbb = kt_vtensor(bb), vo = kt_vtensor(o);
         etch_value *eargs[4] = {&va, &vbb, &vo, &vo};
         kcase ce = {"mul.out bad broadcast (error)", etch_opt_mul_out, etch_portable_mul_out,
                     eargs, 4, {o}, 1, {T_EXACT}, false, NULL};
         run_case(&ce);
-        etch_value btrue = vb(true), vbf = vt(a);
+        etch_value btrue = kt_vbool(true), vbf = kt_vtensor(a);
         etch_value *bargs[5] = {&va, &vbf, &btrue, &vo, &vo};
         kcase cb = {"add.out Bool alpha (error)", etch_opt_add_out, etch_portable_add_out, bargs,
                     5, {o}, 1, {T_EXACT}, false, NULL};
         run_case(&cb);
-        etch_value huge = vd(1e300);
+        etch_value huge = kt_vdouble(1e300);
         etch_value *hargs[4] = {&va, &huge, &vo, &vo};
         kcase ch = {"mul.Scalar_out 1e300 (error)", etch_opt_mul_scalar_out,
                     etch_portable_mul_scalar_out, hargs, 4, {o}, 1, {T_EXACT}, false, NULL};
@@ -609,8 +517,8 @@ static const unop unops[] = {
 };
 
 static void un_case(const unop *op, etch_tensor *in, etch_tensor *out, int variant) {
-    etch_value vin = vt(in), vout = vt(out), s1 = vstr(op->approx ? op->approx : "none"),
-               lo = vd(-1.5), hi = vi(2), none = vnone();
+    etch_value vin = kt_vtensor(in), vout = kt_vtensor(out), s1 = kt_vstr(op->approx ? op->approx : "none"),
+               lo = kt_vdouble(-1.5), hi = kt_vint(2), none = kt_vnone();
     etch_value *args[5];
     size_t nargs = 3;
     args[0] = &vin;
@@ -690,7 +598,7 @@ static void test_unary(void) {
     etch_tensor *d = mk(ETCH_DTYPE_DOUBLE, 1, s, NULL), *o = mk(ETCH_DTYPE_DOUBLE, 1, s, NULL);
     for (int i = 0; i < 33; i++)
         ((double *)d->data)[i] = i * 0.3 - 5;
-    etch_value vdd = vt(d), vo = vt(o);
+    etch_value vdd = kt_vtensor(d), vo = kt_vtensor(o);
     etch_value *args[3] = {&vdd, &vo, &vo};
     kcase c = {"sigmoid.out Double (portable)", etch_opt_sigmoid_out, etch_portable_sigmoid_out,
                args, 3, {o}, 1, {T_EXACT}, false, NULL};
@@ -708,9 +616,9 @@ static void test_pow(void) {
                 int64_t s[2] = {3, n};
                 etch_tensor *x = mkf(2, s, -3, 5, true);
                 etch_tensor *o = in_place ? x : mk(ETCH_DTYPE_FLOAT, 2, s, NULL);
-                etch_value vx = vt(x), ve = exps[k] == (int)exps[k] && k % 2 ? vi((int)exps[k])
-                                                                           : vd(exps[k]),
-                           vo = vt(o);
+                etch_value vx = kt_vtensor(x), ve = exps[k] == (int)exps[k] && k % 2 ? kt_vint((int)exps[k])
+                                                                           : kt_vdouble(exps[k]),
+                           vo = kt_vtensor(o);
                 etch_value *args[4] = {&vx, &ve, &vo, &vo};
                 char name[80];
                 snprintf(name, sizeof name, "pow.Tensor_Scalar_out exponent %g n=%lld%s",
@@ -734,7 +642,7 @@ static void mf_case(int sd, const int64_t *ss, int md, const int64_t *ms, double
     uint8_t *m = (uint8_t *)mask->data;
     for (int64_t i = 0; i < etch_tensor_numel(mask); i++)
         m[i] = (uint8_t)(rnd() % 2);
-    etch_value vs = vt(self), vm = vt(mask), vv = vd(value), vo = vt(out);
+    etch_value vs = kt_vtensor(self), vm = kt_vtensor(mask), vv = kt_vdouble(value), vo = kt_vtensor(out);
     etch_value *args[5] = {&vs, &vm, &vv, &vo, &vo};
     char name[120];
     snprintf(name, sizeof name, "masked_fill %dd mask %dd value %g", sd, md, value);
@@ -777,7 +685,7 @@ static void sm_case(bool log_, int d, const int64_t *s, int64_t dim, int special
     if (special == 2)
         for (int64_t i = 0; i < n; i++)
             x[i] *= 1000.0f; /* large spread: most terms underflow */
-    etch_value vin = vt(in), vdim = vi(dim), h = vb(false), vo = vt(out);
+    etch_value vin = kt_vtensor(in), vdim = kt_vint(dim), h = kt_vbool(false), vo = kt_vtensor(out);
     etch_value *args[5] = {&vin, &vdim, &h, &vo, &vo};
     tol t = log_ ? (tol){2e-6, 2e-6, NULL, 0, NULL, 0, 0} : (tol){3e-6, 1e-9, NULL, 0, NULL, 0, 0};
     char name[120];
@@ -814,12 +722,12 @@ static void test_softmax(void) {
     int64_t s4[4] = {2, 3, 5, 7};
     etch_tensor *in = mk(ETCH_DTYPE_FLOAT, 4, s4, cl), *out = mk(ETCH_DTYPE_FLOAT, 4, s4, cl);
     fill((float *)in->data, 210, -3, 3, false);
-    etch_value vin = vt(in), vdim = vi(1), h = vb(false), vo = vt(out);
+    etch_value vin = kt_vtensor(in), vdim = kt_vint(1), h = kt_vbool(false), vo = kt_vtensor(out);
     etch_value *args[5] = {&vin, &vdim, &h, &vo, &vo};
     kcase c = {"softmax channels-last (portable)", etch_opt_softmax_out,
                etch_portable_softmax_out, args, 5, {out}, 1, {T_EXACT}, false, NULL};
     run_case(&c);
-    etch_value vbad = vi(4);
+    etch_value vbad = kt_vint(4);
     args[1] = &vbad;
     kcase ce = {"softmax dim 4 (error)", etch_opt_softmax_out, etch_portable_softmax_out, args,
                 5, {out}, 1, {T_EXACT}, false, NULL};
@@ -837,10 +745,10 @@ static void ln_case(int d, const int64_t *s, int nlen, bool w, bool b) {
     etch_tensor *mean = mk(ETCH_DTYPE_FLOAT, d, ss, NULL), *rstd = mk(ETCH_DTYPE_FLOAT, d, ss, NULL);
     etch_tensor *wt = mkf(nlen, s + d - nlen, 0.5, 1.5, false);
     etch_tensor *bt = mkf(nlen, s + d - nlen, -1, 1, false);
-    ilist l;
-    etch_value vin = vt(in), vw = w ? vt(wt) : vnone(), vbias = b ? vt(bt) : vnone(),
-               eps = vd(1e-5), vo = vt(out), vm = vt(mean), vr = vt(rstd);
-    etch_value *args[9] = {&vin, mklist(&l, s + d - nlen, (size_t)nlen), &vw, &vbias, &eps,
+    kt_ilist l;
+    etch_value vin = kt_vtensor(in), vw = w ? kt_vtensor(wt) : kt_vnone(), vbias = b ? kt_vtensor(bt) : kt_vnone(),
+               eps = kt_vdouble(1e-5), vo = kt_vtensor(out), vm = kt_vtensor(mean), vr = kt_vtensor(rstd);
+    etch_value *args[9] = {&vin, kt_mklist(&l, s + d - nlen, (size_t)nlen), &vw, &vbias, &eps,
                            &vo, &vm, &vr, &vo};
     char name[120];
     snprintf(name, sizeof name, "layer_norm %dd last %lld over %d dims w%d b%d", d,
@@ -865,9 +773,9 @@ static void mean_case(int d, const int64_t *s, const int64_t *dims, int nd, bool
             os[od++] = 1;
     }
     etch_tensor *out = mk(ETCH_DTYPE_FLOAT, od, os, NULL);
-    ilist l;
-    etch_value vin = vt(in), vk = vb(keep), vnd = vnone(), vo = vt(out);
-    etch_value *args[6] = {&vin, mklist(&l, dims, (size_t)nd), &vk, &vnd, &vo, &vo};
+    kt_ilist l;
+    etch_value vin = kt_vtensor(in), vk = kt_vbool(keep), vnd = kt_vnone(), vo = kt_vtensor(out);
+    etch_value *args[6] = {&vin, kt_mklist(&l, dims, (size_t)nd), &vk, &vnd, &vo, &vo};
     char name[120];
     snprintf(name, sizeof name, "mean.out %dd last %lld dims %d keep %d", d, (long long)s[d - 1],
              nd, keep);
@@ -919,9 +827,9 @@ static void perm_case(int dtype, int d, const int64_t *s, const int64_t *perm) {
     for (int i = 0; i < d; i++)
         os[i] = s[(perm[i] + d) % d];
     etch_tensor *out = mk(dtype, d, os, NULL);
-    ilist l;
-    etch_value vin = vt(in), vo = vt(out);
-    etch_value *args[4] = {&vin, mklist(&l, perm, (size_t)d), &vo, &vo};
+    kt_ilist l;
+    etch_value vin = kt_vtensor(in), vo = kt_vtensor(out);
+    etch_value *args[4] = {&vin, kt_mklist(&l, perm, (size_t)d), &vo, &vo};
     char name[120];
     snprintf(name, sizeof name, "permute_copy %s %dd", etch_dtype_name(dtype), d);
     kcase c = {name, etch_opt_permute_copy_out, etch_portable_permute_copy_out, args, 4, {out},
@@ -955,9 +863,9 @@ static void test_copies(void) {
     int64_t s3[3] = {5, 7, 9};
     {
         etch_tensor *in = mk_any(ETCH_DTYPE_FLOAT, 3, s3), *out = mk(ETCH_DTYPE_FLOAT, 3, s3, NULL);
-        ilist l;
-        etch_value vin = vt(in), vo = vt(out);
-        etch_value *args[4] = {&vin, mklist(&l, bad, 3), &vo, &vo};
+        kt_ilist l;
+        etch_value vin = kt_vtensor(in), vo = kt_vtensor(out);
+        etch_value *args[4] = {&vin, kt_mklist(&l, bad, 3), &vo, &vo};
         kcase c = {"permute_copy repeated dim (error)", etch_opt_permute_copy_out,
                    etch_portable_permute_copy_out, args, 4, {out}, 1, {T_EXACT}, false, NULL};
         run_case(&c);
@@ -965,7 +873,7 @@ static void test_copies(void) {
     /* clone */
     for (int k = 0; k < 4; k++) {
         etch_tensor *in = mk_any(dts[k], 3, s3), *out = mk(dts[k], 3, s3, NULL);
-        etch_value vin = vt(in), mf = vnone(), vo = vt(out);
+        etch_value vin = kt_vtensor(in), mf = kt_vnone(), vo = kt_vtensor(out);
         etch_value *args[4] = {&vin, &mf, &vo, &vo};
         kcase c = {"clone", etch_opt_clone_out, etch_portable_clone_out, args, 4, {out}, 1,
                    {T_EXACT}, false, NULL};
@@ -981,7 +889,7 @@ static void test_copies(void) {
                 if (i != dd)
                     os[k++] = s3[i];
             etch_tensor *out = mk(ETCH_DTYPE_FLOAT, 2, os, NULL);
-            etch_value vin = vt(in), vdim = vi(d), vidx = vi(idx), vo = vt(out);
+            etch_value vin = kt_vtensor(in), vdim = kt_vint(d), vidx = kt_vint(idx), vo = kt_vtensor(out);
             etch_value *args[5] = {&vin, &vdim, &vidx, &vo, &vo};
             kcase c = {"select_copy", etch_opt_select_copy_int_out,
                        etch_portable_select_copy_int_out, args, 5, {out}, 1, {T_EXACT}, false,
@@ -992,7 +900,7 @@ static void test_copies(void) {
         etch_tensor *in = mk_any(ETCH_DTYPE_FLOAT, 3, s3);
         int64_t os[2] = {7, 9};
         etch_tensor *out = mk(ETCH_DTYPE_FLOAT, 2, os, NULL);
-        etch_value vin = vt(in), vdim = vi(0), vidx = vi(5), vo = vt(out);
+        etch_value vin = kt_vtensor(in), vdim = kt_vint(0), vidx = kt_vint(5), vo = kt_vtensor(out);
         etch_value *args[5] = {&vin, &vdim, &vidx, &vo, &vo};
         kcase c = {"select_copy index 5 of 5 (error)", etch_opt_select_copy_int_out,
                    etch_portable_select_copy_int_out, args, 5, {out}, 1, {T_EXACT}, false, NULL};
@@ -1014,9 +922,9 @@ static void test_copies(void) {
                     int64_t os[3] = {5, 7, 9};
                     os[d] = b == a ? 0 : 1 + (b - a - 1) / step;
                     etch_tensor *out = mk(ETCH_DTYPE_FLOAT, 3, os, NULL);
-                    etch_value vin = vt(in), vdim = vi(d), vs = si == 0 && d == 1 ? vnone() : vi(st),
-                               ve = en == INT64_MAX ? vnone() : vi(en), vstep = vi(step),
-                               vo = vt(out);
+                    etch_value vin = kt_vtensor(in), vdim = kt_vint(d), vs = si == 0 && d == 1 ? kt_vnone() : kt_vint(st),
+                               ve = en == INT64_MAX ? kt_vnone() : kt_vint(en), vstep = kt_vint(step),
+                               vo = kt_vtensor(out);
                     etch_value *args[7] = {&vin, &vdim, &vs, &ve, &vstep, &vo, &vo};
                     kcase c = {"slice_copy", etch_opt_slice_copy_tensor_out,
                                etch_portable_slice_copy_tensor_out, args, 7, {out}, 1,
@@ -1042,7 +950,7 @@ static void test_copies(void) {
             int dd = (dim + rank) % rank;
             for (int i = 0; i < 3; i++) {
                 ts[i] = mk_any(ETCH_DTYPE_FLOAT, 3, sizes[i]);
-                tv[i] = vt(ts[i]);
+                tv[i] = kt_vtensor(ts[i]);
                 items[i] = &tv[i];
             }
             if (stack) {
@@ -1054,7 +962,7 @@ static void test_copies(void) {
                 os[dd] = sizes[0][dd] + sizes[1][dd] + sizes[2][dd];
             }
             etch_tensor *out = mk(ETCH_DTYPE_FLOAT, rank, os, NULL);
-            etch_value list, vdim = vi(dim), vo = vt(out);
+            etch_value list, vdim = kt_vint(dim), vo = kt_vtensor(out);
             memset(&list, 0, sizeof list);
             list.tag = ETCH_VALUE_TENSOR_LIST;
             list.u.list.items = items;
@@ -1075,8 +983,8 @@ static void test_copies(void) {
         int dtype = dt ? ETCH_DTYPE_LONG : ETCH_DTYPE_FLOAT;
         etch_tensor *a = mk_any(dtype, 3, s2), *b = mk_any(dtype, 3, s2),
                     *out = mk(dtype, 4, os, NULL);
-        etch_value va = vt(a), vbb = vt(b), *items[2] = {&va, &vbb}, list, vdim = vi(-1),
-                   vo = vt(out);
+        etch_value va = kt_vtensor(a), vbb = kt_vtensor(b), *items[2] = {&va, &vbb}, list, vdim = kt_vint(-1),
+                   vo = kt_vtensor(out);
         memset(&list, 0, sizeof list);
         list.tag = ETCH_VALUE_TENSOR_LIST;
         list.u.list.items = items;
@@ -1116,7 +1024,7 @@ static void test_copies(void) {
             else
                 ((int64_t *)pos->data)[t] = p;
         }
-        etch_value none = vnone(), vp = vt(pos), vval = vt(val), vc = vt(cache), acc = vb(false);
+        etch_value none = kt_vnone(), vp = kt_vtensor(pos), vval = kt_vtensor(val), vc = kt_vtensor(cache), acc = kt_vbool(false);
         etch_value *items[3] = {&none, nidx == 2 ? &vp : &none, &vp};
         etch_value list;
         memset(&list, 0, sizeof list);
@@ -1147,8 +1055,8 @@ static void test_copies(void) {
         }
         int64_t os[3] = {3, 7, 24};
         etch_tensor *out = mk(ETCH_DTYPE_FLOAT, 3, os, NULL);
-        etch_value vw = vt(w), vidx = vt(idx), pad = vi(-1), f1 = vb(false), f2 = vb(false),
-                   vo = vt(out);
+        etch_value vw = kt_vtensor(w), vidx = kt_vtensor(idx), pad = kt_vint(-1), f1 = kt_vbool(false), f2 = kt_vbool(false),
+                   vo = kt_vtensor(out);
         etch_value *args[7] = {&vw, &vidx, &pad, &f1, &f2, &vo, &vo};
         kcase c = {"embedding", etch_opt_embedding_out, etch_portable_embedding_out, args, 7,
                    {out}, 1, {T_EXACT}, false, NULL};
@@ -1179,12 +1087,12 @@ static void test_empty(void) {
     etch_tensor *a = mk(ETCH_DTYPE_FLOAT, 2, z, NULL), *b = mk(ETCH_DTYPE_FLOAT, 2, z, NULL),
                 *o = mk(ETCH_DTYPE_FLOAT, 2, z, NULL);
     a->data = b->data = o->data = NULL;
-    etch_value va = vt(a), vbb = vt(b), vo = vt(o), al = vi(1);
+    etch_value va = kt_vtensor(a), vbb = kt_vtensor(b), vo = kt_vtensor(o), al = kt_vint(1);
     etch_value *args[5] = {&va, &vbb, &al, &vo, &vo};
     kcase c = {"add.out empty", etch_opt_add_out, etch_portable_add_out, args, 5, {o}, 1,
                {T_EXACT}, false, NULL};
     run_case(&c);
-    etch_value dim = vi(-1), h = vb(false);
+    etch_value dim = kt_vint(-1), h = kt_vbool(false);
     etch_value *sargs[5] = {&va, &dim, &h, &vo, &vo};
     kcase cs = {"softmax empty", etch_opt_softmax_out, etch_portable_softmax_out, sargs, 5, {o},
                 1, {T_EXACT}, false, NULL};
@@ -1195,8 +1103,8 @@ static void test_empty(void) {
     p1->data = NULL;
     int64_t os[3] = {2, 6, 4};
     etch_tensor *out = mk(ETCH_DTYPE_FLOAT, 3, os, NULL);
-    etch_value v0 = vt(p0), v1 = vt(p1), v2 = vt(p2), *items[3] = {&v0, &v1, &v2}, list,
-               d1 = vi(1), vout = vt(out);
+    etch_value v0 = kt_vtensor(p0), v1 = kt_vtensor(p1), v2 = kt_vtensor(p2), *items[3] = {&v0, &v1, &v2}, list,
+               d1 = kt_vint(1), vout = kt_vtensor(out);
     memset(&list, 0, sizeof list);
     list.tag = ETCH_VALUE_TENSOR_LIST;
     list.u.list.items = items;
@@ -1210,7 +1118,7 @@ static void test_empty(void) {
     etch_tensor *cache = mk_any(ETCH_DTYPE_FLOAT, 3, cs3), *val = mk(ETCH_DTYPE_FLOAT, 3, vs, NULL),
                 *pos = mk(ETCH_DTYPE_LONG, 1, t0, NULL);
     val->data = pos->data = NULL;
-    etch_value none = vnone(), vp = vt(pos), vv = vt(val), vc = vt(cache), acc = vb(false),
+    etch_value none = kt_vnone(), vp = kt_vtensor(pos), vv = kt_vtensor(val), vc = kt_vtensor(cache), acc = kt_vbool(false),
                *pitems[3] = {&none, &none, &vp}, plist;
     memset(&plist, 0, sizeof plist);
     plist.tag = ETCH_VALUE_OPTIONAL_TENSOR_LIST;
@@ -1251,15 +1159,15 @@ static void test_epilogue(void) {
             }
             r[i] = (float)v;
         }
-        for (int ii = 0; ii < N_ISA; ii++) {
-            if (etch_isa_set(all_isas[ii]) != ETCH_OK)
+        for (int ii = 0; ii < n_isas; ii++) {
+            if (etch_isa_set(isas[ii]) != ETCH_OK)
                 continue;
             for (int n = 0; n <= 40; n++) { /* tails */
                 memcpy(y, x, sizeof y);
                 etch_opt_apply_epilogue(ep, y, n);
                 char what[80];
                 snprintf(what, sizeof what, "epilogue act %d n=%d [%s]", (int)ep->act, n,
-                         etch_isa_name(all_isas[ii]));
+                         etch_isa_name(isas[ii]));
                 cmp_f(what, y, r, n, epi_tol(ep, rt[e], x));
                 CHECK(memcmp(y + n, x + n, sizeof(float) * (size_t)(N - n)) == 0);
             }
@@ -1267,7 +1175,7 @@ static void test_epilogue(void) {
             etch_opt_apply_epilogue(ep, y, N);
             char what[80];
             snprintf(what, sizeof what, "epilogue act %d [%s]", (int)ep->act,
-                     etch_isa_name(all_isas[ii]));
+                     etch_isa_name(isas[ii]));
             cmp_f(what, y, r, N, epi_tol(ep, rt[e], x));
         }
     }
@@ -1292,11 +1200,7 @@ static void test_registered(void) {
 }
 
 int main(void) {
-    printf("instruction sets:");
-    for (int i = 0; i < N_ISA; i++)
-        printf(" %s=%s", etch_isa_name(all_isas[i]),
-               etch_isa_supported(all_isas[i]) ? "run" : "NOT RUN (not supported here)");
-    printf("\n");
+    n_isas = kt_pick_isas(isas);
     test_registered();
     test_epilogue();
     test_binary();

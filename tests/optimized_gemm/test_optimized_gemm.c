@@ -25,6 +25,7 @@
 #include "etch/kernels.h"
 #include "etch/threadpool.h"
 #include "etch_test.h"
+#include "kernel_test_util.h"
 #include "kernels/optimized/gemm_isa.h"
 #include "kernels/optimized/opt_gemm.h"
 #include "kernels/portable/portable.h"
@@ -43,35 +44,6 @@ static uint32_t rnd(void) {
 static int rndi(int n) { return (int)(rnd() % (uint32_t)n); }
 static float rndf(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
 
-/* ---- a test pool: chunks run serially, in a shuffled order ------------------------------- */
-
-typedef struct shuffle_pool {
-    int threads;
-    int calls;
-} shuffle_pool;
-
-static void shuffle_for(void *self, int64_t n, int64_t grain, etch_parallel_fn fn, void *arg) {
-    shuffle_pool *p = (shuffle_pool *)self;
-    p->calls++;
-    if (grain < 1)
-        grain = 1;
-    int64_t chunks = (n + grain - 1) / grain;
-    if (chunks > 4 * p->threads)
-        chunks = 4 * p->threads;
-    int64_t order[64];
-    for (int64_t i = 0; i < chunks; i++)
-        order[i] = i;
-    for (int64_t i = chunks - 1; i > 0; i--) {
-        int64_t j = rndi((int)i + 1), t = order[i];
-        order[i] = order[j];
-        order[j] = t;
-    }
-    for (int64_t c = 0; c < chunks; c++) {
-        const int64_t i = order[c];
-        fn(arg, i * n / chunks, (i + 1) * n / chunks);
-    }
-}
-
 /* ---- contexts: threads (shuffled test pool or the real one) and scratch ------------------- */
 
 enum { SCRATCH_AMPLE, SCRATCH_SHORT, SCRATCH_NONE };
@@ -80,13 +52,12 @@ enum { SCRATCH_AMPLE, SCRATCH_SHORT, SCRATCH_NONE };
 
 static uint8_t *scratch_mem;
 static etch_threadpool *real_pools[5];
-static shuffle_pool spools[5];
-static etch_threadpool_iface siface[5];
+static kt_shuffle_pool spools[5]; /* chunks run serially in a shuffled order */
 
 static void ctx_make(etch_kernel_context *ctx, int threads, bool real, int scratch) {
     const etch_threadpool_iface *tp = NULL;
     if (threads > 1)
-        tp = real ? etch_threadpool_get_iface(real_pools[threads]) : &siface[threads];
+        tp = real ? etch_threadpool_get_iface(real_pools[threads]) : &spools[threads].iface;
     size_t size = scratch == SCRATCH_AMPLE ? AMPLE_BYTES : scratch == SCRATCH_SHORT ? SHORT_BYTES : 0;
     etch_kernel_context_init(ctx, "test", size ? scratch_mem : NULL, size, tp);
 }
@@ -720,22 +691,15 @@ static void registry_tests(void) {
 int main(void) {
     scratch_mem = aligned_alloc(64, AMPLE_BYTES);
     for (int t = 2; t <= 4; t++) {
-        spools[t].threads = t;
-        siface[t].self = &spools[t];
-        siface[t].num_threads = t;
-        siface[t].parallel_for = shuffle_for;
+        kt_shuffle_pool_init(&spools[t], t, KT_SPLIT_EVEN, rnd);
         CHECK_OK(etch_threadpool_create(t, &real_pools[t]));
     }
-    static const etch_isa isas[] = {ETCH_ISA_SCALAR, ETCH_ISA_AVX2, ETCH_ISA_AVX512,
-                                    ETCH_ISA_NEON};
+    etch_isa isas[KT_N_ISAS];
+    const int n_isas = kt_pick_isas(isas);
     int run = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < n_isas; i++) {
         const etch_isa isa = isas[i];
         isa_now = etch_isa_name(isa);
-        if (!etch_isa_supported(isa)) {
-            printf("isa %-7s not run: not built in or CPU lacks %s\n", isa_now, isa_now);
-            continue;
-        }
         CHECK_OK(etch_isa_set(isa));
         const int before = sg_cases_run, failed_before = etch_test_failed_;
         sgemm_tests();

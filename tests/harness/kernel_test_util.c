@@ -1,0 +1,143 @@
+/* Shared helpers of the kernel tests: see kernel_test_util.h. */
+#include "kernel_test_util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+etch_value kt_vtensor(etch_tensor *t) {
+    etch_value v;
+    memset(&v, 0, sizeof v);
+    v.tag = ETCH_VALUE_TENSOR;
+    v.u.tensor = t;
+    return v;
+}
+
+etch_value kt_vint(int64_t i) {
+    etch_value v;
+    memset(&v, 0, sizeof v);
+    v.tag = ETCH_VALUE_INT;
+    v.u.i = i;
+    return v;
+}
+
+etch_value kt_vdouble(double d) {
+    etch_value v;
+    memset(&v, 0, sizeof v);
+    v.tag = ETCH_VALUE_DOUBLE;
+    v.u.d = d;
+    return v;
+}
+
+etch_value kt_vbool(bool b) {
+    etch_value v;
+    memset(&v, 0, sizeof v);
+    v.tag = ETCH_VALUE_BOOL;
+    v.u.b = b;
+    return v;
+}
+
+etch_value kt_vnone(void) {
+    etch_value v;
+    memset(&v, 0, sizeof v);
+    v.tag = ETCH_VALUE_NONE;
+    return v;
+}
+
+etch_value kt_vstr(const char *s) {
+    etch_value v;
+    memset(&v, 0, sizeof v);
+    v.tag = ETCH_VALUE_STRING;
+    v.u.str.ptr = s;
+    v.u.str.len = strlen(s);
+    return v;
+}
+
+etch_value *kt_mklist(kt_ilist *l, const int64_t *vals, size_t n) {
+    memset(l, 0, sizeof *l);
+    for (size_t i = 0; i < n && i < ETCH_MAX_DIMS; i++) {
+        l->items[i] = kt_vint(vals[i]);
+        l->ptrs[i] = &l->items[i];
+    }
+    l->v.tag = ETCH_VALUE_INT_LIST;
+    l->v.u.list.items = l->ptrs;
+    l->v.u.list.scratch = l->scratch;
+    l->v.u.list.len = n < ETCH_MAX_DIMS ? n : ETCH_MAX_DIMS;
+    return &l->v;
+}
+
+#define KT_MAX_CHUNKS 64
+
+static void shuffle_parallel_for(void *self, int64_t n, int64_t grain, etch_parallel_fn fn,
+                                 void *arg) {
+    kt_shuffle_pool *p = (kt_shuffle_pool *)self;
+    p->calls++;
+    if (grain < 1)
+        grain = 1;
+    const int64_t threads = p->threads > 0 ? p->threads : 1;
+    int64_t chunks = 0, step = 0;
+    bool even = p->split == KT_SPLIT_EVEN;
+    if (even) {
+        chunks = (n + grain - 1) / grain;
+        if (chunks > 4 * threads)
+            chunks = 4 * threads;
+    } else {
+        int64_t parts = p->split == KT_SPLIT_RANDOM_PARTS ? threads * (int64_t)(1 + p->rnd() % 2)
+                                                          : 2 * threads;
+        step = (n + parts - 1) / parts;
+        if (step < grain)
+            step = grain;
+        chunks = (n + step - 1) / step;
+    }
+    if (chunks > KT_MAX_CHUNKS) { /* only with many threads: fewer, larger chunks */
+        chunks = KT_MAX_CHUNKS;
+        step = (n + KT_MAX_CHUNKS - 1) / KT_MAX_CHUNKS;
+        if (!even)
+            chunks = (n + step - 1) / step;
+    }
+    int64_t order[KT_MAX_CHUNKS];
+    for (int64_t i = 0; i < chunks; i++)
+        order[i] = i;
+    for (int64_t i = chunks - 1; i > 0; i--) {
+        int64_t k = (int64_t)(p->rnd() % (uint32_t)(i + 1)), t = order[i];
+        order[i] = order[k];
+        order[k] = t;
+    }
+    for (int64_t c = 0; c < chunks; c++) {
+        const int64_t i = order[c];
+        if (even) {
+            fn(arg, i * n / chunks, (i + 1) * n / chunks);
+        } else {
+            int64_t b = i * step, e = b + step < n ? b + step : n;
+            fn(arg, b, e);
+        }
+    }
+}
+
+void kt_shuffle_pool_init(kt_shuffle_pool *p, int threads, kt_split split, uint32_t (*rnd)(void)) {
+    memset(p, 0, sizeof *p);
+    p->threads = threads;
+    p->split = split;
+    p->rnd = rnd;
+    p->iface.self = p;
+    p->iface.num_threads = threads;
+    p->iface.parallel_for = shuffle_parallel_for;
+}
+
+const etch_isa kt_all_isas[KT_N_ISAS] = {ETCH_ISA_SCALAR, ETCH_ISA_AVX2, ETCH_ISA_AVX512,
+                                         ETCH_ISA_NEON};
+
+int kt_pick_isas(etch_isa isas[KT_N_ISAS]) {
+    int n = 0;
+    printf("instruction sets:");
+    for (int i = 0; i < KT_N_ISAS; i++) {
+        if (etch_isa_supported(kt_all_isas[i])) {
+            isas[n++] = kt_all_isas[i];
+            printf(" %s (run)", etch_isa_name(kt_all_isas[i]));
+        } else {
+            printf(" %s (NOT RUN: not built in or not supported by this CPU)",
+                   etch_isa_name(kt_all_isas[i]));
+        }
+    }
+    printf("\n");
+    return n;
+}

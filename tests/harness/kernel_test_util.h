@@ -1,0 +1,62 @@
+/* Shared helpers of the kernel tests (tests/kernels, tests/optimized_*): etch_value builders,
+ * Int lists over caller storage, a test thread pool that runs chunks serially in a shuffled
+ * order, and the instruction sets to test. Link the object library etch_test_kernel_util. */
+#ifndef ETCH_KERNEL_TEST_UTIL_H
+#define ETCH_KERNEL_TEST_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "etch/etch.h"
+#include "etch/kernels.h"
+#include "etch/threadpool.h"
+
+/* ---- values ------------------------------------------------------------------------------ */
+
+etch_value kt_vtensor(etch_tensor *t);
+etch_value kt_vint(int64_t i);
+etch_value kt_vdouble(double d);
+etch_value kt_vbool(bool b);
+etch_value kt_vnone(void);
+etch_value kt_vstr(const char *s); /* borrows s */
+
+/* An Int list value over this storage (no allocation). */
+typedef struct kt_ilist {
+    etch_value v, items[ETCH_MAX_DIMS];
+    etch_value *ptrs[ETCH_MAX_DIMS];
+    int64_t scratch[ETCH_MAX_DIMS];
+} kt_ilist;
+/* The list of vals[0..n) (n <= ETCH_MAX_DIMS), stored in l; returns &l->v. */
+etch_value *kt_mklist(kt_ilist *l, const int64_t *vals, size_t n);
+
+/* ---- a test thread pool ---------------------------------------------------------------------
+ * parallel_for runs the chunks one after the other on the calling thread, in an order shuffled
+ * with the test's own generator, so that a kernel depending on the order or on the split shows
+ * it. How [0, n) is split: */
+typedef enum kt_split {
+    KT_SPLIT_TWO_PER_THREAD, /* 2 * threads parts, each at least grain items */
+    KT_SPLIT_RANDOM_PARTS,   /* threads or 2 * threads parts (drawn per call), >= grain */
+    KT_SPLIT_EVEN,           /* min(ceil(n / grain), 4 * threads) parts of n * i / parts
+                                boundaries: not multiples of grain */
+} kt_split;
+
+typedef struct kt_shuffle_pool {
+    etch_threadpool_iface iface; /* pass &pool.iface as the kernel context's pool */
+    int threads;
+    kt_split split;
+    uint32_t (*rnd)(void);
+    int64_t calls; /* parallel_for calls so far */
+} kt_shuffle_pool;
+
+void kt_shuffle_pool_init(kt_shuffle_pool *p, int threads, kt_split split, uint32_t (*rnd)(void));
+
+/* ---- instruction sets ----------------------------------------------------------------------- */
+
+#define KT_N_ISAS 4
+extern const etch_isa kt_all_isas[KT_N_ISAS]; /* scalar, avx2, avx512, neon */
+/* Store the instruction sets this build and CPU support into isas (in kt_all_isas order) and
+ * return how many; print one line naming each as run or NOT RUN. */
+int kt_pick_isas(etch_isa isas[KT_N_ISAS]);
+
+#endif
