@@ -17,6 +17,7 @@
 #include <etch/kernels.h>
 
 #include "etch_test.h"
+#include "test_method.h"
 
 #include "alloc_wrap.h"
 
@@ -75,53 +76,12 @@ static const etch_kernel test_kernels[] = {
 
 #define TEMP_SIZE 4096
 
-typedef struct loaded {
-    etch_program *prog;
-    etch_method *m;
-    void *temp;
-    void *pool;
-    void *arenas[8];
-    size_t sizes[8];
-    size_t narenas;
-} loaded;
-
-static int load(const char *path, etch_load_mode mode, loaded *L) {
-    memset(L, 0, sizeof *L);
+/* "forward" of path, opened in `mode` with the counting allocator. */
+static int load(const char *path, etch_load_mode mode, etch_test_method *L) {
     etch_program_options o = etch_program_default_options();
     o.load_mode = mode;
     o.allocator = &counting;
-    etch_method_meta meta;
-    if (etch_program_open_file(path, &o, &L->prog) != ETCH_OK ||
-        etch_program_method_meta(L->prog, "forward", &meta) != ETCH_OK) {
-        fprintf(stderr, "%s: %s\n", path, etch_last_error());
-        return -1;
-    }
-    L->narenas = etch_method_meta_num_arenas(&meta);
-    if (L->narenas > 8)
-        return -1;
-    for (size_t j = 0; j < L->narenas; j++) {
-        L->sizes[j] = etch_method_meta_arena_size(&meta, j);
-        L->arenas[j] = aligned_alloc(16, (L->sizes[j] + 16) / 16 * 16);
-    }
-    size_t pool_size = etch_method_meta_pool_size(&meta);
-    L->pool = malloc(pool_size);
-    L->temp = aligned_alloc(16, TEMP_SIZE);
-    etch_method_memory mem = {L->pool, pool_size, L->arenas, L->sizes, L->narenas,
-                              L->temp, TEMP_SIZE};
-    if (etch_method_load(L->prog, "forward", &mem, NULL, &L->m) != ETCH_OK) {
-        fprintf(stderr, "%s: %s\n", path, etch_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static void unload(loaded *L) {
-    etch_method_free(L->m);
-    etch_program_close(L->prog);
-    for (size_t j = 0; j < L->narenas; j++)
-        free(L->arenas[j]);
-    free(L->pool);
-    free(L->temp);
+    return etch_test_method_load(L, path, &o, NULL, TEMP_SIZE);
 }
 
 static void arm(void) {
@@ -153,7 +113,7 @@ static void test_lenet(const char *fixtures, etch_load_mode mode) {
     char path[1024];
     snprintf(path, sizeof path, "%s/pte/lenet_bundled.bpte", fixtures);
     long before = iface_total;
-    loaded L;
+    etch_test_method L;
     CHECK(load(path, mode, &L) == 0);
     if (!L.m)
         return;
@@ -182,11 +142,11 @@ static void test_lenet(const char *fixtures, etch_load_mode mode) {
         else
             CHECK_MSG(v != first || run == 0, "different inputs gave the same output");
     }
-    unload(&L);
+    etch_test_method_unload(&L);
 }
 
 static void test_dynamic(const char *path) {
-    loaded L;
+    etch_test_method L;
     CHECK(load(path, ETCH_LOAD_MMAP, &L) == 0);
     if (!L.m)
         return;
@@ -218,7 +178,7 @@ static void test_dynamic(const char *path) {
         }
         CHECK_MSG(ok, "dynamic run %d: wrong values", run);
     }
-    unload(&L);
+    etch_test_method_unload(&L);
 }
 
 int main(int argc, char **argv) {

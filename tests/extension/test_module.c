@@ -8,6 +8,7 @@
 
 #include "etch/module.h"
 #include "etch_test.h"
+#include "test_file.h"
 
 static const char *fixtures;
 
@@ -17,23 +18,6 @@ static const char *fixture(const char *name) {
     char *p = path[next++ & 3];
     snprintf(p, sizeof path[0], "%s/pte/%s", fixtures, name);
     return p;
-}
-
-static void *read_all(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf + 1, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return buf; /* data starts at buf + 1: deliberately misaligned */
 }
 
 /* Set float inputs, execute, compare output 0. */
@@ -107,7 +91,8 @@ static void test_load_modes_and_buffers(void) {
     etch_module_close(mod);
 
     size_t size = 0;
-    uint8_t *buf = read_all(fixture("add_constant_segment.pte"), &size);
+    /* the data at buf + 1: deliberately misaligned */
+    uint8_t *buf = (uint8_t *)etch_test_read_file(fixture("add_constant_segment.pte"), 1, &size);
     CHECK(buf != NULL);
     mod = NULL;
     m = NULL;

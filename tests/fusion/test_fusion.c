@@ -39,6 +39,7 @@
 
 #include "alloc_wrap.h"
 #include "etch_test.h"
+#include "test_file.h"
 #include "fusion_cases.h"
 #include "random_cases.h"
 #include "rob_case.h"
@@ -480,23 +481,6 @@ static void test_case(const char *dir, const fusion_case *c, size_t *total_fused
 
 /* ---- mutated programs ---------------------------------------------------------------------- */
 
-static uint8_t *read_all(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *d = n > 0 ? malloc((size_t)n) : NULL;
-    if (d && fread(d, 1, (size_t)n, f) != (size_t)n) {
-        free(d);
-        d = NULL;
-    }
-    fclose(f);
-    *size = d ? (size_t)n : 0;
-    return d;
-}
-
 /* Mutations of one site: the robustness test's boundary values, plus, for indices and
  * scalars (value indices of instruction arguments, inputs, outputs; offsets; jump
  * destinations), neighbours and small values, which tend to give odd programs that still
@@ -523,7 +507,7 @@ static void mutate_file(const char *dir, const char *name, size_t per_site, uint
     char path[1024];
     size_t size = 0;
     snprintf(path, sizeof path, "%s/%s.pte", dir, name);
-    uint8_t *orig = read_all(path, &size);
+    uint8_t *orig = (uint8_t *)etch_test_read_file(path, 0, &size);
     CHECK_MSG(orig != NULL, "cannot read %s", path);
     if (!orig)
         return;

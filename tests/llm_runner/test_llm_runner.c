@@ -18,6 +18,7 @@
 #include <etch/llm.h>
 
 #include "etch_test.h"
+#include "test_file.h"
 
 #define MAX_IDS 4096
 
@@ -57,26 +58,6 @@ static int on_token(void *ud, int32_t id, const char *text, size_t len) {
 
 static void reset_collect(collect *c) {
     memset(c, 0, sizeof *c);
-}
-
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = 0;
-        *len = (size_t)n;
-    }
-    return buf;
 }
 
 static etch_llm_generate_params params(collect *c, int32_t max_new) {
@@ -357,7 +338,7 @@ int main(int argc, char **argv) {
     }
     int n_tokens = argc > 4 ? atoi(argv[4]) : 258;
     size_t ref_len = 0;
-    char *ref = read_text(argv[3], &ref_len);
+    char *ref = (char *)etch_test_read_file(argv[3], 0, &ref_len);
     CHECK(ref != NULL);
     etch_tokenizer *tok = NULL;
     CHECK_OK(etch_tokenizer_open_file(argv[2], NULL, &tok));

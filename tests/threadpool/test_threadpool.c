@@ -31,6 +31,7 @@
 #include <etch/threadpool.h>
 
 #include "etch_test.h"
+#include "test_method.h"
 
 #include "alloc_wrap.h"
 
@@ -379,52 +380,12 @@ static const etch_kernel probe_kernels[] = {{"aten::relu.out", "TWW", probe_relu
 #define MAX_OUT_BYTES (1 << 20)
 #define TEMP_SIZE (16u << 20)
 
-typedef struct loaded {
-    etch_program *prog;
-    etch_method *m;
-    void *pool_mem, *temp;
-    void *arenas[8];
-    size_t sizes[8];
-    size_t narenas;
-} loaded;
-
-static int load(const char *path, const etch_threadpool_iface *tp, loaded *L) {
-    memset(L, 0, sizeof *L);
-    etch_method_meta meta;
-    if (etch_program_open_file(path, NULL, &L->prog) != ETCH_OK ||
-        etch_program_method_meta(L->prog, "forward", &meta) != ETCH_OK) {
-        fprintf(stderr, "%s: %s\n", path, etch_last_error());
-        return -1;
-    }
-    L->narenas = etch_method_meta_num_arenas(&meta);
-    if (L->narenas > 8)
-        return -1;
-    for (size_t j = 0; j < L->narenas; j++) {
-        L->sizes[j] = etch_method_meta_arena_size(&meta, j);
-        L->arenas[j] = aligned_alloc(64, (L->sizes[j] + 64) / 64 * 64);
-    }
-    size_t pool_size = etch_method_meta_pool_size(&meta);
-    L->pool_mem = aligned_alloc(64, (pool_size + 64) / 64 * 64);
-    L->temp = aligned_alloc(64, TEMP_SIZE);
-    etch_method_memory mem = {L->pool_mem, pool_size, L->arenas, L->sizes, L->narenas,
-                              L->temp,     TEMP_SIZE};
+/* "forward" of path with the thread pool tp (NULL: none). */
+static int load(const char *path, const etch_threadpool_iface *tp, etch_test_method *L) {
     etch_method_options mo;
     memset(&mo, 0, sizeof mo);
     mo.threadpool = tp;
-    if (etch_method_load(L->prog, "forward", &mem, &mo, &L->m) != ETCH_OK) {
-        fprintf(stderr, "%s: %s\n", path, etch_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-static void unload(loaded *L) {
-    etch_method_free(L->m);
-    etch_program_close(L->prog);
-    for (size_t j = 0; j < L->narenas; j++)
-        free(L->arenas[j]);
-    free(L->pool_mem);
-    free(L->temp);
+    return etch_test_method_load(L, path, NULL, &mo, TEMP_SIZE);
 }
 
 /* Deterministic input for input 0 of the method (float, static shape). */
@@ -472,13 +433,13 @@ static void test_program_threads(const char *path, const char *kernels) {
         etch_threadpool *pool = NULL;
         if (t > 1)
             CHECK_OK(etch_threadpool_create(t, &pool));
-        loaded L;
+        etch_test_method L;
         CHECK_MSG(load(path, etch_threadpool_get_iface(pool), &L) == 0, "%s: load", path);
         float *x = NULL;
         etch_tensor in;
         CHECK(L.m && make_input(L.m, &x, &in) == 0);
         if (!L.m || !x) {
-            unload(&L);
+            etch_test_method_unload(&L);
             free(x);
             etch_threadpool_destroy(pool);
             return;
@@ -504,7 +465,7 @@ static void test_program_threads(const char *path, const char *kernels) {
                       "%s (%s kernels): %d threads differ from the serial run", path, kernels,
                       t);
         }
-        unload(&L);
+        etch_test_method_unload(&L);
         free(x);
         etch_threadpool_destroy(pool);
     }
