@@ -115,6 +115,28 @@ int cli_opt_flag(const char *cmd, char **argv, int i, const char *name, bool *fl
     return 1;
 }
 
+int cli_opt_file(const char *cmd, int argc, char **argv, int *i, const char **path) {
+    const char *a = argv[*i];
+    if (strcmp(a, "--") == 0) {
+        if (*path || *i + 2 != argc) {
+            cli_usage_error(cmd, "expected exactly one FILE after '--'");
+            return -1;
+        }
+        *path = argv[++*i];
+        return 1;
+    }
+    if (a[0] == '-' && a[1]) {
+        cli_usage_error(cmd, "unknown option '%s'", a);
+        return -1;
+    }
+    if (*path) {
+        cli_usage_error(cmd, "expected one FILE, got '%s' and '%s'", *path, a);
+        return -1;
+    }
+    *path = a;
+    return 0;
+}
+
 bool cli_parse_long(const char *cmd, const char *opt, const char *s, long long min,
                     long long max, long long *out) {
     char *end = NULL;

@@ -50,6 +50,10 @@ bool cli_wants_help(int argc, char **argv);
 int cli_opt_value(const char *cmd, int argc, char **argv, int *i, const char *name,
                   const char **value);
 int cli_opt_flag(const char *cmd, char **argv, int i, const char *name, bool *flag);
+/* The one positional FILE, for an argv[*i] that no option took: stores it in *path and
+ * returns 0; on "--" exactly one FILE must follow (taken, *i moved to it): returns 1, stop
+ * parsing; -1 (error printed) for an unknown option, a second FILE or a bad "--". */
+int cli_opt_file(const char *cmd, int argc, char **argv, int *i, const char **path);
 
 /* Strict numbers: the whole string must be consumed, no overflow, within [min, max].
  * Print a usage error naming the option and return false otherwise. */

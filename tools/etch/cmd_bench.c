@@ -62,14 +62,7 @@ typedef struct bench_opts {
 static int parse_args(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof *o);
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
         int r;
-        if (strcmp(a, "--") == 0) {
-            if (o->path || i + 2 != argc)
-                return cli_usage_error("bench", "expected exactly one FILE after '--'");
-            o->path = argv[++i];
-            break;
-        }
         if ((r = cli_module_args_take("bench", argc, argv, &i, &o->ma)) ||
             (r = cli_opt_value("bench", argc, argv, &i, "--warmup", &o->warmup_s)) ||
             (r = cli_opt_value("bench", argc, argv, &i, "--iterations", &o->iters_s)) ||
@@ -78,11 +71,10 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
                 return CLI_USAGE;
             continue;
         }
-        if (a[0] == '-' && a[1])
-            return cli_usage_error("bench", "unknown option '%s'", a);
-        if (o->path)
-            return cli_usage_error("bench", "expected one FILE, got '%s' and '%s'", o->path, a);
-        o->path = a;
+        if ((r = cli_opt_file("bench", argc, argv, &i, &o->path)) < 0)
+            return CLI_USAGE;
+        if (r > 0)
+            break;
     }
     if (!o->path)
         return cli_usage_error("bench", "missing FILE");

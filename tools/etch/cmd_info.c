@@ -192,19 +192,11 @@ static void peek_identifier(const char *path, char id[5]) {
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0) {
-            if (i + 1 < argc && !path && i + 2 == argc)
-                path = argv[++i];
-            else
-                return cli_usage_error("info", "expected exactly one FILE after '--'");
+        int r = cli_opt_file("info", argc, argv, &i, &path);
+        if (r < 0)
+            return CLI_USAGE;
+        if (r > 0)
             break;
-        }
-        if (argv[i][0] == '-' && argv[i][1])
-            return cli_usage_error("info", "unknown option '%s'", argv[i]);
-        if (path)
-            return cli_usage_error("info", "expected one FILE, got '%s' and '%s'", path,
-                                   argv[i]);
-        path = argv[i];
     }
     if (!path)
         return cli_usage_error("info", "missing FILE");

@@ -46,14 +46,7 @@ typedef struct run_opts {
 static int parse_args(int argc, char **argv, run_opts *o) {
     memset(o, 0, sizeof *o);
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
         int r;
-        if (strcmp(a, "--") == 0) {
-            if (o->path || i + 2 != argc)
-                return cli_usage_error("run", "expected exactly one FILE after '--'");
-            o->path = argv[++i];
-            break;
-        }
         if ((r = cli_module_args_take("run", argc, argv, &i, &o->ma)) ||
             (r = cli_opt_value("run", argc, argv, &i, "--output-dir", &o->output_dir)) ||
             (r = cli_opt_value("run", argc, argv, &i, "--num-executions", &o->num_exec)) ||
@@ -63,11 +56,10 @@ static int parse_args(int argc, char **argv, run_opts *o) {
                 return CLI_USAGE;
             continue;
         }
-        if (a[0] == '-' && a[1])
-            return cli_usage_error("run", "unknown option '%s'", a);
-        if (o->path)
-            return cli_usage_error("run", "expected one FILE, got '%s' and '%s'", o->path, a);
-        o->path = a;
+        if ((r = cli_opt_file("run", argc, argv, &i, &o->path)) < 0)
+            return CLI_USAGE;
+        if (r > 0)
+            break;
     }
     if (!o->path)
         return cli_usage_error("run", "missing FILE");

@@ -61,12 +61,6 @@ int cmd_verify(int argc, char **argv) {
     const char *path = NULL, *rtol_s = NULL, *atol_s = NULL, *method = NULL;
     for (int i = 1; i < argc; i++) {
         int r;
-        if (strcmp(argv[i], "--") == 0) {
-            if (path || i + 2 != argc)
-                return cli_usage_error("verify", "expected exactly one FILE after '--'");
-            path = argv[++i];
-            break;
-        }
         if ((r = cli_opt_value("verify", argc, argv, &i, "--rtol", &rtol_s)) ||
             (r = cli_opt_value("verify", argc, argv, &i, "--atol", &atol_s)) ||
             (r = cli_opt_value("verify", argc, argv, &i, "--method", &method))) {
@@ -74,12 +68,10 @@ int cmd_verify(int argc, char **argv) {
                 return CLI_USAGE;
             continue;
         }
-        if (argv[i][0] == '-' && argv[i][1])
-            return cli_usage_error("verify", "unknown option '%s'", argv[i]);
-        if (path)
-            return cli_usage_error("verify", "expected one FILE, got '%s' and '%s'", path,
-                                   argv[i]);
-        path = argv[i];
+        if ((r = cli_opt_file("verify", argc, argv, &i, &path)) < 0)
+            return CLI_USAGE;
+        if (r > 0)
+            break;
     }
     if (!path)
         return cli_usage_error("verify", "missing FILE.bpte");
