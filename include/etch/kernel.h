@@ -88,9 +88,10 @@ void etch_kernels_reset(void);
  * ETCH_TENSOR_CONSTANT hold the program's read-only data; other tensors may be unbound).
  * With buf == NULL it returns the bytes it wants (0: nothing to prepare, e.g. the weight is
  * not a constant); with buf (64-byte aligned, cap bytes) it fills it and returns the bytes
- * used (0: failed, nothing kept). At execute the kernel finds the buffer with
- * etch_kernel_prepared and must check that it still fits the call (say, a header recording
- * the constant's data pointer and shape), else take its ordinary path.
+ * used (0: failed, nothing kept). Call sites of one kernel whose prepared bytes are equal
+ * share one buffer (keep pointers into the buffer out of it). At execute the kernel finds
+ * the buffer with etch_kernel_prepared and must check that it still fits the call (say, a
+ * header recording the constant's data pointer and shape), else take its ordinary path.
  * The runtime also calls it with buf == NULL while computing etch_method_meta_pool_size, with
  * every tensor unbound (data NULL, flags and the stored shape set), Int/Double/Bool values
  * set and every other value None: the size it returns then must be at least the size it

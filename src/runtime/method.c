@@ -718,6 +718,17 @@ static void prepare_calls(etch_method *m, size_t reserve) {
             }
             in->prepared = buf;
             in->prepared_size = got;
+            /* call sites sharing a weight (repeated layers) share one copy */
+            for (uint32_t c2 = 0; c2 <= c && in->prepared == buf; c2++)
+                for (uint32_t k2 = 0; k2 < (c2 == c ? k : m->chains[c2].n); k2++) {
+                    const etch_instr *o = &m->chains[c2].instrs[k2];
+                    if (o->prepared && o->prepared_size == got && o->kernel->fn == in->kernel->fn &&
+                        memcmp(o->prepared, buf, got) == 0) {
+                        in->prepared = o->prepared;
+                        m->pool.used = mark;
+                        break;
+                    }
+                }
         }
     }
     etch_kernel_context_init(&m->ctx, "", NULL, 0, m->threadpool);

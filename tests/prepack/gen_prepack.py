@@ -69,6 +69,17 @@ class Mlp(torch.nn.Module):
         return torch.addmm(self.b2, torch.relu(z), self.w2)
 
 
+class Shared(torch.nn.Module):
+    """one Linear applied three times: its call sites share one prepacked weight"""
+
+    def __init__(self):
+        super().__init__()
+        self.l = torch.nn.Linear(40, 40)
+
+    def forward(self, x):
+        return self.l(torch.relu(self.l(torch.relu(self.l(x)))))
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -79,6 +90,7 @@ def main():
         ("mlp64", Mlp(), torch.randn(64, 48)),    # M = 64 (packed path either way)
         ("mlp3d", Mlp(), torch.randn(2, 33, 48)),  # linear over 3-d input, M = 66
         ("mlp5", Mlp(), torch.randn(5, 48)),      # few rows: packed only with a packed B
+        ("shared", Shared(), torch.randn(30, 40)),
     ]
     lines = []
     for name, model, x in models:

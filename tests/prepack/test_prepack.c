@@ -236,6 +236,7 @@ typedef struct loaded {
     void *pool, *temp, *arenas[8];
     size_t pool_size, need, arena_sizes[8];
     int prepared; /* call sites with prepared data */
+    int distinct; /* distinct prepared buffers */
 } loaded;
 
 static void unload(loaded *l) {
@@ -281,8 +282,17 @@ static bool load(const char *dir, const pcase *c, bool no_prepack, int threads, 
     if (!l->m)
         return false;
     for (uint32_t ch = 0; ch < l->m->nchains; ch++)
-        for (uint32_t k = 0; k < l->m->chains[ch].n; k++)
-            l->prepared += l->m->chains[ch].instrs[k].prepared != NULL;
+        for (uint32_t k = 0; k < l->m->chains[ch].n; k++) {
+            const void *p = l->m->chains[ch].instrs[k].prepared;
+            if (!p)
+                continue;
+            l->prepared++;
+            bool seen = false;
+            for (uint32_t c2 = 0; c2 <= ch && !seen; c2++)
+                for (uint32_t k2 = 0; k2 < (c2 == ch ? k : l->m->chains[c2].n); k2++)
+                    seen = seen || l->m->chains[c2].instrs[k2].prepared == p;
+            l->distinct += !seen;
+        }
     etch_tensor x;
     CHECK_OK(etch_tensor_init(&x, ETCH_DTYPE_FLOAT, (size_t)c->rank, c->sizes, c->in));
     CHECK_OK(etch_method_set_input_tensor(l->m, 0, &x));
@@ -361,6 +371,12 @@ static void program_case(const char *dir, const pcase *c) {
         if (!load(dir, c, false, threads, 0, &l))
             return;
         CHECK_MSG(l.prepared > 0, "%s: nothing prepared", c->name);
+        /* one copy per weight: only "shared" reuses one */
+        if (strcmp(c->name, "shared") == 0)
+            CHECK_MSG(l.prepared == 3 && l.distinct == 1, "shared: %d call sites, %d buffers",
+                      l.prepared, l.distinct);
+        else
+            CHECK(l.distinct == l.prepared);
         execute(&l, c, got);
         close_to(c, "prepacked vs unprepacked", got, plain, 2e-5);
         close_to(c, "prepacked vs PyTorch", got, c->ref, 2e-4);
@@ -477,7 +493,7 @@ int main(int argc, char **argv) {
     }
     if (f)
         fclose(f);
-    CHECK(ncases >= 5);
+    CHECK(ncases >= 6);
     free(scratch);
     for (int t = 2; t <= 3; t++)
         etch_threadpool_destroy(pools[t]);

@@ -57,7 +57,8 @@ static const etch_sgemm_packed *group_packed(const conv_shape *s, int64_t g,
     if (!s->prep)
         return NULL;
     *tmp = s->prep->pk;
-    tmp->data += g * s->prep->gstride;
+    tmp->data = (const float *)(const void *)((const uint8_t *)s->prep + PREP_DATA) +
+                g * s->prep->gstride;
     return tmp;
 }
 
@@ -434,7 +435,7 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
     if (cap < bytes || ((uintptr_t)buf & 63))
         return 0;
     conv_prep *h = (conv_prep *)buf;
-    memset(h, 0, sizeof *h);
+    memset(buf, 0, PREP_DATA); /* header and the gap after it: buffers compare bytewise */
     h->magic = PREP_MAGIC;
     h->w = w->data;
     for (unsigned i = 0; i < w->dim; i++)
@@ -451,6 +452,7 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
         if (g == 0)
             h->pk = pk;
     }
+    h->pk.data = NULL; /* position-independent: equal buffers can be shared */
     return bytes;
 }
 

@@ -94,7 +94,7 @@ static size_t prepare_b(etch_kernel_context *ctx, etch_value *wv, bool transpose
     if (cap < PREP_DATA + bytes || ((uintptr_t)buf & 63))
         return 0;
     prep_b *h = (prep_b *)buf;
-    memset(h, 0, sizeof *h);
+    memset(buf, 0, PREP_DATA); /* header and the gap after it: buffers compare bytewise */
     h->magic = PREP_MAGIC;
     h->w = w->data;
     for (int i = 0; i < 2; i++) {
@@ -104,11 +104,13 @@ static size_t prepare_b(etch_kernel_context *ctx, etch_value *wv, bool transpose
     float *dst = (float *)(void *)((uint8_t *)buf + PREP_DATA);
     etch_opt_sgemm_pack_b(NULL, (const float *)w->data, w->strides[transposed ? 1 : 0],
                           w->strides[transposed ? 0 : 1], K, N, dst, &h->pk);
+    h->pk.data = NULL; /* position-independent: equal buffers can be shared */
     return PREP_DATA + bytes;
 }
 
 /* The packed weight prepared for this call site, when it still is `w`'s. */
-static const etch_sgemm_packed *prepared_b(const etch_kernel_context *ctx, const etch_tensor *w) {
+static const etch_sgemm_packed *prepared_b(const etch_kernel_context *ctx, const etch_tensor *w,
+                                           etch_sgemm_packed *pk) {
     size_t size = 0;
     const prep_b *h = (const prep_b *)etch_kernel_prepared(ctx, &size);
     if (!h || size < PREP_DATA || h->magic != PREP_MAGIC || h->w != w->data || w->dim != 2)
@@ -116,7 +118,9 @@ static const etch_sgemm_packed *prepared_b(const etch_kernel_context *ctx, const
     for (int i = 0; i < 2; i++)
         if (h->sizes[i] != w->sizes[i] || h->strides[i] != w->strides[i])
             return NULL;
-    return &h->pk;
+    *pk = h->pk;
+    pk->data = (const float *)(const void *)((const uint8_t *)h + PREP_DATA);
+    return pk;
 }
 
 size_t etch_opt_mm_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs, void *buf,
@@ -178,7 +182,8 @@ ETCH_OPT_KERNEL(mm_out) {
     d.b_rs = b->strides[0];
     d.b_cs = b->strides[1];
     d.c = (float *)out->data;
-    d.b_packed = prepared_b(ctx, b);
+    etch_sgemm_packed pk;
+    d.b_packed = prepared_b(ctx, b, &pk);
     etch_opt_sgemm(ctx, &d);
 }
 
@@ -229,7 +234,8 @@ ETCH_OPT_KERNEL(addmm_out) {
     d.b_rs = b->strides[0];
     d.b_cs = b->strides[1];
     d.c = (float *)out->data;
-    d.b_packed = prepared_b(ctx, b);
+    etch_sgemm_packed pk;
+    d.b_packed = prepared_b(ctx, b, &pk);
     d.alpha = (float)alpha; /* rounded to float as torch's opmath */
     d.beta = (float)beta;
     /* beta == 0 ignores self (NaN/inf in it do not propagate), as torch */
@@ -377,7 +383,8 @@ ETCH_OPT_KERNEL(linear_out) {
     d.b_rs = w->strides[1];
     d.b_cs = w->strides[0];
     d.c = (float *)out->data;
-    d.b_packed = prepared_b(ctx, w);
+    etch_sgemm_packed pk;
+    d.b_packed = prepared_b(ctx, w, &pk);
     if (has_bias && etch_tensor_numel(bias) > 0) {
         d.bias = (const float *)bias->data;
         d.bias_rs = 0;
