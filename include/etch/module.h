@@ -47,6 +47,7 @@ typedef struct etch_module_options {
                                 ETCH_THREADPOOL_MAX_THREADS; < 0 is an error */
     etch_module_kernels kernels; /* default ETCH_MODULE_KERNELS_OPTIMIZED */
     bool no_fusion;              /* load methods without activation fusion (default false) */
+    bool no_prepack;             /* load methods without prepacking constant weights */
 } etch_module_options;
 
 etch_module_options etch_module_default_options(void);

@@ -270,6 +270,7 @@ etch_status etch_module_load_method(etch_module *mod, const char *name, etch_met
     mo.external_data = mod->data_map;
     mo.threadpool = etch_threadpool_get_iface(mod->pool); /* NULL when serial */
     mo.no_fusion = mod->opts.no_fusion;
+    mo.no_prepack = mod->opts.no_prepack;
     st = etch_method_load(mod->program, name, &mem, &mo, &mm.method);
     if (st != ETCH_OK)
         goto fail;

@@ -159,6 +159,15 @@ expect 0 "$ETCH" run "$LENET" --inputs x.npy --no-fusion --output-dir out_nofusi
 if cmp -s out_optimized_1/output_0.npy out_nofusion/output_0.npy; then pass; else fail "--no-fusion changed the output"; fi
 expect 0 "$ETCH" bench "$LENET" --iterations 2 --no-fusion --json
 py_check 'assert all(o["fused"] is None for o in obj["ops"]), obj["ops"]' "bench --no-fusion"
+# --no-prepack: the same result (prepacked and plain GEMM paths agree within rounding)
+expect 0 "$ETCH" run "$LENET" --inputs x.npy --no-prepack --output-dir out_noprepack
+if "$PY" -c "import numpy as np, sys
+a, b = np.load('out_optimized_1/output_0.npy'), np.load('out_noprepack/output_0.npy')
+sys.exit(0 if a.shape == b.shape and np.allclose(a, b, rtol=1e-5, atol=1e-6) else 1)" 2>>"$ERR"; then
+    pass
+else
+    fail "--no-prepack changed the output"
+fi
 # and the two kernel sets agree closely (they are different code)
 if "$PY" -c "import numpy as np, sys
 a, b = np.load('out_optimized_1/output_0.npy'), np.load('out_portable_1/output_0.npy')

@@ -27,7 +27,7 @@ int main(void) {
     Z(etch_module_options); F(etch_module_options, load_mode);
     F(etch_module_options, data_path); F(etch_module_options, temp_size);
     F(etch_module_options, num_threads); F(etch_module_options, kernels);
-    F(etch_module_options, no_fusion);
+    F(etch_module_options, no_fusion); F(etch_module_options, no_prepack);
     printf("kernels.optimized %d\n", (int)ETCH_MODULE_KERNELS_OPTIMIZED);
     printf("kernels.portable %d\n", (int)ETCH_MODULE_KERNELS_PORTABLE);
     printf("kernels.registered %d\n", (int)ETCH_MODULE_KERNELS_REGISTERED);

@@ -241,7 +241,8 @@ int cli_module_args_take(const char *cmd, int argc, char **argv, int *i, cli_mod
         (r = cli_opt_value(cmd, argc, argv, i, "--data", &a->data)) ||
         (r = cli_opt_value(cmd, argc, argv, i, "--cpu-threads", &a->threads_s)) ||
         (r = cli_opt_value(cmd, argc, argv, i, "--kernels", &a->kernels_s)) ||
-        (r = cli_opt_flag(cmd, argv, *i, "--no-fusion", &a->no_fusion)))
+        (r = cli_opt_flag(cmd, argv, *i, "--no-fusion", &a->no_fusion)) ||
+        (r = cli_opt_flag(cmd, argv, *i, "--no-prepack", &a->no_prepack)))
         return r;
     return 0;
 }
@@ -264,5 +265,6 @@ etch_module_options cli_module_args_options(const cli_module_args *a) {
     mo.num_threads = a->num_threads;
     mo.kernels = a->kernels;
     mo.no_fusion = a->no_fusion;
+    mo.no_prepack = a->no_prepack;
     return mo;
 }

@@ -36,6 +36,7 @@ void cli_inputs_free(cli_inputs *in); /* a zeroed struct is fine */
 typedef struct cli_module_args {
     const char *method, *inputs, *data, *threads_s, *kernels_s; /* as given, or NULL */
     bool no_fusion;
+    bool no_prepack;
     int num_threads;             /* parsed by cli_module_args_finish (default 1) */
     etch_module_kernels kernels; /* (default optimized) */
 } cli_module_args;
