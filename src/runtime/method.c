@@ -251,6 +251,20 @@ static etch_status bind_tensor(etch_method *m, uint32_t vi, const etch_tensor_de
     return ETCH_OK;
 }
 
+/* A tensor with the stored shape, dtype, dim order and capacity of `d` (no data yet). */
+static void tensor_from_desc(etch_tensor *t, const etch_tensor_desc *d) {
+    memset(t, 0, sizeof *t);
+    t->dtype = (uint8_t)d->dtype;
+    t->dim = (uint8_t)d->rank;
+    t->dynamism = (uint8_t)d->dynamism;
+    t->capacity = (int64_t)d->numel;
+    for (int k = 0; k < d->rank; k++) {
+        t->sizes[k] = d->sizes[k];
+        t->dim_order[k] = d->dim_order[k];
+    }
+    etch_tensor_update_strides(t);
+}
+
 static etch_status parse_values(etch_method *m, const plan_view *v, const etch_method_memory *mem,
                                 const etch_data_map *ext) {
     for (uint32_t i = 0; i < v->values.len; i++) {
@@ -307,16 +321,7 @@ static etch_status parse_values(etch_method *m, const plan_view *v, const etch_m
             etch_tensor_desc d;
             etch_tensor *t = out->u.tensor;
             etch_pte_tensor_desc(&val, &d);
-            memset(t, 0, sizeof *t);
-            t->dtype = (uint8_t)d.dtype;
-            t->dim = (uint8_t)d.rank;
-            t->dynamism = (uint8_t)d.dynamism;
-            t->capacity = (int64_t)d.numel;
-            for (int k = 0; k < d.rank; k++) {
-                t->sizes[k] = d.sizes[k];
-                t->dim_order[k] = d.dim_order[k];
-            }
-            etch_tensor_update_strides(t);
+            tensor_from_desc(t, &d);
             etch_status st = bind_tensor(m, i, &d, t, mem, ext, true);
             if (st)
                 return st;
@@ -623,16 +628,7 @@ static void measure_value(const plan_view *v, int32_t idx, etch_value *out, etch
     case KT_TENSOR: {
         etch_tensor_desc d;
         etch_pte_tensor_desc(&val, &d);
-        memset(t, 0, sizeof *t);
-        t->dtype = (uint8_t)d.dtype;
-        t->dim = (uint8_t)d.rank;
-        t->dynamism = (uint8_t)d.dynamism;
-        t->capacity = (int64_t)d.numel;
-        for (int k = 0; k < d.rank; k++) {
-            t->sizes[k] = d.sizes[k];
-            t->dim_order[k] = d.dim_order[k];
-        }
-        etch_tensor_update_strides(t);
+        tensor_from_desc(t, &d);
         if (d.planned)
             t->flags |= ETCH_TENSOR_PLANNED;
         else if (d.external || d.data_buffer_idx > 0)
