@@ -153,6 +153,23 @@ static void desc_init(etch_sgemm_desc *d, etch_kernel_context *ctx) {
 
 /* ---- mm ---------------------------------------------------------------------------------- */
 
+/* d's operands for out[M,N] = a[M,K] @ b[K,N] (2-d, already resized), with b's prepacked
+ * panels when the call site has them (pk holds their description). */
+static void mm_operands(etch_kernel_context *ctx, etch_sgemm_desc *d, const etch_tensor *a,
+                        const etch_tensor *b, etch_tensor *out, etch_sgemm_packed *pk) {
+    d->M = out->sizes[0];
+    d->N = out->sizes[1];
+    d->K = a->sizes[1];
+    d->a = (const float *)a->data;
+    d->a_rs = a->strides[0];
+    d->a_cs = a->strides[1];
+    d->b = (const float *)b->data;
+    d->b_rs = b->strides[0];
+    d->b_cs = b->strides[1];
+    d->c = (float *)out->data;
+    d->b_packed = prepared_b(ctx, b, pk);
+}
+
 ETCH_OPT_KERNEL(mm_out) {
     etch_tensor *a = nargs >= 3 ? float_tensor(args[0]) : NULL;
     etch_tensor *b = a ? float_tensor(args[1]) : NULL;
@@ -172,18 +189,8 @@ ETCH_OPT_KERNEL(mm_out) {
         epilogue_after_portable(ctx, args[2]);
         return;
     }
-    d.M = sizes[0];
-    d.N = sizes[1];
-    d.K = a->sizes[1];
-    d.a = (const float *)a->data;
-    d.a_rs = a->strides[0];
-    d.a_cs = a->strides[1];
-    d.b = (const float *)b->data;
-    d.b_rs = b->strides[0];
-    d.b_cs = b->strides[1];
-    d.c = (float *)out->data;
     etch_sgemm_packed pk;
-    d.b_packed = prepared_b(ctx, b, &pk);
+    mm_operands(ctx, &d, a, b, out, &pk);
     etch_opt_sgemm(ctx, &d);
 }
 
@@ -224,18 +231,8 @@ ETCH_OPT_KERNEL(addmm_out) {
         epilogue_after_portable(ctx, args[5]);
         return;
     }
-    d.M = sizes[0];
-    d.N = sizes[1];
-    d.K = a->sizes[1];
-    d.a = (const float *)a->data;
-    d.a_rs = a->strides[0];
-    d.a_cs = a->strides[1];
-    d.b = (const float *)b->data;
-    d.b_rs = b->strides[0];
-    d.b_cs = b->strides[1];
-    d.c = (float *)out->data;
     etch_sgemm_packed pk;
-    d.b_packed = prepared_b(ctx, b, &pk);
+    mm_operands(ctx, &d, a, b, out, &pk);
     d.alpha = (float)alpha; /* rounded to float as torch's opmath */
     d.beta = (float)beta;
     /* beta == 0 ignores self (NaN/inf in it do not propagate), as torch */
