@@ -24,7 +24,7 @@
 #include "kernels/optimized/opt_gemm.h"
 #include "kernels/portable/portable.h"
 
-#define LIMIT 0x3fffffffLL /* as the portable kernel: larger sizes go there (and fail) */
+#define LIMIT ETCH_OPT_SIZE_LIMIT
 #define IM2COL_TARGET_FLOATS (1024 * 1024) /* 4 MiB of columns per tile at most */
 #define IM2COL_MIN_COLS 8
 #define OWC 64 /* output columns the direct loop accumulates at once */
@@ -66,22 +66,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b 
 
 /* The tensor in v when it is a Float tensor with data for its elements; NULL otherwise. */
 static etch_tensor *float_tensor(etch_value *v) {
-    if (!v || v->tag != ETCH_VALUE_TENSOR || !v->u.tensor)
-        return NULL;
-    etch_tensor *t = v->u.tensor;
-    if (t->dtype != ETCH_DTYPE_FLOAT || t->dim > ETCH_MAX_DIMS)
-        return NULL;
-    double numel = 1; /* index arithmetic below stays far from int64 overflow */
-    for (unsigned i = 0; i < t->dim; i++) {
-        if (t->sizes[i] < 0 || t->sizes[i] > LIMIT)
-            return NULL;
-        numel *= (double)t->sizes[i];
-    }
-    if (numel > 0x1p50)
-        return NULL;
-    if (!t->data && etch_tensor_numel(t) > 0)
-        return NULL;
-    return t;
+    return etch_opt_fast_tensor(v, ETCH_DTYPE_FLOAT, false);
 }
 
 /* A list of 1 or `spatial` ints in [min, LIMIT], expanded to `spatial` values. */

@@ -21,6 +21,12 @@ const etch_kernel *etch_opt_table(bool fusing, size_t *count);
 /* Apply ETCH_ISA from the environment (or the best ISA when unset). */
 etch_status etch_opt_select_isa_from_env(void);
 
+/* The tensor behind `v` when a fast path may index it with plain int64 arithmetic: a tensor
+ * of `dtype` (contiguous when asked), every size in [0, ETCH_OPT_SIZE_LIMIT], fewer than 2^50
+ * elements, data present unless empty; NULL otherwise (the caller takes the portable path). */
+#define ETCH_OPT_SIZE_LIMIT 0x3fffffffLL /* as the portable kernels: larger sizes go there */
+etch_tensor *etch_opt_fast_tensor(etch_value *v, int dtype, bool contiguous);
+
 #define ETCH_OPT_KERNEL(name) \
     void etch_opt_##name(etch_kernel_context *ctx, etch_value **args, size_t nargs)
 

@@ -16,29 +16,14 @@
 #include "kernels/portable/portable.h"
 #include "kernels/portable/portable_nn.h"
 
-#define LIMIT 0x3fffffffLL
+#define LIMIT ETCH_OPT_SIZE_LIMIT
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 /* A contiguous tensor of `dtype` with data for its elements; NULL otherwise. */
 static etch_tensor *dense_tensor(etch_value *v, int dtype) {
-    if (!v || v->tag != ETCH_VALUE_TENSOR || !v->u.tensor)
-        return NULL;
-    etch_tensor *t = v->u.tensor;
-    if (t->dtype != dtype || t->dim > ETCH_MAX_DIMS || !etch_tensor_is_contiguous(t))
-        return NULL;
-    double numel = 1; /* index arithmetic below stays far from int64 overflow */
-    for (unsigned i = 0; i < t->dim; i++) {
-        if (t->sizes[i] < 0 || t->sizes[i] > LIMIT)
-            return NULL;
-        numel *= (double)t->sizes[i];
-    }
-    if (numel > 0x1p50)
-        return NULL;
-    if (!t->data && etch_tensor_numel(t) > 0)
-        return NULL;
-    return t;
+    return etch_opt_fast_tensor(v, dtype, true);
 }
 
 /* 1 or 2 ints (0 allowed when allow_empty: *empty is set) in [min, LIMIT] into v[2]. */

@@ -1,0 +1,22 @@
+/* Helpers shared by the optimized kernels. */
+#include "kernels/optimized/opt.h"
+
+etch_tensor *etch_opt_fast_tensor(etch_value *v, int dtype, bool contiguous) {
+    if (!v || v->tag != ETCH_VALUE_TENSOR || !v->u.tensor)
+        return NULL;
+    etch_tensor *t = v->u.tensor;
+    if (t->dtype != dtype || t->dim > ETCH_MAX_DIMS ||
+        (contiguous && !etch_tensor_is_contiguous(t)))
+        return NULL;
+    double numel = 1; /* index arithmetic stays far from int64 overflow */
+    for (unsigned i = 0; i < t->dim; i++) {
+        if (t->sizes[i] < 0 || t->sizes[i] > ETCH_OPT_SIZE_LIMIT)
+            return NULL;
+        numel *= (double)t->sizes[i];
+    }
+    if (numel > 0x1p50)
+        return NULL;
+    if (!t->data && etch_tensor_numel(t) > 0)
+        return NULL;
+    return t;
+}
