@@ -106,11 +106,40 @@ etch_status etch_kernels_register_prepare(etch_kernel_fn kernel, etch_kernel_pre
 /* The prepare function registered for `kernel`; NULL when none. */
 etch_kernel_prepare_fn etch_kernels_prepare_of(etch_kernel_fn kernel);
 
+/* ---- blocked channel layout (optional) -----------------------------------------------
+ * Inside a method, a 4-D tensor [N, C, H, W] with C a multiple of ETCH_BLOCK_C may be stored
+ * channel-blocked ("NCHW8c", the layout fast convolution kernels read): element (n, c, h, w)
+ * at offset ((n * C/8 + c/8) * H * W + h * W + w) * 8 + c % 8. Its size, shape and dim order
+ * stay those of the NCHW tensor; only the order of the elements in memory differs. The
+ * runtime chooses it at method load (etch_method_options.no_blocked_layout) for a tensor that
+ * is neither a method input nor output nor a constant, is never rebound (Move, views, lists,
+ * delegates) and every one of whose readers and writers is a kernel whose layout function
+ * allows it at that argument, so values the program sees are unchanged.
+ *
+ * A layout function, called at load with the call's arguments as the prepare functions see
+ * them when measuring (constants bound; other tensors with their stored shape, data NULL;
+ * Int/Double/Bool values set; anything else None), returns in *may the arguments (bit k:
+ * args[k]) the kernel can take blocked, and in *tied those of them that must all be blocked
+ * or all not (e.g. an element-wise op's inputs and output). Arguments past 63 are never
+ * blocked. A kernel given a blocked tensor (etch_kernel_blocked_args) must handle it: no
+ * fallback that reads it as NCHW. */
+#define ETCH_BLOCK_C 8
+typedef void (*etch_kernel_layout_fn)(etch_kernel_context *ctx, etch_value **args,
+                                      size_t nargs, uint64_t *may, uint64_t *tied);
+/* Give call sites of kernels whose function is `kernel` the layout function `layout` (NULL
+ * removes it). Register at start-up. */
+etch_status etch_kernels_register_layout(etch_kernel_fn kernel, etch_kernel_layout_fn layout);
+etch_kernel_layout_fn etch_kernels_layout_of(etch_kernel_fn kernel);
+
 /* ---- inside a kernel ------------------------------------------------------------------ */
 
 /* The data the kernel's prepare function made for this call site at load; NULL (size 0)
  * when none. */
 const void *etch_kernel_prepared(const etch_kernel_context *ctx, size_t *size);
+
+/* Bit k set: args[k] is stored channel-blocked (see above); 0 for every call of a kernel
+ * without a layout function. */
+uint64_t etch_kernel_blocked_args(const etch_kernel_context *ctx);
 
 /* Record a failure; the method stops after this instruction and returns `status`, and
  * etch_last_error() carries the operator name plus the formatted message. */

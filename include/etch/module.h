@@ -48,6 +48,7 @@ typedef struct etch_module_options {
     etch_module_kernels kernels; /* default ETCH_MODULE_KERNELS_OPTIMIZED */
     bool no_fusion;              /* load methods without activation fusion (default false) */
     bool no_prepack;             /* load methods without prepacking constant weights */
+    bool no_blocked_layout;      /* keep every tensor in its dim order (no channel blocking) */
 } etch_module_options;
 
 etch_module_options etch_module_default_options(void);

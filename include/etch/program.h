@@ -214,6 +214,12 @@ typedef struct etch_method_options {
      * (etch_method_meta_pool_size counts it; a smaller pool skips it). Outputs equal the
      * unprepared ones within float rounding. true: prepare nothing. */
     bool no_prepack;
+    /* Channel-blocked intermediate tensors (see etch/kernel.h, "blocked channel layout"),
+     * chosen at load where every kernel that touches a tensor can read or write it so (the
+     * optimized convolution, pooling, mean and element-wise kernels): convolutional networks
+     * then run without re-laying out data between layers. Outputs equal those of the NCHW
+     * run within float rounding. true: every tensor stays in its dim order. */
+    bool no_blocked_layout;
 } etch_method_options;
 
 typedef struct etch_method etch_method;
@@ -260,6 +266,7 @@ typedef struct etch_instruction_info {
                             NULL */
     bool skipped;        /* folded into the instruction before it at load: does nothing (it
                             still counts, and the observer is still called for it) */
+    uint64_t blocked_args; /* bit k: argument k is stored channel-blocked (etch/kernel.h) */
 } etch_instruction_info;
 size_t etch_method_num_chains(const etch_method *method);
 size_t etch_method_chain_length(const etch_method *method, size_t chain);

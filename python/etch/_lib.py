@@ -79,7 +79,7 @@ class etch_module_options(ctypes.Structure):
     _fields_ = [("load_mode", ctypes.c_int), ("data_path", ctypes.c_char_p),
                 ("temp_size", ctypes.c_size_t), ("num_threads", ctypes.c_int),
                 ("kernels", ctypes.c_int), ("no_fusion", ctypes.c_bool),
-                ("no_prepack", ctypes.c_bool)]
+                ("no_prepack", ctypes.c_bool), ("no_blocked_layout", ctypes.c_bool)]
 
 
 def default_library_path() -> Path:

@@ -271,6 +271,7 @@ etch_status etch_module_load_method(etch_module *mod, const char *name, etch_met
     mo.threadpool = etch_threadpool_get_iface(mod->pool); /* NULL when serial */
     mo.no_fusion = mod->opts.no_fusion;
     mo.no_prepack = mod->opts.no_prepack;
+    mo.no_blocked_layout = mod->opts.no_blocked_layout;
     st = etch_method_load(mod->program, name, &mem, &mo, &mm.method);
     if (st != ETCH_OK)
         goto fail;

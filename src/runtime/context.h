@@ -14,6 +14,7 @@ struct etch_kernel_context {
     const etch_epilogue *epilogue; /* fused activation of the current call; NULL: none */
     const void *prepared;          /* the call site's prepared data (NULL: none) */
     size_t prepared_size;
+    uint64_t blocked; /* arguments stored channel-blocked (etch_kernel_blocked_args) */
 };
 
 /* A context over optional scratch memory (tests and runners calling kernels directly). */

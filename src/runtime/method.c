@@ -174,9 +174,11 @@ size_t etch_method_meta_pool_size(const etch_method_meta *meta) {
     etch_pool pool = {NULL, 0, 0};
     POOL_ALLOC(&pool, etch_method, 1);
     allocate(&pool, &v, NULL);
-    /* + the fusion pass's scratch (released), then what prepare functions keep and the
+    /* + the fusion or layout pass's scratch (released), then what prepare functions keep and the
      * delegates' share */
-    return pool.used + 64 + etch_method_fuse_scratch(v.values.len) + prepare_measure(&v) +
+    const size_t fuse = etch_method_fuse_scratch(v.values.len),
+                 layout = etch_method_layout_scratch(v.values.len);
+    return pool.used + 64 + (fuse > layout ? fuse : layout) + prepare_measure(&v) +
            (size_t)v.delegates.len * ETCH_DELEGATE_POOL_RESERVE;
 }
 
@@ -698,6 +700,7 @@ static void prepare_calls(etch_method *m, size_t reserve) {
             if (!fn)
                 continue;
             etch_kernel_context_init(&m->ctx, m->ops[in->a].name, NULL, 0, m->threadpool);
+            m->ctx.blocked = in->blocked;
             size_t want = fn(&m->ctx, in->args, in->nargs, NULL, 0);
             if (!want || m->ctx.status != ETCH_OK)
                 continue;
@@ -707,6 +710,7 @@ static void prepare_calls(etch_method *m, size_t reserve) {
                 m->pool.used = mark;
                 continue;
             }
+            m->ctx.blocked = in->blocked;
             size_t got = fn(&m->ctx, in->args, in->nargs, buf, want);
             if (!got || got > want || m->ctx.status != ETCH_OK) {
                 m->pool.used = mark;
@@ -791,6 +795,10 @@ etch_status etch_method_load(const etch_program *p, const char *name,
     if (!(opts && opts->no_fusion)) {
         etch_pool scratch = m->pool; /* a copy: the pass's scratch is not kept */
         etch_method_fuse(m, &scratch);
+    }
+    if (!(opts && opts->no_blocked_layout)) {
+        etch_pool scratch = m->pool;
+        etch_method_choose_layout(m, &scratch);
     }
     if (!(opts && opts->no_prepack))
         prepare_calls(m, (size_t)v.delegates.len * ETCH_DELEGATE_POOL_RESERVE);
@@ -956,6 +964,7 @@ etch_status etch_method_instruction_info(const etch_method *m, size_t chain, siz
             out->impl = "custom";
         out->fused = in->fused ? m->ops[in->fused_op].name : NULL;
         out->skipped = in->skipped;
+        out->blocked_args = in->blocked;
     } else if (in->kind == IA_DELEGATE_CALL) {
         out->op_name = m->delegates[in->a].backend->name;
         out->impl = "delegate";
@@ -1077,6 +1086,7 @@ static etch_status run_chain(etch_method *m, uint32_t c, uint64_t *budget) {
                 m->ctx.epilogue = &in->epilogue;
             m->ctx.prepared = in->prepared;
             m->ctx.prepared_size = in->prepared_size;
+            m->ctx.blocked = in->blocked;
             in->kernel->fn(&m->ctx, in->args, in->nargs);
             st = m->ctx.status;
             break;

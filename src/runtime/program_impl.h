@@ -56,6 +56,7 @@ typedef struct etch_instr {
     etch_epilogue epilogue; /* fused activation (when `fused`) */
     const void *prepared;   /* the kernel's load-time prepared data (NULL: none) */
     size_t prepared_size;
+    uint64_t blocked;       /* arguments stored channel-blocked (layout.c) */
 } etch_instr;
 
 typedef struct etch_chain {
@@ -112,5 +113,14 @@ size_t etch_method_fuse_scratch(uint32_t nvalues);
  * runs once chains are built, with `pool` having room for etch_method_fuse_scratch. Only
  * ever changes instructions it proves equivalent; returns the number of fusions. */
 uint32_t etch_method_fuse(etch_method *m, etch_pool *pool);
+
+/* ---- channel-blocked layout (layout.c) ---- */
+
+/* Pool bytes etch_method_choose_layout needs while it runs (released afterwards). */
+size_t etch_method_layout_scratch(uint32_t nvalues);
+/* Choose the tensors stored channel-blocked (see etch_method_options.no_blocked_layout) and
+ * set each call's `blocked`; runs after fusion, with `pool` having room for
+ * etch_method_layout_scratch. Returns the number of blocked values. */
+uint32_t etch_method_choose_layout(etch_method *m, etch_pool *pool);
 
 #endif

@@ -30,6 +30,12 @@ typedef struct prepare_entry {
 } prepare_entry;
 static prepare_entry prepares[ETCH_MAX_PREPARE];
 static size_t num_prepares;
+typedef struct layout_entry {
+    etch_kernel_fn kernel;
+    etch_kernel_layout_fn layout;
+} layout_entry;
+static layout_entry layouts[ETCH_MAX_PREPARE];
+static size_t num_layouts;
 static const etch_backend *backends[ETCH_MAX_BACKENDS];
 static size_t num_backends;
 
@@ -85,6 +91,7 @@ const etch_kernel *etch_kernels_at(size_t i) { return i < num_kernels ? kernels[
 void etch_kernels_reset(void) {
     num_kernels = 0;
     num_prepares = 0;
+    num_layouts = 0;
 }
 
 etch_status etch_kernels_register_prepare(etch_kernel_fn kernel, etch_kernel_prepare_fn prepare) {
@@ -106,6 +113,28 @@ etch_kernel_prepare_fn etch_kernels_prepare_of(etch_kernel_fn kernel) {
     for (size_t i = 0; kernel && i < num_prepares; i++)
         if (prepares[i].kernel == kernel)
             return prepares[i].prepare;
+    return NULL;
+}
+
+etch_status etch_kernels_register_layout(etch_kernel_fn kernel, etch_kernel_layout_fn layout) {
+    if (!kernel)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "kernels_register_layout: NULL kernel");
+    for (size_t i = 0; i < num_layouts; i++)
+        if (layouts[i].kernel == kernel) {
+            layouts[i].layout = layout;
+            return ETCH_OK;
+        }
+    if (num_layouts == ETCH_MAX_PREPARE)
+        return etch_err(ETCH_ERR_OUT_OF_RESOURCES, "layout registry full (%d entries)",
+                        ETCH_MAX_PREPARE);
+    layouts[num_layouts++] = (layout_entry){kernel, layout};
+    return ETCH_OK;
+}
+
+etch_kernel_layout_fn etch_kernels_layout_of(etch_kernel_fn kernel) {
+    for (size_t i = 0; kernel && i < num_layouts; i++)
+        if (layouts[i].kernel == kernel)
+            return layouts[i].layout;
     return NULL;
 }
 
@@ -149,7 +178,10 @@ void etch_kernel_context_init(etch_kernel_context *ctx, const char *op_name, voi
     ctx->epilogue = NULL;
     ctx->prepared = NULL;
     ctx->prepared_size = 0;
+    ctx->blocked = 0;
 }
+
+uint64_t etch_kernel_blocked_args(const etch_kernel_context *ctx) { return ctx->blocked; }
 
 const void *etch_kernel_prepared(const etch_kernel_context *ctx, size_t *size) {
     if (size)

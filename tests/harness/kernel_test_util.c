@@ -141,3 +141,28 @@ int kt_pick_isas(etch_isa isas[KT_N_ISAS]) {
     printf("\n");
     return n;
 }
+
+/* ---- channel-blocked layout -------------------------------------------------------------- */
+
+static int64_t blocked_index(int64_t n, int64_t c, int64_t h, int64_t w, int64_t C, int64_t H,
+                             int64_t W) {
+    return ((n * (C / ETCH_BLOCK_C) + c / ETCH_BLOCK_C) * H * W + h * W + w) * ETCH_BLOCK_C +
+           c % ETCH_BLOCK_C;
+}
+
+void kt_to_blocked(const float *nchw, float *blocked, int64_t N, int64_t C, int64_t H, int64_t W) {
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t w = 0; w < W; w++)
+                    blocked[blocked_index(n, c, h, w, C, H, W)] = nchw[((n * C + c) * H + h) * W + w];
+}
+
+void kt_from_blocked(const float *blocked, float *nchw, int64_t N, int64_t C, int64_t H,
+                     int64_t W) {
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t w = 0; w < W; w++)
+                    nchw[((n * C + c) * H + h) * W + w] = blocked[blocked_index(n, c, h, w, C, H, W)];
+}

@@ -59,4 +59,10 @@ extern const etch_isa kt_all_isas[KT_N_ISAS]; /* scalar, avx2, avx512, neon */
  * return how many; print one line naming each as run or NOT RUN. */
 int kt_pick_isas(etch_isa isas[KT_N_ISAS]);
 
+/* Channel-blocked layout (etch/kernel.h, NCHW8c): copy an NCHW float tensor [N, C, H, W]
+ * (C % ETCH_BLOCK_C == 0) into blocked order, and back. */
+void kt_to_blocked(const float *nchw, float *blocked, int64_t N, int64_t C, int64_t H, int64_t W);
+void kt_from_blocked(const float *blocked, float *nchw, int64_t N, int64_t C, int64_t H,
+                     int64_t W);
+
 #endif

@@ -371,7 +371,7 @@ static etch_status load_method(loaded *L, const char *method) {
     L->pool = alloc16(pool_size);
     L->temp = alloc16(4096);
     etch_method_memory mem = {L->pool, pool_size, L->arenas, L->arena_sizes, n, L->temp, 4096};
-    etch_method_options opts = {L->map, NULL, false, false};
+    etch_method_options opts = {L->map, NULL, false, false, false};
     return etch_method_load(L->prog, method, &mem, &opts, &L->m);
 }
 

@@ -242,7 +242,8 @@ int cli_module_args_take(const char *cmd, int argc, char **argv, int *i, cli_mod
         (r = cli_opt_value(cmd, argc, argv, i, "--cpu-threads", &a->threads_s)) ||
         (r = cli_opt_value(cmd, argc, argv, i, "--kernels", &a->kernels_s)) ||
         (r = cli_opt_flag(cmd, argv, *i, "--no-fusion", &a->no_fusion)) ||
-        (r = cli_opt_flag(cmd, argv, *i, "--no-prepack", &a->no_prepack)))
+        (r = cli_opt_flag(cmd, argv, *i, "--no-prepack", &a->no_prepack)) ||
+        (r = cli_opt_flag(cmd, argv, *i, "--no-blocked-layout", &a->no_blocked_layout)))
         return r;
     return 0;
 }
@@ -266,5 +267,6 @@ etch_module_options cli_module_args_options(const cli_module_args *a) {
     mo.kernels = a->kernels;
     mo.no_fusion = a->no_fusion;
     mo.no_prepack = a->no_prepack;
+    mo.no_blocked_layout = a->no_blocked_layout;
     return mo;
 }

@@ -37,6 +37,7 @@ typedef struct cli_module_args {
     const char *method, *inputs, *data, *threads_s, *kernels_s; /* as given, or NULL */
     bool no_fusion;
     bool no_prepack;
+    bool no_blocked_layout;
     int num_threads;             /* parsed by cli_module_args_finish (default 1) */
     etch_module_kernels kernels; /* (default optimized) */
 } cli_module_args;

@@ -29,8 +29,8 @@
 #define IM2COL_MIN_COLS 8
 #define OWC 64 /* output columns the direct loop accumulates at once */
 
-/* Prepared weight (etch_opt_convolution_prepare): this header, then per group the packed
- * [cout_g, K] A operand, `gstride` floats apart, from PREP_DATA on. */
+/* Prepared weight for the NCHW paths (etch_opt_convolution_prepare): this header, then per
+ * group the packed [cout_g, K] A operand, `gstride` floats apart, from PREP_DATA on. */
 #define PREP_MAGIC 0x65504357u
 #define PREP_DATA 192
 typedef struct conv_prep {
@@ -42,23 +42,14 @@ typedef struct conv_prep {
 } conv_prep;
 _Static_assert(sizeof(conv_prep) <= PREP_DATA, "conv_prep header larger than PREP_DATA");
 
-typedef struct conv_shape {
-    int64_t N, C_in, C_out, cin_g, cout_g, groups;
-    int64_t IH, IW, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
-    const float *in, *w, *bias;
-    float *out;
-    const etch_epilogue *epi;
-    const conv_prep *prep; /* the prepared weight, checked against this call; NULL: none */
-} conv_shape;
-
 /* The packed A of group g (NULL without a prepared weight). */
 static const etch_sgemm_packed *group_packed(const conv_shape *s, int64_t g,
                                              etch_sgemm_packed *tmp) {
     if (!s->prep)
         return NULL;
-    *tmp = s->prep->pk;
-    tmp->data = (const float *)(const void *)((const uint8_t *)s->prep + PREP_DATA) +
-                g * s->prep->gstride;
+    const conv_prep *pr = (const conv_prep *)s->prep;
+    *tmp = pr->pk;
+    tmp->data = (const float *)(const void *)((const uint8_t *)pr + PREP_DATA) + g * pr->gstride;
     return tmp;
 }
 
@@ -441,6 +432,63 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
     return bytes;
 }
 
+/* ---- layout function (etch_kernels_register_layout) ------------------------------------------ */
+
+/* A 4-D Float tensor argument, bound or not. */
+static const etch_tensor *tensor4(const etch_value *v) {
+    if (!v || v->tag != ETCH_VALUE_TENSOR || !v->u.tensor)
+        return NULL;
+    const etch_tensor *t = v->u.tensor;
+    if (t->dtype != ETCH_DTYPE_FLOAT || t->dim != 4)
+        return NULL;
+    for (unsigned i = 0; i < 4; i++)
+        if (t->sizes[i] <= 0 || t->sizes[i] > LIMIT)
+            return NULL;
+    return t;
+}
+
+void etch_opt_convolution_layout(etch_kernel_context *ctx, etch_value **args, size_t nargs,
+                                 uint64_t *may, uint64_t *tied) {
+    (void)ctx;
+    *may = 0;
+    *tied = 0;
+    if (nargs != 11)
+        return;
+    const etch_tensor *in = tensor4(args[0]), *w = tensor4(args[1]), *out = tensor4(args[9]);
+    if (!in || !w || !out || args[10] != args[9] || !args[6] ||
+        args[6]->tag != ETCH_VALUE_BOOL || args[6]->u.b || !args[8] ||
+        args[8]->tag != ETCH_VALUE_INT || args[8]->u.i < 1)
+        return;
+    if (args[2] && args[2]->tag != ETCH_VALUE_NONE) {
+        const etch_value *b = args[2];
+        if (b->tag != ETCH_VALUE_TENSOR || !b->u.tensor || b->u.tensor->dtype != ETCH_DTYPE_FLOAT ||
+            b->u.tensor->dim != 1 || b->u.tensor->sizes[0] != w->sizes[0])
+            return;
+    }
+    int64_t stride[2], pad[2], dil[2], opad[2];
+    if (!int_list(args[3], 2, 1, stride) || !int_list(args[4], 2, 0, pad) ||
+        !int_list(args[5], 2, 1, dil) || !int_list(args[7], 2, 0, opad))
+        return;
+    const int64_t groups = args[8]->u.i, C_in = in->sizes[1], C_out = w->sizes[0];
+    if (C_in != w->sizes[1] * groups || C_out % groups || out->sizes[1] != C_out ||
+        out->sizes[0] != in->sizes[0])
+        return;
+    for (int d = 0; d < 2; d++) { /* the output shape the kernel will give */
+        int64_t eff = dil[d] * (w->sizes[2 + d] - 1) + 1, ext = in->sizes[2 + d] + 2 * pad[d];
+        if (ext < eff || out->sizes[2 + d] != (ext - eff) / stride[d] + 1)
+            return;
+    }
+    const uint64_t in_bit = 1u << 0, out_bits = (1u << 9) | (1u << 10);
+    if (groups == 1) {
+        if (C_out % ETCH_BLOCK_C == 0)
+            *may |= out_bits;
+        if (C_in % ETCH_BLOCK_C == 0)
+            *may |= in_bit;
+    } else if (groups == C_in && C_out == C_in && C_in % ETCH_BLOCK_C == 0) {
+        *may = *tied = in_bit | out_bits;
+    }
+}
+
 /* ---- the kernel --------------------------------------------------------------------------- */
 
 ETCH_OPT_KERNEL(convolution_out) {
@@ -462,6 +510,8 @@ ETCH_OPT_KERNEL(convolution_out) {
     int64_t stride[2], pad[2], dil[2], opad[2];
     ok = ok && int_list(args[3], spatial, 1, stride) && int_list(args[4], spatial, 0, pad) &&
          int_list(args[5], spatial, 1, dil) && int_list(args[7], spatial, 0, opad);
+    const uint64_t blocked = etch_kernel_blocked_args(ctx);
+    const bool in_blocked = blocked & 1u, out_blocked = (blocked >> 9) & 1u;
     conv_shape s;
     memset(&s, 0, sizeof s);
     if (ok) {
@@ -497,7 +547,17 @@ ETCH_OPT_KERNEL(convolution_out) {
         osz[2] = two ? s.OH : s.OW;
         osz[3] = s.OW;
     }
+    if (blocked && (!ok || in->dim != 4)) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "channel-blocked convolution: arguments changed since load");
+        return;
+    }
     if (!ok || overlaps(out, in) || overlaps(out, w) || overlaps(out, bias)) {
+        if (blocked) {
+            etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                             "channel-blocked convolution: output overlaps an input");
+            return;
+        }
         fallback(ctx, args, nargs);
         return;
     }
@@ -505,6 +565,11 @@ ETCH_OPT_KERNEL(convolution_out) {
         return;
     if (!out->data || !etch_tensor_is_contiguous(out) || overlaps(out, in) ||
         overlaps(out, w) || overlaps(out, bias)) {
+        if (blocked) {
+            etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                             "channel-blocked convolution: output overlaps an input");
+            return;
+        }
         fallback(ctx, args, nargs);
         return;
     }
@@ -523,6 +588,13 @@ ETCH_OPT_KERNEL(convolution_out) {
         s.prep = same ? pr : NULL;
     }
 
+    if (blocked) {
+        if (s.groups == 1)
+            etch_opt_conv_nchwc(ctx, &s, in_blocked, out_blocked);
+        else
+            etch_opt_conv_dw_nchwc(ctx, &s);
+        return;
+    }
     if (s.cin_g == 1 && s.cout_g == 1 && in->dim == 4 && s.KH == 3 && s.KW == 3 &&
         s.sh == s.sw && (s.sh == 1 || s.sh == 2) && s.ph == 1 && s.pw == 1 && s.dh == 1 &&
         s.dw == 1) {

@@ -18,6 +18,9 @@
 /* Plain (fusing = false) or activation-fusing table. */
 const etch_kernel *etch_opt_table(bool fusing, size_t *count);
 
+/* Register the optimized kernels' layout functions (layout.c). */
+etch_status etch_opt_register_layouts(void);
+
 /* Apply ETCH_ISA from the environment (or the best ISA when unset). */
 etch_status etch_opt_select_isa_from_env(void);
 

@@ -14,6 +14,44 @@ ETCH_OPT_KERNEL(adaptive_avg_pool2d_out);
 size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs,
                                     void *buf, size_t cap);
 
+/* ---- one convolution call, as the paths of conv.c see it -------------------------------- */
+typedef struct conv_shape {
+    int64_t N, C_in, C_out, cin_g, cout_g, groups;
+    int64_t IH, IW, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw; /* 1-D: IH = OH = KH = 1 */
+    const float *in, *w, *bias;                             /* bias may be NULL */
+    float *out;
+    const etch_epilogue *epi; /* the fused activation (NULL: none) */
+    const void *prep;         /* conv.c: its prepared weight, checked against this call */
+} conv_shape;
+
+/* Layout function of aten::convolution.out (etch_kernels_register_layout), conv.c. A 2-D
+ * float convolution (not transposed) may take its input (args[0]) and output (args[9],
+ * args[10]) channel-blocked (NCHW8c, etch/kernel.h):
+ *   groups == 1:  output blocked when C_out % 8 == 0; input blocked when C_in % 8 == 0, in
+ *                 any combination with the output (the first layer reads an NCHW image);
+ *   depthwise (groups == C_in == C_out, C % 8 == 0): input and output both or neither;
+ *   other grouped convolutions: neither.
+ * Any kernel size, stride, padding and dilation; bias optional; the weight any float tensor
+ * (a constant or not). The kernel then runs etch_opt_conv_nchwc / etch_opt_conv_dw_nchwc,
+ * which must cover every such call. */
+void etch_opt_convolution_layout(etch_kernel_context *ctx, etch_value **args, size_t nargs,
+                                 uint64_t *may, uint64_t *tied);
+
+/* ---- channel-blocked convolution (conv_nchwc*.c) -------------------------------------------
+ * groups == 1; input NCHW (in_blocked false) or NCHW8c (C_in % 8 == 0), output NCHW8c
+ * (out_blocked; C_out % 8 == 0) or NCHW (then in_blocked is true); s->bias and s->epi applied.
+ * s->prep is whatever etch_opt_convolution_prepare made for this call site at load (it sees
+ * etch_kernel_blocked_args(ctx) then, so it can pack for this path) or NULL: the path checks
+ * it before use. Records a failure on ctx (never reads or writes out of bounds) when it
+ * cannot run, e.g. too little scratch. */
+void etch_opt_conv_nchwc(etch_kernel_context *ctx, const conv_shape *s, bool in_blocked,
+                         bool out_blocked);
+
+/* ---- channel-blocked depthwise convolution (conv_dw_nchwc*.c) -------------------------------
+ * groups == C_in == C_out, C % 8 == 0, input and output NCHW8c; any kernel size, stride,
+ * padding, dilation; s->bias and s->epi applied. */
+void etch_opt_conv_dw_nchwc(etch_kernel_context *ctx, const conv_shape *s);
+
 /* ---- depthwise 3x3, padding 1, stride 1 or 2 (conv_dw*.c) ---------------------------------
  * One output row: out[ow] = bias + sum over kh, kw of w[kh*3+kw] * r[kh][ow*stride - 1 + kw],
  * summed kh-major then kw (fused multiply-adds in the SIMD versions); a NULL r[kh] is a
