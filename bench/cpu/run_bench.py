@@ -229,8 +229,10 @@ def _merge_ops(runs: List[list]) -> list:
         for o in ops:
             if not isinstance(o, dict) or "op" not in o:
                 continue
-            key = (o.get("op"), o.get("impl"), str(o.get("fused")))
-            a = acc.setdefault(key, {"op": o.get("op"), "impl": o.get("impl"),
+            # "/8c": the call reads or writes channel-blocked tensors
+            impl = (o.get("impl") or "") + ("/8c" if o.get("blocked") else "")
+            key = (o.get("op"), impl, str(o.get("fused")))
+            a = acc.setdefault(key, {"op": o.get("op"), "impl": impl,
                                      "fused": o.get("fused"), "calls": o.get("calls"),
                                      "ms": [], "pct": []})
             a["ms"].append(float(o.get("ms_per_run", 0.0)))

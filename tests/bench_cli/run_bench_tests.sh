@@ -95,6 +95,7 @@ assert len(obj["times_ms"]) == 6 and min(obj["times_ms"]) == obj["min_ms"]
 ops = obj["ops"]
 assert ops and all({"op", "impl", "fused", "calls", "ms_per_run", "pct"} <= set(o) for o in ops)
 assert all(o["fused"] is None or isinstance(o["fused"], str) for o in ops)
+assert all(isinstance(o["blocked"], bool) for o in ops)
 assert all(o["impl"] in ("portable", "optimized", "custom", "delegate", "runtime") for o in ops)
 assert abs(sum(o["pct"] for o in ops) - 100) < 0.1, sum(o["pct"] for o in ops)
 ms = [o["ms_per_run"] for o in ops]
@@ -159,6 +160,12 @@ expect 0 "$ETCH" run "$LENET" --inputs x.npy --no-fusion --output-dir out_nofusi
 if cmp -s out_optimized_1/output_0.npy out_nofusion/output_0.npy; then pass; else fail "--no-fusion changed the output"; fi
 expect 0 "$ETCH" bench "$LENET" --iterations 2 --no-fusion --json
 py_check 'assert all(o["fused"] is None for o in obj["ops"]), obj["ops"]' "bench --no-fusion"
+# --no-blocked-layout: the same result (lenet's 6/16-channel tensors are never blocked), and
+# no operator row reports blocked tensors
+expect 0 "$ETCH" run "$LENET" --inputs x.npy --no-blocked-layout --output-dir out_noblocked
+if cmp -s out_optimized_1/output_0.npy out_noblocked/output_0.npy; then pass; else fail "--no-blocked-layout changed the output"; fi
+expect 0 "$ETCH" bench "$LENET" --iterations 2 --no-blocked-layout --json
+py_check 'assert all(o["blocked"] is False for o in obj["ops"]), obj["ops"]' "bench --no-blocked-layout"
 # --no-prepack: the same result (prepacked and plain GEMM paths agree within rounding)
 expect 0 "$ETCH" run "$LENET" --inputs x.npy --no-prepack --output-dir out_noprepack
 if "$PY" -c "import numpy as np, sys

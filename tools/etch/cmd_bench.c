@@ -25,7 +25,7 @@ void cmd_bench_usage(FILE *out) {
             "  threads N  kernels SET  isa ISA    (isa 'none' with portable kernels)\n"
             "then a table of operators, slowest first: operator, implementation (portable,\n"
             "optimized, custom or delegate; '+relu' etc. when an activation was fused into the\n"
-            "call at load), calls per run, milliseconds per run and share of the time. An\n"
+            "call at load; '/8c' when it reads or writes channel-blocked tensors), calls per run, milliseconds per run and share of the time. An\n"
             "operator's time is the time between the observer callbacks around each of its\n"
             "instructions, summed over the timed runs; instructions that call no kernel (moves,\n"
             "jumps, frees, calls fused away) form the row '(other instructions)'.\n"
@@ -45,7 +45,9 @@ void cmd_bench_usage(FILE *out) {
             "  --json                 print one JSON object instead: file, method, threads,\n"
             "                         kernels, isa, warmup, iterations, median_ms, min_ms,\n"
             "                         max_ms, load_ms, peak_rss_kb, ops: [{op, impl, fused\n"
-            "                         (operator name or null), calls, ms_per_run, pct}],\n"
+            "                         (operator name or null), blocked (true when it reads or\n"
+            "                         writes channel-blocked tensors), calls, ms_per_run,\n"
+            "                         pct}],\n"
             "                         times_ms (each timed execution, in order)\n"
             "  -h, --help             show this help\n"
             "\n"
@@ -98,6 +100,7 @@ typedef struct prof_row {
     const char *op;    /* operator or backend name */
     const char *impl;  /* "portable", "optimized", "custom", "delegate", "runtime" */
     const char *fused; /* fused operator, or NULL */
+    bool blocked;      /* some argument is stored channel-blocked */
     int64_t ns;
     uint64_t calls;
 } prof_row;
@@ -163,13 +166,14 @@ static int profile_init(profile *p, const etch_method *m) {
                 profile_free(p);
                 return cli_fail(st);
             }
-            prof_row key = {info.op_name, info.impl, info.fused, 0, 0};
+            prof_row key = {info.op_name, info.impl, info.fused, info.blocked_args != 0, 0, 0};
             if (!info.op_name || !info.impl || info.skipped)
-                key = (prof_row){"(other instructions)", "runtime", NULL, 0, 0};
+                key = (prof_row){"(other instructions)", "runtime", NULL, false, 0, 0};
             size_t r = 0;
             while (r < p->nrows && !(same(p->rows[r].op, key.op) &&
                                      same(p->rows[r].impl, key.impl) &&
-                                     same(p->rows[r].fused, key.fused)))
+                                     same(p->rows[r].fused, key.fused) &&
+                                     p->rows[r].blocked == key.blocked))
                 r++;
             if (r == p->nrows)
                 p->rows[p->nrows++] = key;
@@ -245,12 +249,12 @@ static void print_human(const bench_opts *o, const bench_result *r, const profil
     for (size_t i = 0; i < p->nrows; i++) {
         const prof_row *row = &p->rows[i];
         char impl[96], fused[48];
+        fused[0] = 0;
         if (row->fused) {
-            short_op(row->fused, fused, sizeof fused);
-            snprintf(impl, sizeof impl, "%s+%s", row->impl, fused);
-        } else {
-            snprintf(impl, sizeof impl, "%s", row->impl);
+            fused[0] = '+';
+            short_op(row->fused, fused + 1, sizeof fused - 1);
         }
+        snprintf(impl, sizeof impl, "%s%s%s", row->impl, fused, row->blocked ? "/8c" : "");
         printf("%-36s %-22s %9.4g %10.4f %7.2f\n", row->op, impl,
                (double)row->calls / (double)o->iterations,
                (double)row->ns / 1e6 / (double)o->iterations,
@@ -280,6 +284,7 @@ static void print_json(const bench_opts *o, const char *method, const bench_resu
         json_string(row->impl);
         fputs(", \"fused\": ", stdout);
         json_string(row->fused);
+        printf(", \"blocked\": %s", row->blocked ? "true" : "false");
         printf(", \"calls\": %.6g, \"ms_per_run\": %.6f, \"pct\": %.4f}",
                (double)row->calls / (double)o->iterations,
                (double)row->ns / 1e6 / (double)o->iterations,
