@@ -119,7 +119,7 @@ static const etch_sgemm_isa *isa_override; /* NULL: the active instruction set *
  * themselves only run where the CPU has them). */
 #define EMU_UKR(name, MR_, NR_)                                                               \
     static void name(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,      \
-                     int64_t ldc, int accumulate) {                                           \
+                     int64_t ldc, int accumulate, const etch_sgemm_tail *tail) {              \
         float acc[MR_][NR_];                                                                  \
         memset(acc, 0, sizeof acc);                                                           \
         for (int64_t k = 0; k < kc; k++)                                                      \
@@ -127,8 +127,10 @@ static const etch_sgemm_isa *isa_override; /* NULL: the active instruction set *
                 for (int j = 0; j < NR_; j++)                                                 \
                     acc[i][j] += ap[k * MR_ + i] * bp[k * ldb + j];                           \
         for (int i = 0; i < MR_; i++)                                                         \
-            for (int j = 0; j < NR_; j++)                                                     \
-                c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];         \
+            for (int j = 0; j < NR_; j++) {                                                   \
+                const float v = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];          \
+                c[i * ldc + j] = tail ? etch_sgemm_tail_one(tail, v, i, j) : v;               \
+            }                                                                                 \
     }
 EMU_UKR(ukr_12x32, 12, 32)
 EMU_UKR(ukr_5x24, 5, 24)
@@ -719,8 +721,8 @@ int main(void) {
     CHECK_OK(etch_isa_set(ETCH_ISA_SCALAR));
     const etch_sgemm_isa *sc = etch_sgemm_isa_for(ETCH_ISA_SCALAR);
     const etch_sgemm_isa emus[2] = {
-        {"scalar 12x32 (avx512 shape)", 12, 32, 192, 256, 1024, ukr_12x32, sc->gemv_n, sc->gemv_t},
-        {"scalar 5x24", 5, 24, 40, 96, 264, ukr_5x24, sc->gemv_n, sc->gemv_t}};
+        {"scalar 12x32 (avx512 shape)", 12, 32, 192, 256, 1024, ukr_12x32, sc->gemv_n, sc->gemv_t, NULL},
+        {"scalar 5x24", 5, 24, 40, 96, 264, ukr_5x24, sc->gemv_n, sc->gemv_t, NULL}};
     for (int i = 0; i < 2; i++) {
         isa_override = &emus[i];
         isa_now = emus[i].name;

@@ -5,8 +5,11 @@
  *       for each row block ic (mc tall)           A block mc x kc packed into MR-tall panels
  *         for each NR panel jr, MR panel ir       register microkernel (gemm_<isa>.c)
  *
- * alpha, bias and the fused activation are applied to each tile right after its last depth
- * block, while it is still in L1. Work is split into tasks over N (or over M when N is narrow);
+ * alpha, a bias that is a row or column vector (or scalar) and a relu / clamp activation are
+ * applied by the microkernel to its registers before the store of a tile's last depth block
+ * (the "tail", gemm_isa.h); what it cannot do (a full-matrix bias, other activations) is a
+ * pass over the tile right after, while it is still in L1. Depth blocks are of equal size
+ * (kc_of). Work is split into tasks over N (or over M when N is narrow);
  * task t packs into its own scratch block t, so any thread may run any task.
  *
  * Other paths:
@@ -42,7 +45,7 @@
 #define S_NR 8
 
 static void ukr_scalar(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,
-                       int64_t ldc, int accumulate) {
+                       int64_t ldc, int accumulate, const etch_sgemm_tail *tail) {
     float acc[S_MR][S_NR];
     memset(acc, 0, sizeof acc);
     for (int64_t k = 0; k < kc; k++) {
@@ -52,8 +55,10 @@ static void ukr_scalar(int64_t kc, const float *ap, const float *bp, int64_t ldb
                 acc[i][j] += a[i] * b[j];
     }
     for (int i = 0; i < S_MR; i++)
-        for (int j = 0; j < S_NR; j++)
-            c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+        for (int j = 0; j < S_NR; j++) {
+            float v = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+            c[i * ldc + j] = tail ? etch_sgemm_tail_one(tail, v, i, j) : v;
+        }
 }
 
 static void gemv_n_scalar(int64_t K, int64_t n, const float *x, int64_t x_s, const float *b,
@@ -84,7 +89,7 @@ static void gemv_t_scalar(int64_t K, int64_t n, const float *x, const float *b, 
 }
 
 const etch_sgemm_isa etch_sgemm_isa_scalar = {
-    "scalar", S_MR, S_NR, 128, 256, 1024, ukr_scalar, gemv_n_scalar, gemv_t_scalar};
+    "scalar", S_MR, S_NR, 128, 256, 1024, ukr_scalar, gemv_n_scalar, gemv_t_scalar, NULL};
 
 const etch_sgemm_isa *etch_sgemm_isa_for(int isa) {
     switch (isa) {
@@ -109,8 +114,76 @@ static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
 
 #define DIRECT_KC 128   /* depth block of the direct path (its stack panels) */
+#define DIRECT_A_FLOATS 6144 /* the direct path's A panels (24 KiB of stack) */
 #define GEMV_NB 1024    /* matrix-vector column block (the output stays in L1) */
 #define TASK_FLOPS 65536 /* rough work (M*N*K) below which a task is not worth a thread */
+
+/* Depth block of the packed path for depth K: the fewest blocks of at most isa->kc, of
+ * equal depth (K = 688 -> 2 x 344, not 512 + 176), rounded up to 8. */
+static int64_t kc_of(const etch_sgemm_isa *isa, int64_t K) {
+    if (K <= isa->kc)
+        return K;
+    const int64_t blocks = (K + isa->kc - 1) / isa->kc;
+    const int64_t kc = round_up((K + blocks - 1) / blocks, 8);
+    return kc < isa->kc ? kc : isa->kc;
+}
+
+/* What the microkernel applies at the store of a tile's last depth block (the tail,
+ * gemm_isa.h), and what is left for a pass over the tile afterwards (finish). */
+typedef struct post {
+    bool tail_bias; /* alpha and the bias go in the tail (else finish does them) */
+    bool tail_act;  /* the activation too (relu, clamp, none) */
+    bool bias_col;  /* the tail's bias is per column (bias_rs == 0), else per row */
+    etch_sgemm_tail t;
+} post;
+
+static void post_init(post *p, const etch_sgemm_desc *d) {
+    memset(p, 0, sizeof *p);
+    p->t.alpha = d->alpha;
+    p->tail_bias = !d->bias || d->bias_rs == 0 || d->bias_cs == 0;
+    p->bias_col = d->bias && d->bias_rs == 0;
+    const etch_epilogue *e = d->epilogue;
+    p->tail_act = p->tail_bias;
+    if (e && e->act == ETCH_ACT_RELU)
+        p->t.act = ETCH_SGEMM_ACT_RELU;
+    else if (e && e->act == ETCH_ACT_CLAMP) {
+        p->t.act = ETCH_SGEMM_ACT_CLAMP;
+        p->t.lo = (float)e->lo;
+        p->t.hi = (float)e->hi;
+    } else if (e && e->act != ETCH_ACT_NONE)
+        p->tail_act = false;
+    if (!p->tail_act)
+        p->t.act = ETCH_SGEMM_ACT_NONE;
+}
+
+/* The tail for the tile at rows [i, i+mm), columns [j, j+nn): bias values (beta folded in)
+ * gathered into colbuf / rowbuf, zero past the edge. NULL when there is nothing to do. */
+static const etch_sgemm_tail *tail_for(const etch_sgemm_desc *d, post *p, int64_t i,
+                                       int64_t mm, int64_t j, int64_t nn, int mr, int nr,
+                                       float *colbuf, float *rowbuf) {
+    if (!p->tail_bias)
+        return NULL;
+    p->t.col = p->t.row = NULL;
+    if (d->bias && p->bias_col) {
+        const float *b = d->bias + j * d->bias_cs;
+        for (int64_t c = 0; c < nr; c++)
+            colbuf[c] = c < nn ? d->beta * b[c * d->bias_cs] : 0.0f;
+        p->t.col = colbuf;
+    } else if (d->bias) {
+        const float *b = d->bias + i * d->bias_rs;
+        for (int64_t r = 0; r < mr; r++)
+            rowbuf[r] = r < mm ? d->beta * b[r * d->bias_rs] : 0.0f;
+        p->t.row = rowbuf;
+    }
+    if (!p->t.col && !p->t.row && p->t.alpha == 1.0f && p->t.act == ETCH_SGEMM_ACT_NONE)
+        return NULL;
+    return &p->t;
+}
+
+/* After a tile's tail: what it did not do (the whole of alpha, bias and activation when the
+ * bias is a full matrix, else the activation when it is not relu or clamp). */
+static void finish_after_tail(const etch_sgemm_desc *d, const post *p, int64_t i0, int64_t i1,
+                              int64_t j0, int64_t j1);
 
 /* c[i0:i1, j0:j1] = act(alpha * c + beta * bias) */
 static void finish(const etch_sgemm_desc *d, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
@@ -134,10 +207,23 @@ static void finish(const etch_sgemm_desc *d, int64_t i0, int64_t i1, int64_t j0,
     }
 }
 
+static void finish_after_tail(const etch_sgemm_desc *d, const post *p, int64_t i0, int64_t i1,
+                              int64_t j0, int64_t j1) {
+    if (!p->tail_bias)
+        finish(d, i0, i1, j0, j1);
+    else if (!p->tail_act)
+        for (int64_t i = i0; i < i1; i++)
+            etch_opt_apply_epilogue(d->epilogue, d->c + i * d->ldc + j0, j1 - j0);
+}
+
 /* A rows [i, i+mm) x depth [p, p+kb) -> kb groups of mr floats (zero rows past mm). */
-static void pack_a_panel(const etch_sgemm_desc *d, int mr, int64_t i, int64_t mm, int64_t p,
-                         int64_t kb, float *ap) {
+static void pack_a_panel(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int mr,
+                         int64_t i, int64_t mm, int64_t p, int64_t kb, float *ap) {
     const float *a = d->a + i * d->a_rs + p * d->a_cs;
+    if (d->a_cs == 1 && isa && isa->pack_a_rm && isa->mr == mr) {
+        isa->pack_a_rm(a, d->a_rs, mm, kb, ap);
+        return;
+    }
     if (mm < mr)
         memset(ap, 0, (size_t)(kb * mr) * sizeof(float));
     if (d->a_rs == 1) { /* columns of A contiguous */
@@ -236,24 +322,25 @@ static void pack_b_block(const etch_sgemm_desc *d, int nr, int64_t p, int64_t kb
         pack_b_panel(d, nr, p, kb, j + jr, nb - jr < nr ? nb - jr : nr, bpack + jr * kb);
 }
 
-/* One mm x nn tile (mm <= mr, nn <= nr) at c; a full tile goes straight to C. */
+/* One mm x nn tile (mm <= mr, nn <= nr) at c, with the tail when it is the last depth
+ * block; a full tile goes straight to C, a partial one through a stack tile. */
 static void tile(const etch_sgemm_isa *isa, int64_t kb, const float *ap, const float *bp,
-                 int64_t ldb, float *c, int64_t ldc, int64_t mm, int64_t nn, bool first) {
+                 int64_t ldb, float *c, int64_t ldc, int64_t mm, int64_t nn, bool first,
+                 const etch_sgemm_tail *tail) {
     if (mm == isa->mr && nn == isa->nr) {
-        isa->ukr(kb, ap, bp, ldb, c, ldc, !first);
+        isa->ukr(kb, ap, bp, ldb, c, ldc, !first, tail);
         return;
     }
+    const int nr = isa->nr;
     float t[ETCH_SGEMM_MAX_MR * ETCH_SGEMM_MAX_NR];
-    isa->ukr(kb, ap, bp, ldb, t, isa->nr, 0);
-    for (int64_t i = 0; i < mm; i++) {
-        float *crow = c + i * ldc;
-        const float *trow = t + i * isa->nr;
-        if (first)
-            memcpy(crow, trow, (size_t)nn * sizeof(float));
-        else
-            for (int64_t j = 0; j < nn; j++)
-                crow[j] += trow[j];
+    if (!first) {
+        memset(t, 0, (size_t)(isa->mr * nr) * sizeof(float));
+        for (int64_t i = 0; i < mm; i++)
+            memcpy(t + i * nr, c + i * ldc, (size_t)nn * sizeof(float));
     }
+    isa->ukr(kb, ap, bp, ldb, t, nr, !first, tail);
+    for (int64_t i = 0; i < mm; i++)
+        memcpy(c + i * ldc, t + i * nr, (size_t)nn * sizeof(float));
 }
 
 /* ---- packed path: rectangle [i0,i1) x [j0,j1) with scratch ---------------------------------- */
@@ -268,6 +355,9 @@ static void gemm_packed(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int
                         int64_t mc, int64_t kc, int64_t nc, const float *pa, const float *pb) {
     const int mr = isa->mr, nr = isa->nr;
     const int64_t mpad = round_up(d->M, mr), npad = round_up(d->N, nr);
+    post po;
+    post_init(&po, d);
+    float colbuf[ETCH_SGEMM_MAX_NR], rowbuf[ETCH_SGEMM_MAX_MR];
     for (int64_t jc = j0; jc < j1; jc += nc) {
         const int64_t nb = min64(nc, j1 - jc);
         for (int64_t pc = 0; pc < d->K; pc += kc) {
@@ -285,16 +375,22 @@ static void gemm_packed(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int
                     ablk = pa + pc * mpad + ic * kb;
                 else
                     for (int64_t ir = 0; ir < mb; ir += mr)
-                        pack_a_panel(d, mr, ic + ir, min64(mr, mb - ir), pc, kb, apack + ir * kb);
+                        pack_a_panel(d, isa, mr, ic + ir, min64(mr, mb - ir), pc, kb,
+                                     apack + ir * kb);
                 for (int64_t jr = 0; jr < nb; jr += nr) {
                     const int64_t nn = min64(nr, nb - jr);
                     for (int64_t ir = 0; ir < mb; ir += mr) {
                         const int64_t mm = min64(mr, mb - ir);
                         float *c = d->c + (ic + ir) * d->ldc + jc + jr;
+                        const etch_sgemm_tail *tl =
+                            last ? tail_for(d, &po, ic + ir, mm, jc + jr, nn, mr, nr, colbuf,
+                                            rowbuf)
+                                 : NULL;
                         tile(isa, kb, ablk + ir * kb, bblk + jr * kb, nr, c, d->ldc, mm, nn,
-                             first);
+                             first, tl);
                         if (last)
-                            finish(d, ic + ir, ic + ir + mm, jc + jr, jc + jr + nn);
+                            finish_after_tail(d, &po, ic + ir, ic + ir + mm, jc + jr,
+                                              jc + jr + nn);
                     }
                 }
             }
@@ -306,23 +402,26 @@ static void gemm_packed(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int
 
 /* Column panel by column panel: the B panel is copied to the stack (contiguous, so the
  * microkernel never reads rows that are a power of two apart, which collide in one cache
- * set) and used against every row panel. A: with at most DIRECT_A_PANELS row panels (small M,
- * the case this path is chosen for) all of them are packed once per depth block; otherwise
- * (only when there is no scratch) each is re-packed per tile. */
-#define DIRECT_A_PANELS 2
-
+ * set) and used against every row panel. A: when its row panels fit DIRECT_A_FLOATS (up to
+ * 64 rows with AVX2: small M, and bmm's per-head products of attention, which run here on
+ * each thread) all of them are packed once per depth block; otherwise (only when there is
+ * no scratch) each is re-packed per tile. */
 static void gemm_direct(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int64_t i0,
                         int64_t i1, int64_t j0, int64_t j1) {
     const int mr = isa->mr, nr = isa->nr;
-    float ap[DIRECT_A_PANELS * ETCH_SGEMM_MAX_MR * DIRECT_KC];
+    float ap[DIRECT_A_FLOATS];
     float bp[ETCH_SGEMM_MAX_NR * DIRECT_KC];
-    const bool a_once = i1 - i0 <= DIRECT_A_PANELS * mr;
+    _Static_assert(DIRECT_A_FLOATS >= ETCH_SGEMM_MAX_MR * DIRECT_KC, "direct A panel");
+    const bool a_once = round_up(i1 - i0, mr) * min64(DIRECT_KC, d->K) <= DIRECT_A_FLOATS;
+    post po;
+    post_init(&po, d);
+    float colbuf[ETCH_SGEMM_MAX_NR], rowbuf[ETCH_SGEMM_MAX_MR];
     for (int64_t pc = 0; pc < d->K; pc += DIRECT_KC) {
         const int64_t kb = min64(DIRECT_KC, d->K - pc);
         const bool first = pc == 0, last = pc + kb == d->K;
         if (a_once)
             for (int64_t ir = i0; ir < i1; ir += mr)
-                pack_a_panel(d, mr, ir, min64(mr, i1 - ir), pc, kb, ap + (ir - i0) * kb);
+                pack_a_panel(d, isa, mr, ir, min64(mr, i1 - ir), pc, kb, ap + (ir - i0) * kb);
         for (int64_t jr = j0; jr < j1; jr += nr) {
             const int64_t nn = min64(nr, j1 - jr);
             pack_b_panel(d, nr, pc, kb, jr, nn, bp);
@@ -330,12 +429,15 @@ static void gemm_direct(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int
                 const int64_t mm = min64(mr, i1 - ir);
                 const float *apanel = ap + (ir - i0) * kb;
                 if (!a_once) {
-                    pack_a_panel(d, mr, ir, mm, pc, kb, ap);
+                    pack_a_panel(d, isa, mr, ir, mm, pc, kb, ap);
                     apanel = ap;
                 }
-                tile(isa, kb, apanel, bp, nr, d->c + ir * d->ldc + jr, d->ldc, mm, nn, first);
+                const etch_sgemm_tail *tl =
+                    last ? tail_for(d, &po, ir, mm, jr, nn, mr, nr, colbuf, rowbuf) : NULL;
+                tile(isa, kb, apanel, bp, nr, d->c + ir * d->ldc + jr, d->ldc, mm, nn, first,
+                     tl);
                 if (last)
-                    finish(d, ir, ir + mm, jr, jr + nn);
+                    finish_after_tail(d, &po, ir, ir + mm, jr, jr + nn);
             }
         }
     }
@@ -451,7 +553,7 @@ void etch_opt_sgemm_isa(etch_kernel_context *ctx, const etch_sgemm_desc *d,
     if (want < 1)
         want = 1;
     const size_t temp_mark = ctx ? ctx->temp_used : 0;
-    const int64_t kc0 = min64(p.isa->kc, d->K);
+    const int64_t kc0 = kc_of(p.isa, d->K);
     const etch_sgemm_packed *xa = d->a_packed, *xb = d->b_packed;
     if (xa && xa->data && xa->isa == (const void *)isa && xa->outer == d->M && xa->K == d->K &&
         xa->kc == kc0)
@@ -527,7 +629,7 @@ static void packed_init(etch_sgemm_packed *out, const etch_sgemm_isa *isa, int64
     out->isa = isa;
     out->outer = outer;
     out->K = K;
-    out->kc = min64(isa->kc, K);
+    out->kc = kc_of(isa, K);
     out->data = dst;
 }
 
@@ -548,7 +650,7 @@ void etch_opt_sgemm_pack_a(const etch_sgemm_isa *isa, const float *a, int64_t rs
     for (int64_t pc = 0; pc < K; pc += kc) {
         const int64_t kb = min64(kc, K - pc);
         for (int64_t ir = 0; ir < M; ir += mr)
-            pack_a_panel(&d, mr, ir, min64(mr, M - ir), pc, kb, dst + pc * mpad + ir * kb);
+            pack_a_panel(&d, isa, mr, ir, min64(mr, M - ir), pc, kb, dst + pc * mpad + ir * kb);
     }
 }
 

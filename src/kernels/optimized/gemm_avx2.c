@@ -7,8 +7,34 @@
 #define MR 6
 #define NR 16
 
+/* The tail (gemm_isa.h) on one row of the tile: two vectors, row i. */
+static inline void tail_row(const etch_sgemm_tail *t, __m256 *lo, __m256 *hi, int i) {
+    if (t->alpha != 1.0f) {
+        const __m256 al = _mm256_set1_ps(t->alpha);
+        *lo = _mm256_mul_ps(*lo, al);
+        *hi = _mm256_mul_ps(*hi, al);
+    }
+    if (t->col) {
+        *lo = _mm256_add_ps(*lo, _mm256_loadu_ps(t->col));
+        *hi = _mm256_add_ps(*hi, _mm256_loadu_ps(t->col + 8));
+    }
+    if (t->row) {
+        const __m256 rb = _mm256_broadcast_ss(t->row + i);
+        *lo = _mm256_add_ps(*lo, rb);
+        *hi = _mm256_add_ps(*hi, rb);
+    }
+    if (t->act == ETCH_SGEMM_ACT_RELU) { /* max(0, v): NaN (second operand) passes */
+        *lo = _mm256_max_ps(_mm256_setzero_ps(), *lo);
+        *hi = _mm256_max_ps(_mm256_setzero_ps(), *hi);
+    } else if (t->act == ETCH_SGEMM_ACT_CLAMP) {
+        const __m256 l = _mm256_set1_ps(t->lo), h = _mm256_set1_ps(t->hi);
+        *lo = _mm256_min_ps(h, _mm256_max_ps(l, *lo));
+        *hi = _mm256_min_ps(h, _mm256_max_ps(l, *hi));
+    }
+}
+
 static void ukr_avx2(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,
-                     int64_t ldc, int accumulate) {
+                     int64_t ldc, int accumulate, const etch_sgemm_tail *tail) {
     for (int i = 0; i < MR; i++)
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
@@ -52,6 +78,8 @@ static void ukr_avx2(int64_t kc, const float *ap, const float *bp, int64_t ldb, 
             lo = _mm256_add_ps(lo, _mm256_loadu_ps(r));                                        \
             hi = _mm256_add_ps(hi, _mm256_loadu_ps(r + 8));                                    \
         }                                                                                      \
+        if (tail)                                                                              \
+            tail_row(tail, &lo, &hi, i);                                                       \
         _mm256_storeu_ps(r, lo);                                                               \
         _mm256_storeu_ps(r + 8, hi);                                                           \
     } while (0)
@@ -62,6 +90,45 @@ static void ukr_avx2(int64_t kc, const float *ap, const float *bp, int64_t ldb, 
     OUT(4, c40, c41);
     OUT(5, c50, c51);
 #undef OUT
+}
+
+/* Row-major A rows [0, mm) x kb columns -> kb groups of 6: eight columns at a time, the six
+ * rows (two zero rows added) transposed 8 x 8 in registers; each group stored 8 wide, the
+ * two extra floats overwritten by the next group (so the vector part stops one group short
+ * of the end, which the scalar loop writes). */
+static void pack_a_rm_avx2(const float *a, int64_t lda, int64_t mm, int64_t kb, float *ap) {
+    int64_t k = 0;
+    if (mm == MR) {
+        const float *r0 = a, *r1 = a + lda, *r2 = a + 2 * lda, *r3 = a + 3 * lda,
+                    *r4 = a + 4 * lda, *r5 = a + 5 * lda;
+        const __m256 z = _mm256_setzero_ps();
+        for (; k + 8 < kb; k += 8) {
+            const __m256 x0 = _mm256_loadu_ps(r0 + k), x1 = _mm256_loadu_ps(r1 + k),
+                         x2 = _mm256_loadu_ps(r2 + k), x3 = _mm256_loadu_ps(r3 + k),
+                         x4 = _mm256_loadu_ps(r4 + k), x5 = _mm256_loadu_ps(r5 + k);
+            /* 2 x 2 interleaves, then 4 x 4 blocks, then the 128-bit halves */
+            const __m256 t0 = _mm256_unpacklo_ps(x0, x1), t1 = _mm256_unpackhi_ps(x0, x1);
+            const __m256 t2 = _mm256_unpacklo_ps(x2, x3), t3 = _mm256_unpackhi_ps(x2, x3);
+            const __m256 t4 = _mm256_unpacklo_ps(x4, x5), t5 = _mm256_unpackhi_ps(x4, x5);
+            const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+            const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+            const __m256 u4 = _mm256_shuffle_ps(t4, z, 0x44), u5 = _mm256_shuffle_ps(t4, z, 0xee);
+            const __m256 u6 = _mm256_shuffle_ps(t5, z, 0x44), u7 = _mm256_shuffle_ps(t5, z, 0xee);
+            /* u0: rows 0-3 of column 0 (low) / 4 (high); u4: rows 4-5 (+2 zeros) likewise */
+            float *dst = ap + k * MR;
+            _mm256_storeu_ps(dst + 0 * MR, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(dst + 1 * MR, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(dst + 2 * MR, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(dst + 3 * MR, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(dst + 4 * MR, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(dst + 5 * MR, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(dst + 6 * MR, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(dst + 7 * MR, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+    }
+    for (; k < kb; k++)
+        for (int64_t r = 0; r < MR; r++)
+            ap[k * MR + r] = r < mm ? a[r * lda + k] : 0.0f;
 }
 
 /* y[0:n) = sum_k x[k] * B[k, 0:n): four rows of B per pass over y (y stays in L1). */
@@ -157,4 +224,4 @@ static void gemv_t_avx2(int64_t K, int64_t n, const float *x, const float *b, in
 /* kc 512, mc 96: the A block (192 KiB) stays in L2, a B micro-panel (32 KiB) streams
  * through L1 (the best of the settings tried on a Zen core; see bench/gemm/RESULTS.md). */
 const etch_sgemm_isa etch_sgemm_isa_avx2 = {
-    "avx2", MR, NR, 96, 512, 1024, ukr_avx2, gemv_n_avx2, gemv_t_avx2};
+    "avx2", MR, NR, 96, 512, 1024, ukr_avx2, gemv_n_avx2, gemv_t_avx2, pack_a_rm_avx2};

@@ -9,7 +9,7 @@
 #define NR 32
 
 static void ukr_avx512(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,
-                       int64_t ldc, int accumulate) {
+                       int64_t ldc, int accumulate, const etch_sgemm_tail *tail) {
     __m512 lo[MR], hi[MR];
     for (int i = 0; i < MR; i++) {
         lo[i] = _mm512_setzero_ps();
@@ -46,6 +46,30 @@ static void ukr_avx512(int64_t kc, const float *ap, const float *bp, int64_t ldb
         if (accumulate) {
             l = _mm512_add_ps(l, _mm512_loadu_ps(r));
             h = _mm512_add_ps(h, _mm512_loadu_ps(r + 16));
+        }
+        if (tail) { /* gemm_isa.h's order; max/min pass a NaN second operand */
+            if (tail->alpha != 1.0f) {
+                const __m512 al = _mm512_set1_ps(tail->alpha);
+                l = _mm512_mul_ps(l, al);
+                h = _mm512_mul_ps(h, al);
+            }
+            if (tail->col) {
+                l = _mm512_add_ps(l, _mm512_loadu_ps(tail->col));
+                h = _mm512_add_ps(h, _mm512_loadu_ps(tail->col + 16));
+            }
+            if (tail->row) {
+                const __m512 rb = _mm512_set1_ps(tail->row[i]);
+                l = _mm512_add_ps(l, rb);
+                h = _mm512_add_ps(h, rb);
+            }
+            if (tail->act == ETCH_SGEMM_ACT_RELU) {
+                l = _mm512_max_ps(_mm512_setzero_ps(), l);
+                h = _mm512_max_ps(_mm512_setzero_ps(), h);
+            } else if (tail->act == ETCH_SGEMM_ACT_CLAMP) {
+                const __m512 vlo = _mm512_set1_ps(tail->lo), vhi = _mm512_set1_ps(tail->hi);
+                l = _mm512_min_ps(vhi, _mm512_max_ps(vlo, l));
+                h = _mm512_min_ps(vhi, _mm512_max_ps(vlo, h));
+            }
         }
         _mm512_storeu_ps(r, l);
         _mm512_storeu_ps(r + 16, h);
@@ -105,4 +129,4 @@ static void gemv_t_avx512(int64_t K, int64_t n, const float *x, const float *b, 
 
 /* kc 256: a B micro-panel (32 KiB) streams through L1/L2; mc 192: the A block in L2. */
 const etch_sgemm_isa etch_sgemm_isa_avx512 = {
-    "avx512", MR, NR, 192, 256, 1024, ukr_avx512, gemv_n_avx512, gemv_t_avx512};
+    "avx512", MR, NR, 192, 256, 1024, ukr_avx512, gemv_n_avx512, gemv_t_avx512, NULL};

@@ -4,7 +4,10 @@
  *   ap is a packed A micro-panel: kc groups of MR floats (column k of the MR rows),
  *   bp holds kc rows of NR floats, row k at bp + k * ldb (packed: ldb == NR; the unpacked
  *   path points it straight at a row-major B with ldb = its row stride),
- *   c(i, j) = c[i * ldc + j]; accumulate != 0 adds to c, else overwrites it.
+ *   c(i, j) = c[i * ldc + j]; accumulate != 0 adds to c, else overwrites it;
+ *   tail != NULL (only with the last depth block): before the store each value v (the sum,
+ *   plus c when accumulating) becomes act(v * alpha + col[j] + row[i]) (etch_sgemm_tail_one),
+ *   so bias and a simple activation cost no second pass over the tile.
  * Matrix-vector kernels (M == 1):
  *   gemv_n: y[j] = sum_k x[k * x_s] * b[k * ldb + j], j < n   (B rows contiguous)
  *   gemv_t: y[j] = sum_k x[k] * b[j * ldb + k],       j < n   (B columns contiguous) */
@@ -15,8 +18,45 @@
 
 #include "etch/kernel.h"
 
+/* What the microkernel applies at its store (see above). col: NR floats (the bias of the
+ * tile's columns, beta folded in) or NULL; row: MR floats (the bias of its rows) or NULL;
+ * alpha == 1 skips the product. act: ETCH_SGEMM_ACT_*; lo/hi are the clamp bounds. */
+enum { ETCH_SGEMM_ACT_NONE = 0, ETCH_SGEMM_ACT_RELU = 1, ETCH_SGEMM_ACT_CLAMP = 2 };
+typedef struct etch_sgemm_tail {
+    float alpha;
+    const float *col, *row;
+    int act;
+    float lo, hi;
+} etch_sgemm_tail;
+
+/* The tail on one value of row i, column j: the reference every microkernel matches (the
+ * operations in this order; relu max(v, 0), clamp min(max(v, lo), hi), NaN passing through
+ * both as in the element-wise kernels). */
+static inline float etch_sgemm_tail_one(const etch_sgemm_tail *t, float v, int i, int j) {
+    if (t->alpha != 1.0f)
+        v *= t->alpha;
+    if (t->col)
+        v += t->col[j];
+    if (t->row)
+        v += t->row[i];
+    if (v != v)
+        return v;
+    if (t->act == ETCH_SGEMM_ACT_RELU)
+        v = v > 0.0f ? v : 0.0f;
+    else if (t->act == ETCH_SGEMM_ACT_CLAMP) {
+        v = v > t->lo ? v : t->lo;
+        v = v < t->hi ? v : t->hi;
+    }
+    return v;
+}
+
 typedef void (*etch_sgemm_ukr_fn)(int64_t kc, const float *ap, const float *bp, int64_t ldb,
-                                  float *c, int64_t ldc, int accumulate);
+                                  float *c, int64_t ldc, int accumulate,
+                                  const etch_sgemm_tail *tail);
+/* Optional (NULL: gemm.c's generic packing): pack rows [0, mm) (mm <= mr) of a row-major A
+ * (a(i, k) = a[i * lda + k]) over kb columns into kb groups of mr floats, zero rows past mm. */
+typedef void (*etch_sgemm_pack_a_fn)(const float *a, int64_t lda, int64_t mm, int64_t kb,
+                                     float *ap);
 typedef void (*etch_sgemv_n_fn)(int64_t K, int64_t n, const float *x, int64_t x_s,
                                 const float *b, int64_t ldb, float *y);
 typedef void (*etch_sgemv_t_fn)(int64_t K, int64_t n, const float *x, const float *b,
@@ -29,6 +69,7 @@ typedef struct etch_sgemm_isa {
     etch_sgemm_ukr_fn ukr;
     etch_sgemv_n_fn gemv_n;
     etch_sgemv_t_fn gemv_t;
+    etch_sgemm_pack_a_fn pack_a_rm; /* optional */
 } etch_sgemm_isa;
 
 #define ETCH_SGEMM_MAX_MR 16

@@ -9,7 +9,7 @@
 #define NR 12
 
 static void ukr_neon(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,
-                     int64_t ldc, int accumulate) {
+                     int64_t ldc, int accumulate, const etch_sgemm_tail *tail) {
     float32x4_t acc[MR][3];
     for (int i = 0; i < MR; i++)
         acc[i][0] = acc[i][1] = acc[i][2] = vdupq_n_f32(0.0f);
@@ -40,6 +40,18 @@ static void ukr_neon(int64_t kc, const float *ap, const float *bp, int64_t ldb, 
             float32x4_t x = acc[i][v];
             if (accumulate)
                 x = vaddq_f32(x, vld1q_f32(r + 4 * v));
+            if (tail) { /* gemm_isa.h's order; vmaxq/vminq return NaN for a NaN operand */
+                if (tail->alpha != 1.0f)
+                    x = vmulq_n_f32(x, tail->alpha);
+                if (tail->col)
+                    x = vaddq_f32(x, vld1q_f32(tail->col + 4 * v));
+                if (tail->row)
+                    x = vaddq_f32(x, vdupq_n_f32(tail->row[i]));
+                if (tail->act == ETCH_SGEMM_ACT_RELU)
+                    x = vmaxq_f32(x, vdupq_n_f32(0.0f));
+                else if (tail->act == ETCH_SGEMM_ACT_CLAMP)
+                    x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(tail->lo)), vdupq_n_f32(tail->hi));
+            }
             vst1q_f32(r + 4 * v, x);
         }
     }
@@ -102,4 +114,4 @@ static void gemv_t_neon(int64_t K, int64_t n, const float *x, const float *b, in
 
 /* kc 256: a B micro-panel (12 KiB) stays in L1; mc 128: the A block (128 KiB) in L2. */
 const etch_sgemm_isa etch_sgemm_isa_neon = {
-    "neon", MR, NR, 128, 256, 1020, ukr_neon, gemv_n_neon, gemv_t_neon};
+    "neon", MR, NR, 128, 256, 1020, ukr_neon, gemv_n_neon, gemv_t_neon, NULL};

@@ -301,11 +301,14 @@ ETCH_OPT_KERNEL(bmm_out) {
     const int64_t batches = sizes[0];
     const double per = (double)j.d.M * (double)j.d.N * (double)(j.d.K > 0 ? j.d.K : 1);
     const int threads = etch_kernel_num_threads(ctx);
-    if (threads > 1 && batches >= threads && j.d.M <= 12 && per < 4e6) {
-        /* many small products with few rows (attention at decode): batches split over the
-         * threads, each product on one thread without scratch (the direct path, which is
-         * built for few rows); taller products go one by one through the packed, threaded
-         * GEMM */
+    if (batches > 1 && per < 4e6 &&
+        (threads == 1 ||
+         (batches >= threads && (batches % threads == 0 || batches >= 3 * threads)))) {
+        /* many small products (attention: one per head): one parallel loop over the batch,
+         * each product on one thread without scratch (the direct path, which packs A once
+         * for up to 64 rows), so the threads get equal shares and there is one fork/join
+         * per call instead of one per product; larger products (or too few for the
+         * threads) go one by one through the packed, threaded GEMM */
         const int64_t grain = per >= 65536 ? 1 : (int64_t)(65536 / per) + 1;
         etch_kernel_parallel_for(ctx, batches, grain, bmm_range, &j);
         return;
