@@ -19,6 +19,7 @@
  */
 #include <string.h>
 
+#include "kernels/optimized/conv_nchwc.h"
 #include "kernels/optimized/epilogue.h"
 #include "kernels/optimized/opt_conv.h"
 #include "kernels/optimized/opt_gemm.h"
@@ -29,12 +30,17 @@
 #define IM2COL_MIN_COLS 8
 #define OWC 64 /* output columns the direct loop accumulates at once */
 
-/* Prepared weight for the NCHW paths (etch_opt_convolution_prepare): this header, then per
- * group the packed [cout_g, K] A operand, `gstride` floats apart, from PREP_DATA on. */
+/* Prepared weight (etch_opt_convolution_prepare): this header, then from PREP_DATA on
+ *   kind PREP_GEMM:  for the NCHW paths, per group the packed [cout_g, K] A operand, `gstride`
+ *                    floats apart;
+ *   kind PREP_NCHWC: for the channel-blocked path (a call site given blocked arguments at
+ *                    load), the NCHWc pack of conv_nchwc.h. */
 #define PREP_MAGIC 0x65504357u
 #define PREP_DATA 192
+enum { PREP_GEMM = 0, PREP_NCHWC = 1 };
 typedef struct conv_prep {
     uint32_t magic;
+    uint32_t kind;
     const void *w;
     int64_t sizes[4];
     int64_t dim, groups, gstride;
@@ -45,7 +51,7 @@ _Static_assert(sizeof(conv_prep) <= PREP_DATA, "conv_prep header larger than PRE
 /* The packed A of group g (NULL without a prepared weight). */
 static const etch_sgemm_packed *group_packed(const conv_shape *s, int64_t g,
                                              etch_sgemm_packed *tmp) {
-    if (!s->prep)
+    if (!s->prep || ((const conv_prep *)s->prep)->kind != PREP_GEMM)
         return NULL;
     const conv_prep *pr = (const conv_prep *)s->prep;
     *tmp = pr->pk;
@@ -377,9 +383,23 @@ static bool run_im2col(etch_kernel_context *ctx, conv_shape *s) {
 
 /* ---- load-time prepare --------------------------------------------------------------------- */
 
+const float *etch_opt_conv_prep_nchwc(const conv_shape *s) {
+    const conv_prep *pr = (const conv_prep *)s->prep;
+    if (!pr || pr->kind != PREP_NCHWC || pr->groups != 1 || pr->dim != 4 ||
+        pr->sizes[0] != s->C_out || pr->sizes[1] != s->C_in || pr->sizes[2] != s->KH ||
+        pr->sizes[3] != s->KW)
+        return NULL;
+    return (const float *)(const void *)((const uint8_t *)pr + PREP_DATA);
+}
+
+/* The weight is packed for the channel-blocked path (etch_opt_conv_nchwc) when the call site
+ * has blocked arguments (the runtime says so at load) and groups == 1, else as the GEMM's A
+ * operand. When the runtime measures (blocked == 0, nothing bound), the size asked for covers
+ * the larger of the two for a call that may be blocked (groups == 1, 4-D, C_in or C_out a
+ * multiple of 8). */
 size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs,
                                     void *buf, size_t cap) {
-    (void)ctx;
+    const uint64_t blocked = ctx ? etch_kernel_blocked_args(ctx) : 0;
     if (nargs < 10)
         return 0;
     /* at measuring time the weight has no data: check it by hand, not with float_tensor */
@@ -400,19 +420,50 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
     if (C_out <= 0 || C_out % groups || cin_g <= 0)
         return 0;
     const int64_t cout_g = C_out / groups, K = cin_g * KH * KW;
+    const bool may_block = groups == 1 && w->dim == 4 && (C_out % 8 == 0 || cin_g % 8 == 0);
+    const size_t nchwc = may_block ? etch_nchwc_packed_floats(C_out, cin_g, KH, KW) : 0;
+    if (blocked && groups == 1) { /* the channel-blocked path */
+        if (!nchwc || w->dim != 4)
+            return 0;
+        const size_t bytes = PREP_DATA + nchwc * sizeof(float);
+        if (!buf)
+            return bytes;
+        if (cap < bytes || ((uintptr_t)buf & 63))
+            return 0;
+        conv_prep *h = (conv_prep *)buf;
+        memset(buf, 0, PREP_DATA);
+        h->magic = PREP_MAGIC;
+        h->kind = PREP_NCHWC;
+        h->w = w->data;
+        for (unsigned i = 0; i < 4; i++)
+            h->sizes[i] = w->sizes[i];
+        h->dim = 4;
+        h->groups = 1;
+        etch_nchwc_pack((const float *)w->data, C_out, cin_g, KH, KW, 0,
+                        ((C_out + 7) / 8 * 8 + NCHWC_OCT - 1) / NCHWC_OCT,
+                        (float *)(void *)((uint8_t *)buf + PREP_DATA));
+        return bytes;
+    }
+    if (blocked)
+        return 0; /* depthwise blocked path: nothing prepared */
     if (cin_g == 1 && cout_g <= 4 && !(KH == 1 && KW == 1))
         return 0; /* depthwise / direct loop: no GEMM */
     const size_t per = etch_opt_sgemm_packed_size(NULL, true, cout_g, K);
     if (per == 0 || (double)per * (double)groups > 0x1p40)
         return 0;
-    const size_t bytes = PREP_DATA + per * (size_t)groups;
-    if (!buf)
+    size_t bytes = PREP_DATA + per * (size_t)groups;
+    if (!buf) {
+        /* measuring (the weight unbound): the call may turn out blocked */
+        if (!w->data && nchwc && PREP_DATA + nchwc * sizeof(float) > bytes)
+            bytes = PREP_DATA + nchwc * sizeof(float);
         return bytes;
+    }
     if (cap < bytes || ((uintptr_t)buf & 63))
         return 0;
     conv_prep *h = (conv_prep *)buf;
     memset(buf, 0, PREP_DATA); /* header and the gap after it: buffers compare bytewise */
     h->magic = PREP_MAGIC;
+    h->kind = PREP_GEMM;
     h->w = w->data;
     for (unsigned i = 0; i < w->dim; i++)
         h->sizes[i] = w->sizes[i];

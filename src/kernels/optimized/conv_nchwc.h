@@ -1,0 +1,64 @@
+/* Internal interface of the channel-blocked (NCHW8c) convolution, groups == 1 (conv_nchwc*.c;
+ * the entry point etch_opt_conv_nchwc is declared in opt_conv.h).
+ *
+ * Packed weight ("NCHWc pack"), the same for every ISA: output channels padded to Cp, a
+ * multiple of 8, in tiles of 16 (the last one 8 wide when Cp % 16 == 8). Tile t (starting at
+ * t * 16 * C_in * KH * KW floats) holds, for each input-channel block b of cb lanes (8, or
+ * C_in % 8 for the last block of an NCHW input), at b * 8 * KH * KW * oct from the tile:
+ *     [kh][kw][lane < cb][oct]        oct = the tile's width (16 or 8)
+ * Channels past C_out are zeros. */
+#ifndef ETCH_KERNELS_OPTIMIZED_CONV_NCHWC_H
+#define ETCH_KERNELS_OPTIMIZED_CONV_NCHWC_H
+
+#include "kernels/optimized/opt_conv.h"
+
+#define NCHWC_MR 6  /* output pixels per register tile */
+#define NCHWC_OCT 16 /* output channels per tile (the last may be 8) */
+
+/* Floats of the NCHWc pack of a [C_out, C_in, KH, KW] weight; 0 when it would not fit in
+ * memory. */
+size_t etch_nchwc_packed_floats(int64_t C_out, int64_t C_in, int64_t KH, int64_t KW);
+/* Pack tiles [t0, t1) of the OIHW weight w into dst (which receives tile t0 first). */
+void etch_nchwc_pack(const float *w, int64_t C_out, int64_t C_in, int64_t KH, int64_t KW,
+                     int64_t t0, int64_t t1, float *dst);
+
+/* The NCHWc pack conv.c's prepare function made for this call (checked against it), or NULL
+ * (conv.c). */
+const float *etch_opt_conv_prep_nchwc(const conv_shape *s);
+
+/* One register tile: np (1..NCHWC_MR) consecutive output pixels of one output row, times the
+ * oct (16 or 8) output channels of one tile; every pixel shares the window taps
+ * [kh0, kh0 + nkh) x [kw0, kw0 + nkw) (the caller clips them at the image's borders; an empty
+ * window gives the bias alone).
+ *   out[pixel j][channel c] = bias[c] + sum over blocks b, taps kh, kw (in that order), lanes
+ *                             l < cb of in[j*ps + b*bs + kh*khs + kw*kws + l*ls] * w(...)
+ * then clamped to [lo, hi] when act is set (relu: [0, +inf]; NaN passes through). Each value
+ * depends only on its inputs and the ISA, never on np or the tile's place. */
+typedef struct nchwc_tile {
+    const float *in;   /* input of pixel 0 at block 0, tap (kh0, kw0), lane 0 */
+    const float *w;    /* the tile's packed weights (its start) */
+    const float *bias; /* oct values (never NULL) */
+    float *out;        /* blocked: pixel 0 of the tile's first block; NCHW: channel 0, pixel 0 */
+    int64_t ps, ls, bs, khs, kws; /* input strides (floats): pixel, lane, block, kh, kw step */
+    int64_t nb;                   /* input channel blocks */
+    int64_t KW;                   /* the kernel's full width (weight indexing) */
+    int64_t wbs;                  /* weight block stride: 8 * KH * KW * oct */
+    int64_t kh0, kw0, nkh, nkw;   /* the window taps used */
+    int64_t obs;                  /* blocked output: the second block's offset from the first;
+                                     NCHW output: the channel plane stride */
+    int cb_last;                  /* lanes of the last block (8 but for an NCHW input) */
+    int oct;                      /* 16 or 8 */
+    int np;                       /* pixels, 1..NCHWC_MR */
+    int oc_valid;                 /* NCHW output: channels to store (<= oct) */
+    bool out_nchw;                /* NCHW output: pixel stride 1, channel stride obs */
+    bool act;                     /* clamp to [lo, hi] */
+    float lo, hi;
+} nchwc_tile;
+
+typedef void (*nchwc_tile_fn)(const nchwc_tile *t);
+
+void etch_nchwc_tile_scalar(const nchwc_tile *t);
+void etch_nchwc_tile_avx2(const nchwc_tile *t);
+void etch_nchwc_tile_neon(const nchwc_tile *t);
+
+#endif
