@@ -3,6 +3,7 @@
 #include "kernels/optimized/opt.h"
 #include "kernels/optimized/opt_conv.h"
 #include "kernels/optimized/opt_eltwise.h"
+#include "kernels/optimized/nchwc.h"
 
 /* Element-wise kernels: when every tensor argument (inputs, out, return slot) has the same
  * 4-D shape, element i of the output depends only on element i of each input, whatever order
@@ -45,6 +46,9 @@ etch_status etch_opt_register_layouts(void) {
         {etch_opt_clamp_out, same_shape_layout},    {etch_opt_sigmoid_out, same_shape_layout},
         {etch_opt_silu_out, same_shape_layout},     {etch_opt_gelu_out, same_shape_layout},
         {etch_opt_neg_out, same_shape_layout},      {etch_opt_tanh_out, same_shape_layout},
+        {etch_opt_max_pool2d_with_indices_out, etch_opt_max_pool2d_layout},
+        {etch_opt_adaptive_avg_pool2d_out, etch_opt_adaptive_avg_pool2d_layout},
+        {etch_opt_mean_out, etch_opt_mean_layout},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         etch_status st = etch_kernels_register_layout(table[i].kernel, table[i].layout);

@@ -6,11 +6,15 @@
  *    kernel's (mean 0, rstd NaN).
  *  - mean.out: Float self and out contiguous, dtype None or Float, a non-empty dim list that
  *    names each of the last k dims once (any order, negative allowed): out = row sums / count.
+ *    A channel-blocked self (NCHW8c, etch/kernel.h; etch_opt_mean_layout) reduced over H and W:
+ *    the portable kernel's double sums in its order (partial sums of 128 pixels), so equal to
+ *    it bit for bit; the NCHW path above sums in float (relative difference ~1e-6 from it).
  * Everything else calls the portable kernel. */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/optimized/eltwise_util.h"
+#include "kernels/optimized/nchwc.h"
 #include "kernels/portable/portable_nn.h"
 
 typedef struct ln_job {
@@ -158,7 +162,91 @@ static bool mean_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs)
     return true;
 }
 
+/* ---- mean over H and W of a channel-blocked self ------------------------------------------ */
+
+/* A dim list naming dims 2 and 3 of a 4-D tensor (any order, negative allowed). */
+static bool hw_dims(etch_value *v) {
+    if (!v || v->tag != ETCH_VALUE_INT_LIST || v->u.list.len != 2 || !v->u.list.items ||
+        !v->u.list.scratch)
+        return false;
+    size_t len = 0;
+    const int64_t *d = etch_value_int_list(v, &len);
+    if (!d || len != 2)
+        return false;
+    uint32_t mask = 0;
+    for (size_t i = 0; i < 2; i++) {
+        if (d[i] < -4 || d[i] > 3)
+            return false;
+        mask |= 1u << (d[i] < 0 ? d[i] + 4 : d[i]);
+    }
+    return mask == 0xcu;
+}
+
+/* A 4-D float tensor with sizes in [1, 2^30) and channels a multiple of ETCH_BLOCK_C (data
+ * not looked at). */
+static const etch_tensor *blockable_f32(const etch_value *v) {
+    if (!v || v->tag != ETCH_VALUE_TENSOR || !v->u.tensor)
+        return NULL;
+    const etch_tensor *t = v->u.tensor;
+    if (t->dtype != ETCH_DTYPE_FLOAT || t->dim != 4 || !etch_tensor_is_contiguous(t) ||
+        t->sizes[1] % ETCH_BLOCK_C != 0)
+        return NULL;
+    for (unsigned i = 0; i < 4; i++)
+        if (t->sizes[i] < 1 || t->sizes[i] > ETCH_OPT_SIZE_LIMIT)
+            return NULL;
+    return t;
+}
+
+void etch_opt_mean_layout(etch_kernel_context *ctx, etch_value **args, size_t nargs,
+                          uint64_t *may, uint64_t *tied) {
+    (void)ctx;
+    *may = 0;
+    *tied = 0;
+    if (nargs < 5 || !args[2] || args[2]->tag != ETCH_VALUE_BOOL || !args[3] ||
+        args[3]->tag != ETCH_VALUE_NONE || !args[4] || args[4]->tag != ETCH_VALUE_TENSOR ||
+        args[4] == args[0])
+        return;
+    const etch_tensor *in = blockable_f32(args[0]), *out = args[4]->u.tensor;
+    if (!in || !out || out->dtype != ETCH_DTYPE_FLOAT || !hw_dims(args[1]))
+        return;
+    const bool keep = args[2]->u.b;
+    if (out->dim != (keep ? 4u : 2u) || out->sizes[0] != in->sizes[0] ||
+        out->sizes[1] != in->sizes[1] || (keep && (out->sizes[2] != 1 || out->sizes[3] != 1)))
+        return;
+    *may = 1u << 0;
+}
+
+static void mean_blocked(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
+    etch_tensor *in = nargs >= 5 ? etch_opt_fast_tensor(args[0], ETCH_DTYPE_FLOAT, true) : NULL;
+    etch_tensor *out = in ? etch_opt_fast_tensor(args[4], ETCH_DTYPE_FLOAT, true) : NULL;
+    bool ok = out && etch_kernel_blocked_args(ctx) == 1u && blockable_f32(args[0]) &&
+              hw_dims(args[1]) && args[2] && args[2]->tag == ETCH_VALUE_BOOL && args[3] &&
+              args[3]->tag == ETCH_VALUE_NONE;
+    if (ok) {
+        const int64_t osz[4] = {in->sizes[0], in->sizes[1], 1, 1};
+        if (etch_kernel_resize(ctx, out, args[2]->u.b ? 4 : 2, osz) != ETCH_OK)
+            return;
+        const char *o = (const char *)out->data, *i = (const char *)in->data;
+        ok = o && !(o < i + etch_tensor_nbytes(in) && i < o + etch_tensor_nbytes(out));
+    }
+    if (!ok) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "channel-blocked mean: arguments changed since load (a 4-D float self "
+                         "with channels a multiple of %d reduced over dims 2 and 3, dtype None, "
+                         "a float out apart from the input)",
+                         ETCH_BLOCK_C);
+        return;
+    }
+    nchwc_mean_job j = {in->sizes[2] * in->sizes[3], (const float *)in->data,
+                        (float *)out->data, true};
+    etch_opt_nchwc_mean(ctx, &j, in->sizes[0] * (in->sizes[1] / ETCH_BLOCK_C));
+}
+
 ETCH_OPT_KERNEL(mean_out) {
+    if (etch_kernel_blocked_args(ctx)) {
+        mean_blocked(ctx, args, nargs);
+        return;
+    }
     if (!mean_fast(ctx, args, nargs))
         etch_portable_mean_out(ctx, args, nargs);
 }

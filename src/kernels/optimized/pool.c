@@ -8,10 +8,17 @@
  * The results equal the portable kernels' bit for bit: the same choice of maximum (the first
  * one, or the last NaN) and the same double-precision sums in the same order. Other dtypes,
  * dim orders and argument errors go to the portable kernels.
+ *
+ * Channel-blocked (NCHW8c) tensors (etch/kernel.h; layout functions at the end): max pooling
+ * with self, out and indices blocked, and the 1x1 adaptive average pool of a blocked self
+ * (its output stays NCHW), through the row functions of nchwc.h; same values and indices as
+ * the portable kernels, bit for bit. A blocked call whose arguments no longer fit fails (no
+ * fallback can read a blocked tensor).
  */
 #include <math.h>
 #include <string.h>
 
+#include "kernels/optimized/nchwc.h"
 #include "kernels/optimized/opt_conv.h"
 #include "kernels/portable/portable.h"
 #include "kernels/portable/portable_nn.h"
@@ -158,7 +165,134 @@ static int64_t pool_out_size(int64_t in, int64_t k, int64_t p, int64_t s, int64_
     return o;
 }
 
+/* ---- channel-blocked max pooling ---------------------------------------------------------- */
+
+/* A tensor of `dtype` with 4 dims, each in [1, LIMIT] (data not looked at: layout time). */
+static const etch_tensor *shape4(const etch_value *v, int dtype) {
+    if (!v || v->tag != ETCH_VALUE_TENSOR || !v->u.tensor)
+        return NULL;
+    const etch_tensor *t = v->u.tensor;
+    if (t->dtype != dtype || t->dim != 4 || !etch_tensor_is_contiguous(t))
+        return NULL;
+    for (unsigned i = 0; i < 4; i++)
+        if (t->sizes[i] < 1 || t->sizes[i] > LIMIT)
+            return NULL;
+    return t;
+}
+
+typedef struct maxpool_win {
+    int64_t k[2], s[2], p[2], d[2], OH, OW;
+} maxpool_win;
+
+/* The window arguments args[1..5] of a max pooling over H x W planes, as the blocked kernel
+ * takes them (those of the NCHW fast path, plus 32-bit plane indices to spare). */
+static bool maxpool_window(etch_value **args, int64_t H, int64_t W, maxpool_win *m) {
+    bool empty = false;
+    for (int i = 0; i < 2; i++) {
+        m->k[i] = m->s[i] = m->d[i] = 1;
+        m->p[i] = 0;
+    }
+    if (!args[5] || args[5]->tag != ETCH_VALUE_BOOL || !pair(args[1], false, 1, m->k, NULL) ||
+        !pair(args[2], true, 1, m->s, &empty))
+        return false;
+    if (empty) {
+        m->s[0] = m->k[0];
+        m->s[1] = m->k[1];
+    }
+    if (!pair(args[3], false, 0, m->p, NULL) || !pair(args[4], false, 1, m->d, NULL) ||
+        m->p[0] > m->k[0] / 2 || m->p[1] > m->k[1] / 2)
+        return false;
+    const bool ceil_mode = args[5]->u.b;
+    m->OH = pool_out_size(H, m->k[0], m->p[0], m->s[0], m->d[0], ceil_mode);
+    m->OW = pool_out_size(W, m->k[1], m->p[1], m->s[1], m->d[1], ceil_mode);
+    /* indices (and the first window position) as int32 lanes */
+    const double span = ((double)H + (double)m->k[0] * (double)m->d[0]) *
+                        ((double)W + (double)m->k[1] * (double)m->d[1]);
+    return m->OH >= 1 && m->OW >= 1 && span < 2147483647.0;
+}
+
+void etch_opt_max_pool2d_layout(etch_kernel_context *ctx, etch_value **args, size_t nargs,
+                                uint64_t *may, uint64_t *tied) {
+    (void)ctx;
+    *may = 0;
+    *tied = 0;
+    if (nargs != 9)
+        return;
+    const etch_tensor *in = shape4(args[0], ETCH_DTYPE_FLOAT);
+    const etch_tensor *out = shape4(args[6], ETCH_DTYPE_FLOAT);
+    const etch_tensor *ix = shape4(args[7], ETCH_DTYPE_LONG);
+    maxpool_win m;
+    if (!in || !out || !ix || args[6] == args[0] || args[7] == args[0] || args[7] == args[6] ||
+        in->sizes[1] % ETCH_BLOCK_C != 0 ||
+        !maxpool_window(args, in->sizes[2], in->sizes[3], &m))
+        return;
+    const int64_t osz[4] = {in->sizes[0], in->sizes[1], m.OH, m.OW};
+    for (unsigned i = 0; i < 4; i++)
+        if (out->sizes[i] != osz[i] || ix->sizes[i] != osz[i])
+            return;
+    const uint64_t bits = (1u << 0) | (1u << 6) | (1u << 7);
+    *tied = bits;
+    *may = bits;
+    if (args[8] && args[8]->tag == ETCH_VALUE_TENSOR_LIST)
+        *may |= 1u << 8;
+}
+
+typedef struct maxpool_call {
+    const nchwc_rows *rows;
+    nchwc_maxpool_job job;
+} maxpool_call;
+
+static void maxpool_blocked_rows(void *arg, int64_t r0, int64_t r1) {
+    const maxpool_call *c = (const maxpool_call *)arg;
+    c->rows->maxpool(&c->job, r0, r1);
+}
+
+static void max_pool_blocked(etch_kernel_context *ctx, etch_value **args, size_t nargs,
+                             uint64_t blocked) {
+    const uint64_t bits = (1u << 0) | (1u << 6) | (1u << 7);
+    etch_tensor *in = nargs >= 8 ? dense_tensor(args[0], ETCH_DTYPE_FLOAT) : NULL;
+    etch_tensor *out = in ? etch_opt_fast_tensor(args[6], ETCH_DTYPE_FLOAT, true) : NULL;
+    etch_tensor *idx = out ? etch_opt_fast_tensor(args[7], ETCH_DTYPE_LONG, true) : NULL;
+    maxpool_win m;
+    bool ok = idx && (blocked & bits) == bits && in->dim == 4 &&
+              in->sizes[1] % ETCH_BLOCK_C == 0 && in->sizes[0] > 0 && in->sizes[1] > 0 &&
+              in->sizes[2] > 0 && in->sizes[3] > 0 &&
+              maxpool_window(args, in->sizes[2], in->sizes[3], &m);
+    if (ok) {
+        const int64_t osz[4] = {in->sizes[0], in->sizes[1], m.OH, m.OW};
+        if (etch_kernel_resize(ctx, out, 4, osz) != ETCH_OK ||
+            etch_kernel_resize(ctx, idx, 4, osz) != ETCH_OK)
+            return;
+        ok = out->data && idx->data && !overlaps(out, in) && !overlaps(idx, in) &&
+             !overlaps(idx, out);
+    }
+    if (!ok) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "channel-blocked max pooling: arguments changed since load (a 4-D float "
+                         "self with channels a multiple of %d, blocked out and indices, the "
+                         "window of the load-time check, outputs apart from the input)",
+                         ETCH_BLOCK_C);
+        return;
+    }
+    maxpool_call c;
+    c.rows = etch_opt_nchwc_rows();
+    c.job = (nchwc_maxpool_job){.H = in->sizes[2], .W = in->sizes[3], .OH = m.OH, .OW = m.OW,
+                                .kh = m.k[0], .kw = m.k[1], .sh = m.s[0], .sw = m.s[1],
+                                .ph = m.p[0], .pw = m.p[1], .dh = m.d[0], .dw = m.d[1],
+                                .in = (const float *)in->data, .out = (float *)out->data,
+                                .idx = (int64_t *)idx->data};
+    const int64_t rows = in->sizes[0] * (in->sizes[1] / ETCH_BLOCK_C) * m.OH;
+    etch_kernel_parallel_for(ctx, rows,
+                             pool_grain((double)m.OW * (double)m.k[0] * (double)m.k[1] * 8.0),
+                             maxpool_blocked_rows, &c);
+}
+
 ETCH_OPT_KERNEL(max_pool2d_with_indices_out) {
+    const uint64_t blocked = etch_kernel_blocked_args(ctx);
+    if (blocked) {
+        max_pool_blocked(ctx, args, nargs, blocked);
+        return;
+    }
     etch_tensor *in = nargs >= 8 ? dense_tensor(args[0], ETCH_DTYPE_FLOAT) : NULL;
     etch_tensor *out = in ? dense_tensor(args[6], ETCH_DTYPE_FLOAT) : NULL;
     etch_tensor *idx = out ? dense_tensor(args[7], ETCH_DTYPE_LONG) : NULL;
@@ -318,7 +452,60 @@ static void adapool_planes(void *arg, int64_t p0, int64_t p1) {
     }
 }
 
+/* ---- channel-blocked global average pool (output 1x1) ----------------------------------- */
+
+static bool unit_output_size(etch_value *v) {
+    int64_t os[2] = {0, 0};
+    return v && v->tag == ETCH_VALUE_INT_LIST && v->u.list.len == 2 &&
+           pair(v, false, 1, os, NULL) && os[0] == 1 && os[1] == 1;
+}
+
+void etch_opt_adaptive_avg_pool2d_layout(etch_kernel_context *ctx, etch_value **args,
+                                         size_t nargs, uint64_t *may, uint64_t *tied) {
+    (void)ctx;
+    *may = 0;
+    *tied = 0;
+    if (nargs != 4)
+        return;
+    const etch_tensor *in = shape4(args[0], ETCH_DTYPE_FLOAT);
+    const etch_tensor *out = shape4(args[2], ETCH_DTYPE_FLOAT);
+    if (in && out && args[2] != args[0] && in->sizes[1] % ETCH_BLOCK_C == 0 &&
+        unit_output_size(args[1]) && out->sizes[0] == in->sizes[0] &&
+        out->sizes[1] == in->sizes[1] && out->sizes[2] == 1 && out->sizes[3] == 1)
+        *may = 1u << 0;
+}
+
+static void adaptive_avg_blocked(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
+    etch_tensor *in = nargs >= 3 ? dense_tensor(args[0], ETCH_DTYPE_FLOAT) : NULL;
+    etch_tensor *out = in ? etch_opt_fast_tensor(args[2], ETCH_DTYPE_FLOAT, true) : NULL;
+    bool ok = out && etch_kernel_blocked_args(ctx) == 1u && in->dim == 4 &&
+              in->sizes[1] % ETCH_BLOCK_C == 0 && in->sizes[0] > 0 && in->sizes[1] > 0 &&
+              in->sizes[2] > 0 && in->sizes[3] > 0 && unit_output_size(args[1]);
+    if (ok) {
+        const int64_t osz[4] = {in->sizes[0], in->sizes[1], 1, 1};
+        if (etch_kernel_resize(ctx, out, 4, osz) != ETCH_OK)
+            return;
+        ok = out->data && !overlaps(out, in);
+    }
+    if (!ok) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "channel-blocked adaptive average pool: arguments changed since load "
+                         "(a 4-D float self with channels a multiple of %d, output size 1x1, an "
+                         "NCHW out apart from the input)",
+                         ETCH_BLOCK_C);
+        return;
+    }
+    /* the portable kernel's order: one double sum over the plane, h-major */
+    nchwc_mean_job j = {in->sizes[2] * in->sizes[3], (const float *)in->data,
+                        (float *)out->data, false};
+    etch_opt_nchwc_mean(ctx, &j, in->sizes[0] * (in->sizes[1] / ETCH_BLOCK_C));
+}
+
 ETCH_OPT_KERNEL(adaptive_avg_pool2d_out) {
+    if (etch_kernel_blocked_args(ctx)) {
+        adaptive_avg_blocked(ctx, args, nargs);
+        return;
+    }
     etch_tensor *in = nargs >= 3 ? dense_tensor(args[0], ETCH_DTYPE_FLOAT) : NULL;
     etch_tensor *out = in ? dense_tensor(args[2], ETCH_DTYPE_FLOAT) : NULL;
     int64_t planes = 0, H = 0, W = 0, os[2] = {0, 0};
