@@ -68,16 +68,15 @@ void etch_nchwc_tile_scalar(const nchwc_tile *t) {
             acc[j][c] = t->bias[c];
     for (int64_t b = 0; b < t->nb; b++) {
         const int64_t cb = b == t->nb - 1 ? t->cb_last : 8;
-        const float *ib = t->in + b * t->bs;
         for (int64_t kh = 0; kh < t->nkh; kh++) {
             for (int64_t kw = 0; kw < t->nkw; kw++) {
-                const float *ip = ib + kh * t->khs + kw * t->kws;
+                const int64_t off = b * t->bs + kh * t->khs + kw * t->kws;
                 const float *wp = t->w + b * t->wbs +
                                   (((t->kh0 + kh) * t->KW + t->kw0 + kw) * cb) * oct;
                 for (int64_t l = 0; l < cb; l++) {
                     const float *wl = wp + l * oct;
                     for (int j = 0; j < np; j++) {
-                        const float x = ip[j * t->ps + l * t->ls];
+                        const float x = t->px[j][off + l * t->ls];
                         for (int c = 0; c < oct; c++)
                             acc[j][c] += x * wl[c];
                     }
@@ -118,7 +117,7 @@ static void tile_direct(const nchwc_tile *t, const float *w_oihw, int64_t oc0, i
                 const int64_t cb = b == t->nb - 1 ? t->cb_last : 8;
                 for (int64_t kh = 0; kh < t->nkh; kh++)
                     for (int64_t kw = 0; kw < t->nkw; kw++) {
-                        const float *ip = t->in + j * t->ps + b * t->bs + kh * t->khs + kw * t->kws;
+                        const float *ip = t->px[j] + b * t->bs + kh * t->khs + kw * t->kws;
                         const float *wp =
                             w_oihw + ((oc * C_in + b * 8) * KH + t->kh0 + kh) * KW + t->kw0 + kw;
                         for (int64_t l = 0; l < cb; l++)
@@ -157,119 +156,249 @@ static nchwc_tile_fn tile_fn(void) {
     }
 }
 
-#define FLAT_ROW 96 /* pixels per work item of a 1x1 stride-1 unpadded convolution */
+#define CHUNK 96 /* output pixels per work item when every window is inside the input */
 
 typedef struct nchwc_job {
-    const conv_shape *s;
-    nchwc_tile_fn fn;   /* NULL: tile_direct on s->w */
-    const float *wpack; /* tiles [t0, t0 + nt) of the pack */
+    const conv_shape *s; /* in/out: the image being run (N = 1) when `padded` */
+    nchwc_tile_fn fn;    /* NULL: tile_direct on s->w */
+    const float *wpack;  /* tiles [t0, t0 + nt) of the pack */
     int64_t t0, nt, Cp;
-    int64_t rows;             /* items per (image, tile): OH, or flat pixel ranges */
-    bool flat;                /* 1x1, stride 1, no padding: the plane as one row */
+    int64_t items;             /* per (image, tile): pixel chunks (full) or output rows */
+    bool full;                 /* every window inside s->in (no padding): pixel chunks */
+    bool chunk_major;          /* items ordered (image, chunk, tile), else (image, tile, chunk) */
     bool in_blocked, out_blocked;
-    bool act;                 /* relu / clamp in the tiles */
+    bool act;                  /* relu / clamp in the tiles */
     float lo, hi;
-    const etch_epilogue *post; /* any other activation: per finished row */
+    const etch_epilogue *post; /* any other activation: per finished item */
 } nchwc_job;
 
+/* The tile fields that depend on the channel tile only; returns the output of image n,
+ * pixel 0 of the tile's first block (blocked) or channel (NCHW). */
+static float *tile_setup(const nchwc_job *j, nchwc_tile *tt, float bias[NCHWC_OCT], int64_t n,
+                         int64_t tl) {
+    const conv_shape *s = j->s;
+    const int64_t E = j->in_blocked ? 8 : 1, HWi = s->IH * s->IW, HWo = s->OH * s->OW;
+    const int64_t KK = s->KH * s->KW;
+    const int64_t t = j->t0 + tl, oct = imin(NCHWC_OCT, j->Cp - t * NCHWC_OCT);
+    const int64_t oc_valid = imin(oct, s->C_out - t * NCHWC_OCT);
+    for (int64_t c = 0; c < NCHWC_OCT; c++)
+        bias[c] = s->bias && c < oc_valid ? s->bias[t * NCHWC_OCT + c] : 0.0f;
+    memset(tt, 0, sizeof *tt);
+    tt->ls = j->in_blocked ? 1 : HWi;
+    tt->bs = 8 * HWi;
+    tt->khs = s->dh * s->IW * E;
+    tt->kws = s->dw * E;
+    tt->nb = (s->C_in + 7) / 8;
+    tt->cb_last = (int)(s->C_in - (tt->nb - 1) * 8);
+    tt->KW = s->KW;
+    tt->out_nchw = !j->out_blocked;
+    tt->act = j->act;
+    tt->lo = j->lo;
+    tt->hi = j->hi;
+    tt->w = j->wpack ? j->wpack + tl * NCHWC_OCT * s->C_in * KK : NULL;
+    tt->bias = bias;
+    tt->wbs = 8 * KK * oct;
+    tt->oct = (int)oct;
+    tt->oc_valid = (int)oc_valid;
+    if (j->out_blocked) {
+        tt->obs = HWo * 8;
+        return s->out + (n * (s->C_out / 8) + t * 2) * HWo * 8;
+    }
+    tt->obs = HWo;
+    return s->out + (n * s->C_out + t * NCHWC_OCT) * HWo;
+}
+
+static void run_tile(const nchwc_job *j, const nchwc_tile *tt, int64_t t) {
+    if (j->fn)
+        j->fn(tt);
+    else
+        tile_direct(tt, j->s->w, t * NCHWC_OCT, j->s->C_in, j->s->KH);
+}
+
+/* The activation of output pixels [p0, p1) of one tile. */
+static void post_range(const nchwc_job *j, const nchwc_tile *tt, float *o, int64_t p0,
+                       int64_t p1) {
+    const int64_t HWo = j->s->OH * j->s->OW;
+    if (j->out_blocked)
+        for (int64_t q = 0; q < tt->oct / 8; q++)
+            etch_opt_apply_epilogue(j->post, o + q * HWo * 8 + p0 * 8, (p1 - p0) * 8);
+    else
+        for (int64_t c = 0; c < tt->oc_valid; c++)
+            etch_opt_apply_epilogue(j->post, o + c * HWo + p0, p1 - p0);
+}
+
+/* Pixels [a, b) in register tiles of as equal a width as can be: the width of the tile that
+ * starts at pixel p. */
+static int64_t tile_width(int64_t a, int64_t b, int64_t p) {
+    const int64_t n = b - a, tiles = (n + NCHWC_MR - 1) / NCHWC_MR;
+    const int64_t base = n / tiles, extra = n % tiles; /* `extra` tiles of base + 1 first */
+    const int64_t k = p - a;
+    return k < extra * (base + 1) ? base + 1 : base;
+}
+
+/* Every window inside the input: items are ranges of about CHUNK pixels of the output plane,
+ * in register tiles that may span output rows. */
+static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
+    const nchwc_job *j = (const nchwc_job *)arg;
+    const conv_shape *s = j->s;
+    const int64_t E = j->in_blocked ? 8 : 1, HWo = s->OH * s->OW;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t ch, tl, n;
+        if (j->chunk_major) {
+            tl = i % j->nt;
+            ch = i / j->nt % j->items;
+            n = i / j->nt / j->items;
+        } else {
+            ch = i % j->items;
+            tl = i / j->items % j->nt;
+            n = i / j->items / j->nt;
+        }
+        nchwc_tile tt;
+        float bias[NCHWC_OCT];
+        float *o = tile_setup(j, &tt, bias, n, tl);
+        const float *in_n = s->in + n * s->C_in * s->IH * s->IW;
+        const int64_t p0 = HWo * ch / j->items, p1 = HWo * (ch + 1) / j->items;
+        tt.nkh = s->KH;
+        tt.nkw = s->KW;
+        int64_t oh = p0 / s->OW, ow = p0 % s->OW;
+        for (int64_t p = p0; p < p1;) {
+            const int64_t np = tile_width(p0, p1, p);
+            for (int64_t q = 0; q < np; q++) {
+                tt.px[q] = in_n + (oh * s->sh * s->IW + ow * s->sw) * E;
+                if (++ow == s->OW) {
+                    ow = 0;
+                    oh++;
+                }
+            }
+            tt.np = (int)np;
+            tt.out = o + p * (j->out_blocked ? 8 : 1);
+            run_tile(j, &tt, j->t0 + tl);
+            p += np;
+        }
+        if (j->post)
+            post_range(j, &tt, o, p0, p1);
+    }
+}
+
+/* With padding and no padded copy: items are output rows; rows clip the window's taps,
+ * columns whose window leaves the image run one pixel at a time with their clipped taps. */
 static void nchwc_rows(void *arg, int64_t i0, int64_t i1) {
     const nchwc_job *j = (const nchwc_job *)arg;
     const conv_shape *s = j->s;
     const int64_t E = j->in_blocked ? 8 : 1, PE = j->out_blocked ? 8 : 1;
-    const int64_t HWi = s->IH * s->IW, HWo = s->OH * s->OW, KK = s->KH * s->KW;
-    /* the row's columns whose window lies inside the image horizontally: [lo, hi) */
-    int64_t lo = ceil_div(s->pw, s->sw);
+    /* the columns whose window lies inside the image horizontally: [lo, hi) */
     const int64_t rnum = s->IW - 1 + s->pw - (s->KW - 1) * s->dw;
-    int64_t hi = rnum >= 0 ? rnum / s->sw + 1 : 0;
-    const int64_t OWr = j->flat ? HWo : s->OW; /* a flat convolution: one row of HWo pixels */
-    lo = imin(lo, OWr);
-    hi = imin(imax(hi, lo), OWr);
-    nchwc_tile tt;
-    memset(&tt, 0, sizeof tt);
-    tt.ps = s->sw * E;
-    tt.ls = j->in_blocked ? 1 : HWi;
-    tt.bs = 8 * HWi;
-    tt.khs = s->dh * s->IW * E;
-    tt.kws = s->dw * E;
-    tt.nb = (s->C_in + 7) / 8;
-    tt.cb_last = (int)(s->C_in - (tt.nb - 1) * 8);
-    tt.KW = s->KW;
-    tt.out_nchw = !j->out_blocked;
-    tt.act = j->act;
-    tt.lo = j->lo;
-    tt.hi = j->hi;
+    const int64_t lo = imin(ceil_div(s->pw, s->sw), s->OW);
+    const int64_t hi = imin(imax(rnum >= 0 ? rnum / s->sw + 1 : 0, lo), s->OW);
     for (int64_t i = i0; i < i1; i++) {
-        const int64_t row = i % j->rows, r = i / j->rows, tl = r % j->nt, n = r / j->nt;
-        const int64_t t = j->t0 + tl, oct = imin(NCHWC_OCT, j->Cp - t * NCHWC_OCT);
-        const int64_t oc_valid = imin(oct, s->C_out - t * NCHWC_OCT);
+        const int64_t oh = i % j->items, r = i / j->items, tl = r % j->nt, n = r / j->nt;
+        nchwc_tile tt;
         float bias[NCHWC_OCT];
-        for (int64_t c = 0; c < NCHWC_OCT; c++)
-            bias[c] = s->bias && c < oc_valid ? s->bias[t * NCHWC_OCT + c] : 0.0f;
-        const int64_t oh = j->flat ? 0 : row;
-        const int64_t c0 = j->flat ? row * FLAT_ROW : 0;
-        const int64_t c1 = j->flat ? imin(HWo, c0 + FLAT_ROW) : s->OW;
-        const float *in_n = s->in + n * s->C_in * HWi;
-        tt.w = j->wpack ? j->wpack + tl * NCHWC_OCT * s->C_in * KK : NULL;
-        tt.bias = bias;
-        tt.wbs = 8 * KK * oct;
-        tt.oct = (int)oct;
-        tt.oc_valid = (int)oc_valid;
-        float *orow;
-        if (j->out_blocked) {
-            orow = s->out + ((n * (s->C_out / 8) + t * 2) * HWo + oh * s->OW) * 8;
-            tt.obs = HWo * 8;
-        } else {
-            orow = s->out + (n * s->C_out + t * NCHWC_OCT) * HWo + oh * s->OW;
-            tt.obs = HWo;
-        }
+        float *o = tile_setup(j, &tt, bias, n, tl);
+        const float *in_n = s->in + n * s->C_in * s->IH * s->IW;
         const int64_t ih_base = oh * s->sh - s->ph;
         const int64_t kh0 = imax(0, ceil_div(-ih_base, s->dh));
         const int64_t kh1 = imin(s->KH, ceil_div(s->IH - ih_base, s->dh));
-        for (int64_t ow = c0; ow < c1;) {
+        for (int64_t ow = 0; ow < s->OW;) {
             int64_t np = 1, kw0 = 0, kw1 = s->KW;
-            const int64_t iw_base = ow * s->sw - s->pw;
             if (ow >= lo && ow < hi) {
-                np = imin(NCHWC_MR, imin(hi, c1) - ow);
+                np = tile_width(lo, hi, ow);
             } else {
+                const int64_t iw_base = ow * s->sw - s->pw;
                 kw0 = imax(0, ceil_div(-iw_base, s->dw));
                 kw1 = imin(s->KW, ceil_div(s->IW - iw_base, s->dw));
             }
             tt.np = (int)np;
-            tt.out = orow + ow * PE;
+            tt.out = o + (oh * s->OW + ow) * PE;
             if (kh1 > kh0 && kw1 > kw0) {
                 tt.kh0 = kh0;
                 tt.nkh = kh1 - kh0;
                 tt.kw0 = kw0;
                 tt.nkw = kw1 - kw0;
-                /* flat: ih_base = 0 and the pixel index runs on through the rows */
-                tt.in = in_n + ((ih_base + kh0 * s->dh) * s->IW + iw_base + kw0 * s->dw) * E;
+                for (int64_t q = 0; q < np; q++)
+                    tt.px[q] = in_n + ((ih_base + kh0 * s->dh) * s->IW + (ow + q) * s->sw -
+                                       s->pw + kw0 * s->dw) * E;
             } else { /* the window misses the image: the bias alone */
                 tt.kh0 = tt.kw0 = tt.nkh = tt.nkw = 0;
-                tt.in = in_n;
+                tt.px[0] = in_n;
             }
-            if (j->fn)
-                j->fn(&tt);
-            else
-                tile_direct(&tt, s->w, t * NCHWC_OCT, s->C_in, s->KH);
+            run_tile(j, &tt, j->t0 + tl);
             ow += np;
         }
-        if (j->post) {
-            if (j->out_blocked)
-                for (int64_t q = 0; q < oct / 8; q++)
-                    etch_opt_apply_epilogue(j->post, orow + q * HWo * 8 + c0 * 8, (c1 - c0) * 8);
-            else
-                for (int64_t c = 0; c < oc_valid; c++)
-                    etch_opt_apply_epilogue(j->post, orow + c * HWo + c0, c1 - c0);
-        }
+        if (j->post)
+            post_range(j, &tt, o, oh * s->OW, (oh + 1) * s->OW);
     }
 }
 
-static void run_rows(etch_kernel_context *ctx, nchwc_job *j) {
+static void run_items(etch_kernel_context *ctx, nchwc_job *j) {
     const conv_shape *s = j->s;
-    const double per_row = (double)(j->flat ? FLAT_ROW : s->OW) * (double)s->C_in *
-                           (double)(s->KH * s->KW) * NCHWC_OCT;
-    const int64_t grain = per_row >= 65536.0 ? 1 : (int64_t)(65536.0 / (per_row > 1 ? per_row : 1));
-    etch_kernel_parallel_for(ctx, s->N * j->nt * j->rows, grain, nchwc_rows, j);
+    const double per_item = (double)(j->full ? CHUNK : s->OW) * (double)s->C_in *
+                            (double)(s->KH * s->KW) * NCHWC_OCT;
+    const int64_t grain =
+        per_item >= 65536.0 ? 1 : (int64_t)(65536.0 / (per_item > 1 ? per_item : 1));
+    etch_kernel_parallel_for(ctx, s->N * j->nt * j->items, grain,
+                             j->full ? nchwc_full : nchwc_rows, j);
+}
+
+/* ---- the padded copy of one image's input ----------------------------------------------------- */
+
+typedef struct pad_job {
+    const conv_shape *s; /* the original call */
+    const float *src;    /* image n */
+    float *dst;
+    int64_t E, Hp, Wp;
+} pad_job;
+
+/* rows of the padded image, over every plane (a channel block, or a channel of an NCHW
+ * input) */
+static void pad_rows(void *arg, int64_t r0, int64_t r1) {
+    const pad_job *p = (const pad_job *)arg;
+    const conv_shape *s = p->s;
+    const int64_t E = p->E, rowlen = p->Wp * E;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t plane = r / p->Hp, hp = r % p->Hp, ih = hp - s->ph;
+        float *d = p->dst + r * rowlen;
+        if (ih < 0 || ih >= s->IH) {
+            memset(d, 0, (size_t)rowlen * sizeof(float));
+            continue;
+        }
+        const float *src = p->src + (plane * s->IH + ih) * s->IW * E;
+        memset(d, 0, (size_t)(s->pw * E) * sizeof(float));
+        memcpy(d + s->pw * E, src, (size_t)(s->IW * E) * sizeof(float));
+        memset(d + (s->pw + s->IW) * E, 0, (size_t)((p->Wp - s->pw - s->IW) * E) * sizeof(float));
+    }
+}
+
+/* Run the tiles [j->t0, j->t0 + j->nt) over every image. */
+static void run_group(etch_kernel_context *ctx, nchwc_job *j, float *padbuf) {
+    const conv_shape *s = j->s;
+    const bool pad = s->ph > 0 || s->pw > 0;
+    j->chunk_major = s->KH * s->KW == 1; /* the input chunk is larger than a weight tile */
+    if (!pad || !padbuf) {
+        j->full = !pad;
+        j->items = j->full ? (s->OH * s->OW + CHUNK - 1) / CHUNK : s->OH;
+        run_items(ctx, j);
+        return;
+    }
+    /* one image at a time through its padded copy: every window inside it */
+    const int64_t E = j->in_blocked ? 8 : 1, planes = j->in_blocked ? s->C_in / 8 : s->C_in;
+    conv_shape img = *s;
+    img.N = 1;
+    img.IH = s->IH + 2 * s->ph;
+    img.IW = s->IW + 2 * s->pw;
+    img.ph = img.pw = 0;
+    img.in = padbuf;
+    nchwc_job jj = *j;
+    jj.s = &img;
+    jj.full = true;
+    jj.items = (s->OH * s->OW + CHUNK - 1) / CHUNK;
+    for (int64_t n = 0; n < s->N; n++) {
+        pad_job pj = {s, s->in + n * s->C_in * s->IH * s->IW, padbuf, E, img.IH, img.IW};
+        const int64_t grain = 4096 / (img.IW * E) + 1;
+        etch_kernel_parallel_for(ctx, planes * img.IH, grain, pad_rows, &pj);
+        img.out = s->out + n * s->C_out * s->OH * s->OW;
+        run_items(ctx, &jj);
+    }
 }
 
 typedef struct pack_job {
@@ -315,51 +444,47 @@ void etch_opt_conv_nchwc(etch_kernel_context *ctx, const conv_shape *s, bool in_
     } else if (e && e->act != ETCH_ACT_NONE) {
         j.post = e;
     }
-    /* 1x1, stride 1, no padding: output pixel p reads input pixel p, so the whole plane is
-     * one row, cut into FLAT_ROW-pixel items */
-    conv_shape flat = *s;
-    if (s->KH == 1 && s->KW == 1 && s->sh == 1 && s->sw == 1 && s->ph == 0 && s->pw == 0) {
-        j.flat = true;
-        j.rows = (s->OH * s->OW + FLAT_ROW - 1) / FLAT_ROW;
-        flat.IW = flat.IH * flat.IW; /* the lo/hi bounds of nchwc_rows: every pixel inside */
-        flat.IH = 1;
-        flat.OW = flat.OH * flat.OW;
-        flat.OH = 1;
-        j.s = &flat;
-    } else {
-        j.rows = s->OH;
-    }
     const int64_t ntiles = (j.Cp + NCHWC_OCT - 1) / NCHWC_OCT;
     const int64_t tile_floats = NCHWC_OCT * s->C_in * s->KH * s->KW;
     j.fn = tile_fn();
     j.wpack = etch_opt_conv_prep_nchwc(s);
     j.t0 = 0;
     j.nt = ntiles;
-    if (j.wpack) {
-        run_rows(ctx, &j);
-        return;
-    }
-    /* pack into scratch: every tile, else groups of tiles as large as scratch allows */
-    const size_t total = etch_nchwc_packed_floats(s->C_out, s->C_in, s->KH, s->KW);
-    float *buf = total ? (float *)etch_kernel_temp_try(ctx, total * sizeof(float), 64) : NULL;
+    /* the weights: prepared, else packed into scratch (every tile, else groups of tiles as
+     * large as scratch allows), else read unpacked by the scalar loop */
+    float *buf = NULL;
     int64_t g = ntiles;
-    while (!buf && total && g > 1) {
-        g = (g + 1) / 2;
-        buf = (float *)etch_kernel_temp_try(ctx, (size_t)(g * tile_floats) * sizeof(float), 64);
+    if (!j.wpack) {
+        const size_t total = etch_nchwc_packed_floats(s->C_out, s->C_in, s->KH, s->KW);
+        buf = total ? (float *)etch_kernel_temp_try(ctx, total * sizeof(float), 64) : NULL;
+        while (!buf && total && g > 1) {
+            g = (g + 1) / 2;
+            buf = (float *)etch_kernel_temp_try(ctx, (size_t)(g * tile_floats) * sizeof(float),
+                                                64);
+        }
+        if (!buf)
+            j.fn = NULL;
+        const int64_t groups = (ntiles + g - 1) / g;
+        g = (ntiles + groups - 1) / groups; /* balanced groups */
+        j.wpack = buf;
     }
-    if (!buf) { /* no scratch at all: the scalar loop on the OIHW weight */
-        j.fn = NULL;
-        run_rows(ctx, &j);
+    /* a padded copy of one image's input, when the call pads and scratch allows */
+    float *padbuf = NULL;
+    if ((s->ph > 0 || s->pw > 0) && j.fn) {
+        const double pad_floats =
+            (double)((s->C_in + 7) / 8 * 8) * (double)(s->IH + 2 * s->ph) * (double)(s->IW + 2 * s->pw);
+        if (pad_floats < 0x1p36)
+            padbuf = (float *)etch_kernel_temp_try(ctx, (size_t)pad_floats * sizeof(float), 64);
+    }
+    if (!buf) { /* prepared, or no scratch at all */
+        run_group(ctx, &j, padbuf);
         return;
     }
-    const int64_t groups = (ntiles + g - 1) / g;
-    g = (ntiles + groups - 1) / groups; /* balanced groups */
-    j.wpack = buf;
     for (int64_t t0 = 0; t0 < ntiles; t0 += g) {
         j.t0 = t0;
         j.nt = imin(g, ntiles - t0);
         pack_job pj = {s, t0, buf};
         etch_kernel_parallel_for(ctx, j.nt, 1, pack_tiles, &pj);
-        run_rows(ctx, &j);
+        run_group(ctx, &j, padbuf);
     }
 }

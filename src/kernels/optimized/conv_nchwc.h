@@ -26,20 +26,20 @@ void etch_nchwc_pack(const float *w, int64_t C_out, int64_t C_in, int64_t KH, in
  * (conv.c). */
 const float *etch_opt_conv_prep_nchwc(const conv_shape *s);
 
-/* One register tile: np (1..NCHWC_MR) consecutive output pixels of one output row, times the
- * oct (16 or 8) output channels of one tile; every pixel shares the window taps
+/* One register tile: np (1..NCHWC_MR) output pixels, consecutive in the output (p0 + j),
+ * times the oct (16 or 8) output channels of one tile; every pixel shares the window taps
  * [kh0, kh0 + nkh) x [kw0, kw0 + nkw) (the caller clips them at the image's borders; an empty
- * window gives the bias alone).
+ * window gives the bias alone). Pixel j reads its window from px[j] on:
  *   out[pixel j][channel c] = bias[c] + sum over blocks b, taps kh, kw (in that order), lanes
- *                             l < cb of in[j*ps + b*bs + kh*khs + kw*kws + l*ls] * w(...)
+ *                             l < cb of px[j][b*bs + kh*khs + kw*kws + l*ls] * w(...)
  * then clamped to [lo, hi] when act is set (relu: [0, +inf]; NaN passes through). Each value
  * depends only on its inputs and the ISA, never on np or the tile's place. */
 typedef struct nchwc_tile {
-    const float *in;   /* input of pixel 0 at block 0, tap (kh0, kw0), lane 0 */
+    const float *px[NCHWC_MR]; /* input of pixel j at block 0, tap (kh0, kw0), lane 0 */
     const float *w;    /* the tile's packed weights (its start) */
     const float *bias; /* oct values (never NULL) */
     float *out;        /* blocked: pixel 0 of the tile's first block; NCHW: channel 0, pixel 0 */
-    int64_t ps, ls, bs, khs, kws; /* input strides (floats): pixel, lane, block, kh, kw step */
+    int64_t ls, bs, khs, kws;     /* input strides (floats): lane, block, kh, kw step */
     int64_t nb;                   /* input channel blocks */
     int64_t KW;                   /* the kernel's full width (weight indexing) */
     int64_t wbs;                  /* weight block stride: 8 * KH * KW * oct */

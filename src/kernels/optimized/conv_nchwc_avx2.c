@@ -1,8 +1,8 @@
 /* AVX2 + FMA register tile of the channel-blocked convolution (conv_nchwc.h): up to 6 output
  * pixels x 16 output channels in 12 accumulators (2 ymm of weights, 1 broadcast), or x 8
- * channels in 6. Specialised on the pixel count, the tile width and the input layout (blocked
- * with a pixel stride of 8 floats, i.e. stride 1; blocked with any stride; NCHW with a lane
- * stride of H*W and a short last block), so that the accumulators stay in registers. AVX-512
+ * channels in 6. Specialised on the pixel count, the tile width and the input layout (blocked:
+ * lane stride 1, 8 lanes; NCHW: lane stride H*W, a short last block), so that the accumulators
+ * stay in registers; each pixel has its own input pointer. AVX-512
  * machines run this kernel too (conv_nchwc.c). */
 #include <immintrin.h>
 
@@ -10,58 +10,84 @@
 
 #define AI static inline __attribute__((always_inline))
 
-enum { IN_NCHW = 0, IN_BLK = 1, IN_BLK_S1 = 2 };
+enum { IN_NCHW = 0, IN_BLK = 1 };
 
-/* One lane step: the weights of lane l (two vectors, or one) against input lane l of each
- * pixel. */
-#define LANE(l, ipx, ps_, lstride)                                                             \
+/* The accumulators are named variables (pixel j: cj0, and cj1 when the tile is 16 wide), so
+ * that they stay in registers across the loops. */
+#define PIX(j, x)                                                                              \
+    do {                                                                                       \
+        if (np > (j)) {                                                                        \
+            const __m256 x_ = (x);                                                             \
+            c##j##0 = _mm256_fmadd_ps(x_, w0, c##j##0);                                        \
+            if (two)                                                                           \
+                c##j##1 = _mm256_fmadd_ps(x_, w1, c##j##1);                                    \
+        }                                                                                      \
+    } while (0)
+
+/* One lane step: the weights of lane l against input lane l of each pixel. */
+#define LANE(l, lstride)                                                                       \
     do {                                                                                       \
         const __m256 w0 = _mm256_loadu_ps(wp + (l) * oct);                                     \
         const __m256 w1 = two ? _mm256_loadu_ps(wp + (l) * oct + 8) : w0;                      \
-        for (int j = 0; j < np; j++) {                                                         \
-            const __m256 x = _mm256_broadcast_ss((ipx) + j * (ps_) + (l) * (lstride));         \
-            acc[j][0] = _mm256_fmadd_ps(x, w0, acc[j][0]);                                     \
-            if (two)                                                                           \
-                acc[j][1] = _mm256_fmadd_ps(x, w1, acc[j][1]);                                 \
-        }                                                                                      \
+        const int64_t o_ = off + (l) * (lstride);                                              \
+        PIX(0, _mm256_broadcast_ss(p0 + o_));                                                  \
+        PIX(1, _mm256_broadcast_ss(p1 + o_));                                                  \
+        PIX(2, _mm256_broadcast_ss(p2 + o_));                                                  \
+        PIX(3, _mm256_broadcast_ss(p3 + o_));                                                  \
+        PIX(4, _mm256_broadcast_ss(p4 + o_));                                                  \
+        PIX(5, _mm256_broadcast_ss(p5 + o_));                                                  \
     } while (0)
 
 AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mode) {
     const int64_t oct = two ? 16 : 8;
-    __m256 acc[NCHWC_MR][2];
     const __m256 b0 = _mm256_loadu_ps(t->bias), b1 = two ? _mm256_loadu_ps(t->bias + 8) : b0;
-    for (int j = 0; j < np; j++) {
-        acc[j][0] = b0;
-        acc[j][1] = b1;
-    }
-    const int64_t ps = mode == IN_BLK_S1 ? 8 : t->ps, ls = mode == IN_NCHW ? t->ls : 1;
+    __m256 c00 = b0, c01 = b1, c10 = b0, c11 = b1, c20 = b0, c21 = b1;
+    __m256 c30 = b0, c31 = b1, c40 = b0, c41 = b1, c50 = b0, c51 = b1;
+    /* pixels past np point at pixel 0 (never read) */
+    const float *p0 = t->px[0], *p1 = np > 1 ? t->px[1] : p0, *p2 = np > 2 ? t->px[2] : p0;
+    const float *p3 = np > 3 ? t->px[3] : p0, *p4 = np > 4 ? t->px[4] : p0;
+    const float *p5 = np > 5 ? t->px[5] : p0;
+    const int64_t ls = mode == IN_NCHW ? t->ls : 1;
     const int64_t nkh = t->nkh, nkw = t->nkw, khs = t->khs, kws = t->kws, KW = t->KW;
     for (int64_t b = 0; b < t->nb; b++) {
         const int64_t cb = mode != IN_NCHW ? 8 : (b == t->nb - 1 ? t->cb_last : 8);
-        const float *ib = t->in + b * t->bs;
         const float *wb = t->w + b * t->wbs + (t->kh0 * KW + t->kw0) * cb * oct;
+        const int64_t wkw = cb * oct, wkh = KW * cb * oct;
         for (int64_t kh = 0; kh < nkh; kh++) {
-            const float *ir = ib + kh * khs;
-            const float *wr = wb + kh * KW * cb * oct;
-            for (int64_t kw = 0; kw < nkw; kw++) {
-                const float *ip = ir + kw * kws;
-                const float *wp = wr + kw * cb * oct;
+            const float *wp = wb + kh * wkh;
+            int64_t off = b * t->bs + kh * khs;
+            for (int64_t kw = 0; kw < nkw; kw++, off += kws, wp += wkw) {
                 if (mode != IN_NCHW) {
-                    LANE(0, ip, ps, 1);
-                    LANE(1, ip, ps, 1);
-                    LANE(2, ip, ps, 1);
-                    LANE(3, ip, ps, 1);
-                    LANE(4, ip, ps, 1);
-                    LANE(5, ip, ps, 1);
-                    LANE(6, ip, ps, 1);
-                    LANE(7, ip, ps, 1);
+                    LANE(0, 1);
+                    LANE(1, 1);
+                    LANE(2, 1);
+                    LANE(3, 1);
+                    LANE(4, 1);
+                    LANE(5, 1);
+                    LANE(6, 1);
+                    LANE(7, 1);
                 } else {
-                    for (int64_t l = 0; l < cb; l++)
-                        LANE(l, ip, ps, ls);
+                    LANE(0, ls);
+                    if (cb > 1)
+                        LANE(1, ls);
+                    if (cb > 2)
+                        LANE(2, ls);
+                    if (cb > 3)
+                        LANE(3, ls);
+                    if (cb > 4)
+                        LANE(4, ls);
+                    if (cb > 5)
+                        LANE(5, ls);
+                    if (cb > 6)
+                        LANE(6, ls);
+                    if (cb > 7)
+                        LANE(7, ls);
                 }
             }
         }
     }
+    __m256 acc[NCHWC_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
+                               {c30, c31}, {c40, c41}, {c50, c51}};
     if (t->act) {
         const __m256 lo = _mm256_set1_ps(t->lo), hi = _mm256_set1_ps(t->hi);
         for (int j = 0; j < np; j++) {
@@ -88,6 +114,7 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
     }
 }
 #undef LANE
+#undef PIX
 
 #define INST(np, two, mode)                                                                    \
     static void tile_##np##_##two##_##mode(const nchwc_tile *t) { tile_impl(t, np, two, mode); }
@@ -96,20 +123,18 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
     INST(5, two, mode) INST(6, two, mode)
 INST_NP(0, 0)
 INST_NP(0, 1)
-INST_NP(0, 2)
 INST_NP(1, 0)
 INST_NP(1, 1)
-INST_NP(1, 2)
 
 #define ROW(two, mode)                                                                         \
     {tile_1_##two##_##mode, tile_2_##two##_##mode, tile_3_##two##_##mode,                     \
      tile_4_##two##_##mode, tile_5_##two##_##mode, tile_6_##two##_##mode}
-static const nchwc_tile_fn tiles[2][3][NCHWC_MR] = {
-    {ROW(0, 0), ROW(0, 1), ROW(0, 2)},
-    {ROW(1, 0), ROW(1, 1), ROW(1, 2)},
+static const nchwc_tile_fn tiles[2][2][NCHWC_MR] = {
+    {ROW(0, 0), ROW(0, 1)},
+    {ROW(1, 0), ROW(1, 1)},
 };
 
 void etch_nchwc_tile_avx2(const nchwc_tile *t) {
-    const int mode = t->ls != 1 || t->cb_last != 8 ? IN_NCHW : (t->ps == 8 ? IN_BLK_S1 : IN_BLK);
+    const int mode = t->ls != 1 || t->cb_last != 8 ? IN_NCHW : IN_BLK;
     tiles[t->oct == 16][mode][t->np - 1](t);
 }
