@@ -4,8 +4,12 @@
  * (addmm), activations 64 x K row-major.
  *
  * Usage: bench_layers [--model transformer|llama] [--threads 1|2] [--reps N] [--isa NAME]
+ *                     [--kc N] [--pf N]
  * Prints per-shape and total time (best of reps): one thread in the thread's CPU time, two
- * threads in wall time (see bench_gemm.c). */
+ * threads in wall time (see bench_gemm.c). --kc N: also runs the active instruction set's
+ * building blocks with depth block N (--pf N: prefetching prepacked B N panels ahead, 0:
+ * not), alternating with the default rep by rep (a tuning aid: the same weights packed for
+ * each), and prints both. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +52,7 @@ static const layer_gemm llama[] = {{256, 256, 0}, {256, 128, 0}, {256, 128, 0}, 
 int main(int argc, char **argv) {
     const layer_gemm *g = transformer;
     int ng = 4, threads = 1, reps = 200;
+    long kc2 = 0, pf2 = -1;
     const char *name = "transformer";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
@@ -71,6 +76,18 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "bench_layers: --reps wants 1..100000\n");
                 return 2;
             }
+        } else if (strcmp(argv[i], "--kc") == 0 && i + 1 < argc) {
+            kc2 = atol(argv[++i]);
+            if (kc2 < 8 || kc2 > 4096) {
+                fprintf(stderr, "bench_layers: --kc wants 8..4096\n");
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--pf") == 0 && i + 1 < argc) {
+            pf2 = atol(argv[++i]);
+            if (pf2 < 0 || pf2 > 64) {
+                fprintf(stderr, "bench_layers: --pf wants 0..64\n");
+                return 2;
+            }
         } else if (strcmp(argv[i], "--isa") == 0 && i + 1 < argc) {
             etch_isa isa;
             if (etch_isa_parse(argv[++i], &isa) != ETCH_OK || etch_isa_set(isa) != ETCH_OK) {
@@ -79,7 +96,7 @@ int main(int argc, char **argv) {
             }
         } else {
             fprintf(stderr, "usage: bench_layers [--model transformer|llama] [--threads 1|2] "
-                            "[--reps N] [--isa NAME]\n");
+                            "[--reps N] [--isa NAME] [--kc N] [--pf N]\n");
             return 2;
         }
     }
@@ -95,11 +112,20 @@ int main(int argc, char **argv) {
     float *act = aligned_alloc(64, (size_t)ROWS * 2048 * 4);
     float *out = aligned_alloc(64, (size_t)ROWS * 2048 * 4);
     fill(act, (size_t)ROWS * 2048, 7);
-    etch_sgemm_packed pk[LAYERS][8];
+    /* config 0: the active instruction set; 1: the same with depth block kc2 */
+    etch_sgemm_isa isas[2];
+    isas[0] = *etch_sgemm_isa_for((int)etch_isa_active());
+    isas[1] = isas[0];
+    if (kc2)
+        isas[1].kc = kc2;
+    if (pf2 >= 0)
+        isas[1].pf_b = (int)pf2;
+    const int nconf = kc2 || pf2 >= 0 ? 2 : 1;
+    etch_sgemm_packed pk[2][LAYERS][8];
     float *bias[LAYERS][8];
-    double best[8], flops[8], total_best = 1e30;
+    double best[2][8], flops[8], total_best[2] = {1e30, 1e30};
     for (int j = 0; j < ng; j++) {
-        best[j] = 1e30;
+        best[0][j] = best[1][j] = 1e30;
         flops[j] = 2.0 * ROWS * (double)g[j].K * (double)g[j].N;
     }
     for (int l = 0; l < LAYERS; l++)
@@ -107,13 +133,17 @@ int main(int argc, char **argv) {
             const int64_t K = g[j].K, N = g[j].N;
             float *w = malloc((size_t)(K * N) * 4);
             fill(w, (size_t)(K * N), (unsigned)(l * 16 + j + 1));
-            float *dst = aligned_alloc(64, etch_opt_sgemm_packed_size(NULL, false, N, K) + 64);
-            etch_opt_sgemm_pack_b(NULL, w, N, 1, K, N, dst, &pk[l][j]);
+            for (int cf = 0; cf < nconf; cf++) {
+                float *dst =
+                    aligned_alloc(64, etch_opt_sgemm_packed_size(&isas[cf], false, N, K) + 64);
+                etch_opt_sgemm_pack_b(&isas[cf], w, N, 1, K, N, dst, &pk[cf][l][j]);
+            }
             free(w);
             bias[l][j] = malloc((size_t)N * 4);
             fill(bias[l][j], (size_t)N, 99);
         }
-    for (int r = 0; r < reps; r++) {
+    for (int r = 0; r < reps * nconf; r++) {
+        const int cf = r % nconf;
         double tot = 0.0;
         for (int l = 0; l < LAYERS; l++)
             for (int j = 0; j < ng; j++) {
@@ -126,7 +156,7 @@ int main(int argc, char **argv) {
                 d.a_rs = d.K;
                 d.a_cs = 1;
                 d.b = NULL;
-                d.b_packed = &pk[l][j];
+                d.b_packed = &pk[cf][l][j];
                 d.c = out;
                 d.ldc = d.N;
                 d.alpha = 1.0f;
@@ -139,26 +169,31 @@ int main(int argc, char **argv) {
                 etch_kernel_context_init(&ctx, "bench", temp, temp_size,
                                          threads > 1 ? iface : NULL);
                 const double t0 = now();
-                etch_opt_sgemm(&ctx, &d);
+                etch_opt_sgemm_isa(&ctx, &d, &isas[cf]);
                 const double t = now() - t0;
                 tot += t;
-                if (t < best[j])
-                    best[j] = t;
+                if (t < best[cf][j])
+                    best[cf][j] = t;
             }
-        if (tot < total_best)
-            total_best = tot;
+        if (tot < total_best[cf])
+            total_best[cf] = tot;
     }
-    double fl = 0.0;
-    printf("%s, %d thread(s), %d reps, isa %s\n", name, threads, reps,
-           etch_isa_name(etch_isa_active()));
-    for (int j = 0; j < ng; j++) {
-        printf("  64 x %4lld x %4lld%s: %.4f ms  %.1f GFLOP/s\n", (long long)g[j].K,
-               (long long)g[j].N, g[j].bias ? " +bias" : "      ", best[j] * 1e3,
-               flops[j] / best[j] * 1e-9);
-        fl += flops[j] * LAYERS;
+    for (int cf = 0; cf < nconf; cf++) {
+        double fl = 0.0, sum_best = 0.0;
+        printf("%s, %d thread(s), %d reps, isa %s, kc %lld, pf_b %d\n", name, threads, reps,
+               isas[cf].name, (long long)isas[cf].kc, isas[cf].pf_b);
+        for (int j = 0; j < ng; j++) {
+            printf("  64 x %4lld x %4lld%s: %.4f ms  %.1f GFLOP/s\n", (long long)g[j].K,
+                   (long long)g[j].N, g[j].bias ? " +bias" : "      ", best[cf][j] * 1e3,
+                   flops[j] / best[cf][j] * 1e-9);
+            fl += flops[j] * LAYERS;
+            sum_best += best[cf][j] * LAYERS;
+        }
+        printf("  all %d GEMMs (best pass): %.3f ms  %.1f GFLOP/s\n", ng * LAYERS,
+               total_best[cf] * 1e3, fl / total_best[cf] * 1e-9);
+        printf("  all %d GEMMs (sum of each shape's best): %.3f ms  %.1f GFLOP/s\n",
+               ng * LAYERS, sum_best * 1e3, fl / sum_best * 1e-9);
     }
-    printf("  all %d GEMMs (best pass): %.3f ms  %.1f GFLOP/s\n", ng * LAYERS, total_best * 1e3,
-           fl / total_best * 1e-9);
     etch_threadpool_destroy(pool);
     return 0;
 }

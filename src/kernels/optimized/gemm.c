@@ -89,7 +89,7 @@ static void gemv_t_scalar(int64_t K, int64_t n, const float *x, const float *b, 
 }
 
 const etch_sgemm_isa etch_sgemm_isa_scalar = {
-    "scalar", S_MR, S_NR, 128, 256, 1024, ukr_scalar, gemv_n_scalar, gemv_t_scalar, NULL};
+    "scalar", S_MR, S_NR, 128, 256, 1024, ukr_scalar, gemv_n_scalar, gemv_t_scalar, NULL, 0};
 
 const etch_sgemm_isa *etch_sgemm_isa_for(int isa) {
     switch (isa) {
@@ -134,11 +134,13 @@ typedef struct post {
     bool tail_bias; /* alpha and the bias go in the tail (else finish does them) */
     bool tail_act;  /* the activation too (relu, clamp, none) */
     bool bias_col;  /* the tail's bias is per column (bias_rs == 0), else per row */
+    int64_t col_j;  /* the column colbuf holds (-1: none) */
     etch_sgemm_tail t;
 } post;
 
 static void post_init(post *p, const etch_sgemm_desc *d) {
     memset(p, 0, sizeof *p);
+    p->col_j = -1;
     p->t.alpha = d->alpha;
     p->tail_bias = !d->bias || d->bias_rs == 0 || d->bias_cs == 0;
     p->bias_col = d->bias && d->bias_rs == 0;
@@ -165,9 +167,12 @@ static const etch_sgemm_tail *tail_for(const etch_sgemm_desc *d, post *p, int64_
         return NULL;
     p->t.col = p->t.row = NULL;
     if (d->bias && p->bias_col) {
-        const float *b = d->bias + j * d->bias_cs;
-        for (int64_t c = 0; c < nr; c++)
-            colbuf[c] = c < nn ? d->beta * b[c * d->bias_cs] : 0.0f;
+        if (p->col_j != j) { /* tiles of a column panel run one after another */
+            const float *b = d->bias + j * d->bias_cs;
+            for (int64_t c = 0; c < nr; c++)
+                colbuf[c] = c < nn ? d->beta * b[c * d->bias_cs] : 0.0f;
+            p->col_j = j;
+        }
         p->t.col = colbuf;
     } else if (d->bias) {
         const float *b = d->bias + i * d->bias_rs;
@@ -251,6 +256,12 @@ static void pack_a_panel(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, in
 #define PREFETCH(p) ((void)(p))
 #endif
 #define PF_ROWS 8
+#if defined(__GNUC__)
+#define PREFETCH_FAR(p) __builtin_prefetch((p), 0, 2)
+#else
+#define PREFETCH_FAR(p) ((void)(p))
+#endif
+
 
 /* B depth [p, p+kb) x columns [j, j+nn) -> kb rows of nr floats (zero columns past nn). */
 static void pack_b_panel(const etch_sgemm_desc *d, int nr, int64_t p, int64_t kb, int64_t j,
@@ -379,9 +390,24 @@ static void gemm_packed(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int
                                      apack + ir * kb);
                 for (int64_t jr = 0; jr < nb; jr += nr) {
                     const int64_t nn = min64(nr, nb - jr);
+                    /* a prepacked B (a weight, read once per run: from L3 or memory) is
+                     * fetched isa->pf_b panels ahead, a share before each tile (the panels
+                     * of one depth block lie one after another across column blocks) */
+                    const char *pf = NULL, *pf_end = NULL;
+                    int64_t pf_step = 0;
+                    if (pb && isa->pf_b > 0) {
+                        pf = (const char *)(bblk + (jr + isa->pf_b * nr) * kb);
+                        pf_end = (const char *)(pb + pc * npad + npad * kb);
+                        const int64_t lines = (int64_t)nr * kb / 16, tiles = (mb + mr - 1) / mr;
+                        pf_step = (lines + tiles - 1) / tiles;
+                        if (pf + lines * 64 < pf_end)
+                            pf_end = pf + lines * 64;
+                    }
                     for (int64_t ir = 0; ir < mb; ir += mr) {
                         const int64_t mm = min64(mr, mb - ir);
                         float *c = d->c + (ic + ir) * d->ldc + jc + jr;
+                        for (int64_t l = 0; l < pf_step && pf < pf_end; l++, pf += 64)
+                            PREFETCH_FAR(pf);
                         const etch_sgemm_tail *tl =
                             last ? tail_for(d, &po, ic + ir, mm, jc + jr, nn, mr, nr, colbuf,
                                             rowbuf)

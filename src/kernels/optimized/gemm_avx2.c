@@ -6,6 +6,7 @@
 
 #define MR 6
 #define NR 16
+#define B_PF 1024 /* floats: 64 packed B rows */
 
 /* The tail (gemm_isa.h) on one row of the tile: two vectors, row i. */
 static inline void tail_row(const etch_sgemm_tail *t, __m256 *lo, __m256 *hi, int i) {
@@ -66,6 +67,10 @@ static void ukr_avx2(int64_t kc, const float *ap, const float *bp, int64_t ldb, 
         c51 = _mm256_fmadd_ps(av, b1, c51);                                                    \
     } while (0)
     for (int64_t k = 0; k < kc; k++) {
+        /* B_PF floats ahead: a prepacked weight panel comes from L3 or memory once per run
+         * (the hardware prefetcher alone leaves the first row panel waiting for it); past
+         * the panel's end this fetches the start of the next one */
+        _mm_prefetch((const char *)(bp + B_PF), _MM_HINT_T0);
         STEP(ap, bp);
         ap += MR;
         bp += ldb;
@@ -224,4 +229,4 @@ static void gemv_t_avx2(int64_t K, int64_t n, const float *x, const float *b, in
 /* kc 512, mc 96: the A block (192 KiB) stays in L2, a B micro-panel (32 KiB) streams
  * through L1 (the best of the settings tried on a Zen core; see bench/gemm/RESULTS.md). */
 const etch_sgemm_isa etch_sgemm_isa_avx2 = {
-    "avx2", MR, NR, 96, 512, 1024, ukr_avx2, gemv_n_avx2, gemv_t_avx2, pack_a_rm_avx2};
+    "avx2", MR, NR, 96, 512, 1024, ukr_avx2, gemv_n_avx2, gemv_t_avx2, pack_a_rm_avx2, 1};

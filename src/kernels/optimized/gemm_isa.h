@@ -70,6 +70,7 @@ typedef struct etch_sgemm_isa {
     etch_sgemv_n_fn gemv_n;
     etch_sgemv_t_fn gemv_t;
     etch_sgemm_pack_a_fn pack_a_rm; /* optional */
+    int pf_b; /* prepacked B: software prefetch this many column panels ahead (0: none) */
 } etch_sgemm_isa;
 
 #define ETCH_SGEMM_MAX_MR 16
