@@ -4,7 +4,8 @@
  * (the direct SIMD rows of conv_dw*.c) and on channel-blocked ones (conv_dw_nchwc*.c), under
  * the active instruction set (ETCH_ISA to choose). Prints each layer's best time of `reps`
  * runs (default 20) and the sums weighted by how often the layer occurs. Not a test: timings
- * decide nothing; both outputs are compared only loosely (max difference printed).
+ * decide nothing; both outputs are compared only loosely (max difference printed). Then
+ * resnet18's max pooling (64x112x112, 3x3 stride 2 padding 1) the same two ways.
  */
 #define _POSIX_C_SOURCE 199309L
 #include <math.h>
@@ -45,6 +46,58 @@ static double run(etch_value **args, uint64_t blocked, const etch_threadpool_ifa
             best = t;
     }
     return best;
+}
+
+static double run_pool(etch_value **args, uint64_t blocked, const etch_threadpool_iface *tp,
+                       int reps) {
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        etch_kernel_context ctx;
+        etch_kernel_context_init(&ctx, "pool", NULL, 0, tp);
+        ctx.blocked = blocked;
+        double t0 = now();
+        etch_opt_max_pool2d_with_indices_out(&ctx, args, 9);
+        double t = now() - t0;
+        if (ctx.status != ETCH_OK) {
+            fprintf(stderr, "kernel failed: %s\n", etch_last_error());
+            exit(1);
+        }
+        if (t < best)
+            best = t;
+    }
+    return best;
+}
+
+static void bench_maxpool(const etch_threadpool_iface *tp, int reps) {
+    const int C = 64, H = 112, OH = 56;
+    const size_t nx = (size_t)C * H * H, no = (size_t)C * OH * OH;
+    float *x = malloc(nx * 4), *xb = malloc(nx * 4), *o = malloc(no * 4), *ob = malloc(no * 4);
+    int64_t *oi = malloc(no * 8), *oib = malloc(no * 8);
+    if (!x || !xb || !o || !ob || !oi || !oib)
+        exit(1);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = (float)rand() / (float)RAND_MAX;
+    kt_to_blocked(x, xb, 1, C, H, H);
+    int64_t xs[4] = {1, C, H, H}, os[4] = {1, C, OH, OH};
+    etch_tensor tx, txb, to, tob, ti, tib;
+    etch_tensor_init(&tx, ETCH_DTYPE_FLOAT, 4, xs, x);
+    etch_tensor_init(&txb, ETCH_DTYPE_FLOAT, 4, xs, xb);
+    etch_tensor_init(&to, ETCH_DTYPE_FLOAT, 4, os, o);
+    etch_tensor_init(&tob, ETCH_DTYPE_FLOAT, 4, os, ob);
+    etch_tensor_init(&ti, ETCH_DTYPE_LONG, 4, os, oi);
+    etch_tensor_init(&tib, ETCH_DTYPE_LONG, 4, os, oib);
+    const int64_t k[2] = {3, 3}, s[2] = {2, 2}, p[2] = {1, 1}, d[2] = {1, 1};
+    kt_ilist lk, ls, lp, ld;
+    etch_value vx = kt_vtensor(&tx), vxb = kt_vtensor(&txb), vo = kt_vtensor(&to),
+               vob = kt_vtensor(&tob), vi = kt_vtensor(&ti), vib = kt_vtensor(&tib),
+               cm = kt_vbool(false), ret = kt_vnone();
+    etch_value *args[9] = {&vx, kt_mklist(&lk, k, 2), kt_mklist(&ls, s, 2), kt_mklist(&lp, p, 2),
+                           kt_mklist(&ld, d, 2), &cm, &vo, &vi, &ret};
+    etch_value *bargs[9] = {&vxb, args[1], args[2], args[3], args[4], &cm, &vob, &vib, &ret};
+    const double a = run_pool(args, 0, tp, reps);
+    const double b = run_pool(bargs, 1u | (1u << 6) | (1u << 7), tp, reps);
+    printf("%-22s %10.1f %10.1f %6.2fx\n", "maxpool 112x112x64 s2", a * 1e6, b * 1e6, a / b);
+    free(x), free(xb), free(o), free(ob), free(oi), free(oib);
 }
 
 int main(int argc, char **argv) {
@@ -118,6 +171,8 @@ int main(int argc, char **argv) {
         free(x), free(xb), free(w), free(b), free(o), free(ob), free(o2);
     }
     printf("%-22s %10.1f %10.1f %6.2fx\n", "all 17 layers", tn * 1e6, tb * 1e6, tn / tb);
+    if (only < 0)
+        bench_maxpool(tp, reps);
     etch_threadpool_destroy(pool);
     return 0;
 }
