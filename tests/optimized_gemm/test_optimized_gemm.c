@@ -721,8 +721,8 @@ int main(void) {
     CHECK_OK(etch_isa_set(ETCH_ISA_SCALAR));
     const etch_sgemm_isa *sc = etch_sgemm_isa_for(ETCH_ISA_SCALAR);
     const etch_sgemm_isa emus[2] = {
-        {"scalar 12x32 (avx512 shape)", 12, 32, 192, 256, 1024, ukr_12x32, sc->gemv_n, sc->gemv_t, NULL, 1},
-        {"scalar 5x24", 5, 24, 40, 96, 264, ukr_5x24, sc->gemv_n, sc->gemv_t, NULL, 1}};
+        {"scalar 12x32 (avx512 shape)", 12, 32, 192, 256, 1024, ukr_12x32, sc->gemv_n, sc->gemv_t, NULL, 1, NULL},
+        {"scalar 5x24", 5, 24, 40, 96, 264, ukr_5x24, sc->gemv_n, sc->gemv_t, NULL, 1, NULL}};
     for (int i = 0; i < 2; i++) {
         isa_override = &emus[i];
         isa_now = emus[i].name;

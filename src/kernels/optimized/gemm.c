@@ -89,7 +89,7 @@ static void gemv_t_scalar(int64_t K, int64_t n, const float *x, const float *b, 
 }
 
 const etch_sgemm_isa etch_sgemm_isa_scalar = {
-    "scalar", S_MR, S_NR, 128, 256, 1024, ukr_scalar, gemv_n_scalar, gemv_t_scalar, NULL, 0};
+    "scalar", S_MR, S_NR, 128, 256, 1024, ukr_scalar, gemv_n_scalar, gemv_t_scalar, NULL, 0, NULL};
 
 const etch_sgemm_isa *etch_sgemm_isa_for(int isa) {
     switch (isa) {
@@ -338,8 +338,11 @@ static void pack_b_block(const etch_sgemm_desc *d, int nr, int64_t p, int64_t kb
 static void tile(const etch_sgemm_isa *isa, int64_t kb, const float *ap, const float *bp,
                  int64_t ldb, float *c, int64_t ldc, int64_t mm, int64_t nn, bool first,
                  const etch_sgemm_tail *tail) {
-    if (mm == isa->mr && nn == isa->nr) {
-        isa->ukr(kb, ap, bp, ldb, c, ldc, !first, tail);
+    if (nn == isa->nr && (mm == isa->mr || isa->ukr_rows)) {
+        if (mm == isa->mr)
+            isa->ukr(kb, ap, bp, ldb, c, ldc, !first, tail);
+        else
+            isa->ukr_rows((int)mm, kb, ap, bp, ldb, c, ldc, !first, tail);
         return;
     }
     const int nr = isa->nr;

@@ -8,31 +8,26 @@
 #define NR 16
 #define B_PF 1024 /* floats: 64 packed B rows */
 
-/* The tail (gemm_isa.h) on one row of the tile: two vectors, row i. */
-static inline void tail_row(const etch_sgemm_tail *t, __m256 *lo, __m256 *hi, int i) {
-    if (t->alpha != 1.0f) {
-        const __m256 al = _mm256_set1_ps(t->alpha);
-        *lo = _mm256_mul_ps(*lo, al);
-        *hi = _mm256_mul_ps(*hi, al);
-    }
-    if (t->col) {
-        *lo = _mm256_add_ps(*lo, _mm256_loadu_ps(t->col));
-        *hi = _mm256_add_ps(*hi, _mm256_loadu_ps(t->col + 8));
-    }
-    if (t->row) {
-        const __m256 rb = _mm256_broadcast_ss(t->row + i);
-        *lo = _mm256_add_ps(*lo, rb);
-        *hi = _mm256_add_ps(*hi, rb);
-    }
-    if (t->act == ETCH_SGEMM_ACT_RELU) { /* max(0, v): NaN (second operand) passes */
-        *lo = _mm256_max_ps(_mm256_setzero_ps(), *lo);
-        *hi = _mm256_max_ps(_mm256_setzero_ps(), *hi);
-    } else if (t->act == ETCH_SGEMM_ACT_CLAMP) {
-        const __m256 l = _mm256_set1_ps(t->lo), h = _mm256_set1_ps(t->hi);
-        *lo = _mm256_min_ps(h, _mm256_max_ps(l, *lo));
-        *hi = _mm256_min_ps(h, _mm256_max_ps(l, *hi));
-    }
+/* The tail (gemm_isa.h) on one vector of row i (by value: accumulators whose address is
+ * taken would live in memory). */
+static inline __m256 tail_vec(const etch_sgemm_tail *t, __m256 v, const float *col, int i) {
+    if (t->alpha != 1.0f)
+        v = _mm256_mul_ps(v, _mm256_set1_ps(t->alpha));
+    if (col)
+        v = _mm256_add_ps(v, _mm256_loadu_ps(col));
+    if (t->row)
+        v = _mm256_add_ps(v, _mm256_broadcast_ss(t->row + i));
+    if (t->act == ETCH_SGEMM_ACT_RELU) /* max(0, v): NaN (second operand) passes */
+        v = _mm256_max_ps(_mm256_setzero_ps(), v);
+    else if (t->act == ETCH_SGEMM_ACT_CLAMP)
+        v = _mm256_min_ps(_mm256_set1_ps(t->hi), _mm256_max_ps(_mm256_set1_ps(t->lo), v));
+    return v;
 }
+#define TAIL_ROW(t, lo, hi, i)                                                                 \
+    do {                                                                                       \
+        lo = tail_vec(t, lo, (t)->col, i);                                                     \
+        hi = tail_vec(t, hi, (t)->col ? (t)->col + 8 : NULL, i);                               \
+    } while (0)
 
 static void ukr_avx2(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,
                      int64_t ldc, int accumulate, const etch_sgemm_tail *tail) {
@@ -84,7 +79,7 @@ static void ukr_avx2(int64_t kc, const float *ap, const float *bp, int64_t ldb, 
             hi = _mm256_add_ps(hi, _mm256_loadu_ps(r + 8));                                    \
         }                                                                                      \
         if (tail)                                                                              \
-            tail_row(tail, &lo, &hi, i);                                                       \
+            TAIL_ROW(tail, lo, hi, i);                                                       \
         _mm256_storeu_ps(r, lo);                                                               \
         _mm256_storeu_ps(r + 8, hi);                                                           \
     } while (0)
@@ -95,6 +90,113 @@ static void ukr_avx2(int64_t kc, const float *ap, const float *bp, int64_t ldb, 
     OUT(4, c40, c41);
     OUT(5, c50, c51);
 #undef OUT
+}
+
+/* The microkernel for the bottom panel's mm < MR rows (M = 64 = 10 x 6 + 4): only those rows
+ * computed and stored, straight to C (the packed panel still has MR floats per k). One
+ * function per row count (R constant after inlining), named accumulators so they stay in
+ * registers. */
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+static ALWAYS_INLINE void ukr_rows_body(const int R, int64_t kc, const float *ap,
+                                        const float *bp, int64_t ldb, float *c, int64_t ldc,
+                                        int accumulate, const etch_sgemm_tail *tail) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        _mm_prefetch((const char *)(bp + B_PF), _MM_HINT_T0);
+        const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
+        __m256 av = _mm256_broadcast_ss(ap);
+        c00 = _mm256_fmadd_ps(av, b0, c00);
+        c01 = _mm256_fmadd_ps(av, b1, c01);
+        if (R > 1) {
+            av = _mm256_broadcast_ss(ap + 1);
+            c10 = _mm256_fmadd_ps(av, b0, c10);
+            c11 = _mm256_fmadd_ps(av, b1, c11);
+        }
+        if (R > 2) {
+            av = _mm256_broadcast_ss(ap + 2);
+            c20 = _mm256_fmadd_ps(av, b0, c20);
+            c21 = _mm256_fmadd_ps(av, b1, c21);
+        }
+        if (R > 3) {
+            av = _mm256_broadcast_ss(ap + 3);
+            c30 = _mm256_fmadd_ps(av, b0, c30);
+            c31 = _mm256_fmadd_ps(av, b1, c31);
+        }
+        if (R > 4) {
+            av = _mm256_broadcast_ss(ap + 4);
+            c40 = _mm256_fmadd_ps(av, b0, c40);
+            c41 = _mm256_fmadd_ps(av, b1, c41);
+        }
+        ap += MR;
+        bp += ldb;
+    }
+#define OUT(i, lo, hi)                                                                         \
+    do {                                                                                       \
+        float *r = c + (i) * ldc;                                                              \
+        if (accumulate) {                                                                      \
+            lo = _mm256_add_ps(lo, _mm256_loadu_ps(r));                                        \
+            hi = _mm256_add_ps(hi, _mm256_loadu_ps(r + 8));                                    \
+        }                                                                                      \
+        if (tail)                                                                              \
+            TAIL_ROW(tail, lo, hi, i);                                                         \
+        _mm256_storeu_ps(r, lo);                                                               \
+        _mm256_storeu_ps(r + 8, hi);                                                           \
+    } while (0)
+    OUT(0, c00, c01);
+    if (R > 1)
+        OUT(1, c10, c11);
+    if (R > 2)
+        OUT(2, c20, c21);
+    if (R > 3)
+        OUT(3, c30, c31);
+    if (R > 4)
+        OUT(4, c40, c41);
+#undef OUT
+}
+
+#define UKR_ROWS(R)                                                                            \
+    static void ukr_avx2_##R(int64_t kc, const float *ap, const float *bp, int64_t ldb,        \
+                             float *c, int64_t ldc, int accumulate,                            \
+                             const etch_sgemm_tail *tail) {                                    \
+        ukr_rows_body(R, kc, ap, bp, ldb, c, ldc, accumulate, tail);                           \
+    }
+UKR_ROWS(1)
+UKR_ROWS(2)
+UKR_ROWS(3)
+UKR_ROWS(4)
+UKR_ROWS(5)
+#undef UKR_ROWS
+
+static void ukr_rows_avx2(int mm, int64_t kc, const float *ap, const float *bp, int64_t ldb,
+                          float *c, int64_t ldc, int accumulate, const etch_sgemm_tail *tail) {
+    switch (mm) {
+    case 1:
+        ukr_avx2_1(kc, ap, bp, ldb, c, ldc, accumulate, tail);
+        break;
+    case 2:
+        ukr_avx2_2(kc, ap, bp, ldb, c, ldc, accumulate, tail);
+        break;
+    case 3:
+        ukr_avx2_3(kc, ap, bp, ldb, c, ldc, accumulate, tail);
+        break;
+    case 4:
+        ukr_avx2_4(kc, ap, bp, ldb, c, ldc, accumulate, tail);
+        break;
+    case 5:
+        ukr_avx2_5(kc, ap, bp, ldb, c, ldc, accumulate, tail);
+        break;
+    default:
+        ukr_avx2(kc, ap, bp, ldb, c, ldc, accumulate, tail);
+        break;
+    }
 }
 
 /* Row-major A rows [0, mm) x kb columns -> kb groups of 6: eight columns at a time, the six
@@ -229,4 +331,4 @@ static void gemv_t_avx2(int64_t K, int64_t n, const float *x, const float *b, in
 /* kc 512, mc 96: the A block (192 KiB) stays in L2, a B micro-panel (32 KiB) streams
  * through L1 (the best of the settings tried on a Zen core; see bench/gemm/RESULTS.md). */
 const etch_sgemm_isa etch_sgemm_isa_avx2 = {
-    "avx2", MR, NR, 96, 512, 1024, ukr_avx2, gemv_n_avx2, gemv_t_avx2, pack_a_rm_avx2, 1};
+    "avx2", MR, NR, 96, 512, 1024, ukr_avx2, gemv_n_avx2, gemv_t_avx2, pack_a_rm_avx2, 1, ukr_rows_avx2};

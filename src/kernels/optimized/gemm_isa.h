@@ -53,6 +53,11 @@ static inline float etch_sgemm_tail_one(const etch_sgemm_tail *t, float v, int i
 typedef void (*etch_sgemm_ukr_fn)(int64_t kc, const float *ap, const float *bp, int64_t ldb,
                                   float *c, int64_t ldc, int accumulate,
                                   const etch_sgemm_tail *tail);
+/* Optional: the microkernel for the first mm < mr rows of a panel only (full NR columns,
+ * stored straight to c; NULL: the full microkernel into a stack tile). */
+typedef void (*etch_sgemm_ukr_rows_fn)(int mm, int64_t kc, const float *ap, const float *bp,
+                                       int64_t ldb, float *c, int64_t ldc, int accumulate,
+                                       const etch_sgemm_tail *tail);
 /* Optional (NULL: gemm.c's generic packing): pack rows [0, mm) (mm <= mr) of a row-major A
  * (a(i, k) = a[i * lda + k]) over kb columns into kb groups of mr floats, zero rows past mm. */
 typedef void (*etch_sgemm_pack_a_fn)(const float *a, int64_t lda, int64_t mm, int64_t kb,
@@ -71,6 +76,7 @@ typedef struct etch_sgemm_isa {
     etch_sgemv_t_fn gemv_t;
     etch_sgemm_pack_a_fn pack_a_rm; /* optional */
     int pf_b; /* prepacked B: software prefetch this many column panels ahead (0: none) */
+    etch_sgemm_ukr_rows_fn ukr_rows; /* optional */
 } etch_sgemm_isa;
 
 #define ETCH_SGEMM_MAX_MR 16
