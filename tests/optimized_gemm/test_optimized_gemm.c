@@ -72,8 +72,8 @@ static const etch_epilogue epilogues[] = {
 #define NUM_EPI ((int)(sizeof epilogues / sizeof epilogues[0]))
 
 static double act_ref(const etch_epilogue *e, double v) {
-    if (!e)
-        return v;
+    if (!e || isnan(v))
+        return v; /* NaN passes through every activation */
     switch (e->act) {
     case ETCH_ACT_RELU:
         return v > 0 ? v : 0;
@@ -108,6 +108,8 @@ typedef struct sg_case {
     int threads;
     bool real_pool;
     int scratch;
+    int prepack;      /* bit 0: B packed beforehand (etch_opt_sgemm_pack_b), bit 1: A */
+    int nan_at;       /* > 0: a[0, nan_at - 1] is NaN (row 0 of C is NaN, through any tail) */
 } sg_case;
 
 static const char *isa_now;
@@ -173,6 +175,8 @@ static void sgemm_case(const sg_case *t) {
         b[i] = rndf();
     for (int64_t i = 0; i < bias_n; i++)
         bias[i] = rndf();
+    if (t->nan_at > 0 && t->M > 0 && t->K >= t->nan_at)
+        a[(t->nan_at - 1) * a_cs] = NAN;
     const float sentinel = 12345.0f;
     for (int64_t i = 0; i < t->M * ldc + 1; i++)
         c[i] = sentinel;
@@ -199,6 +203,20 @@ static void sgemm_case(const sg_case *t) {
         d.bias_rs = rs_of[t->bias_mode] == -1 ? t->N : rs_of[t->bias_mode];
         d.bias_cs = cs_of[t->bias_mode] == -2 ? t->M : cs_of[t->bias_mode];
     }
+    /* prepacked operands, for the instruction set the call runs with */
+    const etch_sgemm_isa *pisa = isa_override ? isa_override : NULL;
+    etch_sgemm_packed pka, pkb;
+    float *pa_mem = NULL, *pb_mem = NULL;
+    if (t->prepack & 1) {
+        pb_mem = malloc(etch_opt_sgemm_packed_size(pisa, false, t->N, t->K) + sizeof(float));
+        etch_opt_sgemm_pack_b(pisa, b, b_rs, b_cs, t->K, t->N, pb_mem, &pkb);
+        d.b_packed = &pkb;
+    }
+    if (t->prepack & 2) {
+        pa_mem = malloc(etch_opt_sgemm_packed_size(pisa, true, t->M, t->K) + sizeof(float));
+        etch_opt_sgemm_pack_a(pisa, a, a_rs, a_cs, t->M, t->K, pa_mem, &pka);
+        d.a_packed = &pka;
+    }
     etch_kernel_context ctx;
     ctx_make(&ctx, t->threads, t->real_pool, t->scratch);
     run_sgemm(&ctx, &d);
@@ -223,7 +241,8 @@ static void sgemm_case(const sg_case *t) {
             }
             const double ref = act_ref(d.epilogue, v);
             const double got = c[i * ldc + j];
-            if (!(fabs(got - ref) <= tol_of(t->K, mag, ref)) && bad++ < 3)
+            const bool nan_ok = isnan(ref) && isnan(got);
+            if (!nan_ok && !(fabs(got - ref) <= tol_of(t->K, mag, ref)) && bad++ < 3)
                 fprintf(stderr,
                         "[%s] sgemm %lldx%lldx%lld lay %d/%d bias %d alpha %g beta %g epi %d "
                         "threads %d%s scratch %d: c[%lld,%lld] = %.9g, want %.9g (tol %.3g)\n",
@@ -245,6 +264,8 @@ static void sgemm_case(const sg_case *t) {
     free(b);
     free(c);
     free(bias);
+    free(pa_mem);
+    free(pb_mem);
 }
 
 static sg_case base_case(int64_t M, int64_t N, int64_t K) {
@@ -350,6 +371,40 @@ static void sgemm_tests(void) {
         t.scratch = SCRATCH_SHORT;
         sgemm_case(&t);
     }
+    /* the transformer / llama shapes (64 tokens) with their weights prepacked: the depth
+     * split into equal blocks (688, 1024, 600 > kc), the bottom panel's rows (64 = 10 x 6 + 4
+     * with AVX2), the tail (bias of the columns or of the rows, alpha, relu / clamp in the
+     * microkernel; gelu after it), the next-panel prefetch, 1-4 threads */
+    {
+        static const int64_t kn[][2] = {{256, 768}, {1024, 256}, {688, 256}, {256, 128},
+                                        {600, 200}, {256, 688}};
+        for (int s = 0; s < 6; s++)
+            for (int v = 0; v < 4; v++) {
+                sg_case t = base_case(64 - (s == 4 ? 3 : 0), kn[s][1], kn[s][0]);
+                t.prepack = v == 3 ? 3 : 1;
+                t.bias_mode = (s + v) % 3;     /* none, row [N], column [M] */
+                t.epi = (s * 4 + v) % NUM_EPI; /* all of them over the loop */
+                t.alpha = v == 2 ? 0.5f : 1.0f;
+                t.beta = v == 1 ? -0.75f : 1.0f;
+                t.threads = 1 + v;
+                t.real_pool = v % 2;
+                t.scratch = v == 3 ? SCRATCH_SHORT : SCRATCH_AMPLE;
+                t.pad = s % 2;
+                sgemm_case(&t);
+            }
+    }
+    /* NaN in A: its row of C is NaN through every tail and epilogue (relu and clamp pass it
+     * as the element-wise kernels do), on the packed, direct and prepacked paths */
+    for (int e = 0; e < NUM_EPI; e++)
+        for (int p = 0; p < 3; p++) {
+            sg_case t = base_case(p == 1 ? 5 : 40, 37, 300);
+            t.epi = e;
+            t.nan_at = 1 + e * 17;
+            t.bias_mode = 1 + p;
+            t.prepack = p == 2 ? 1 : 0;
+            t.scratch = SCRATCH_AMPLE;
+            sgemm_case(&t);
+        }
     /* random mix */
     for (int r = 0; r < 60; r++) {
         sg_case t = base_case(1 + rndi(70), 1 + rndi(70), rndi(90));
@@ -363,7 +418,50 @@ static void sgemm_tests(void) {
         t.threads = 1 + rndi(4);
         t.real_pool = rndi(2);
         t.scratch = rndi(3);
+        t.prepack = rndi(4);
         sgemm_case(&t);
+    }
+}
+
+/* The instruction set's A packing for row-major A (pack_a_rm) against the layout the
+ * microkernel reads: every row count up to mr, depths around the 8-column vector blocks. */
+static void pack_a_rm_tests(const etch_sgemm_isa *isa) {
+    if (!isa->pack_a_rm)
+        return;
+    const int mr = isa->mr;
+    const int64_t lda = 70;
+    float a[16 * 70], got[16 * 70 + 16], want[16 * 70 + 16];
+    for (int i = 0; i < 16 * 70; i++)
+        a[i] = rndf();
+    static const int64_t kbs[] = {1, 2, 7, 8, 9, 15, 16, 17, 24, 33, 64};
+    for (int mm = 1; mm <= mr; mm++)
+        for (int q = 0; q < (int)(sizeof kbs / sizeof kbs[0]); q++) {
+            const int64_t kb = kbs[q];
+            for (int i = 0; i < 16 * 70 + 16; i++)
+                got[i] = want[i] = -7.0f; /* past the panel: must stay */
+            for (int64_t k = 0; k < kb; k++)
+                for (int r = 0; r < mr; r++)
+                    want[k * mr + r] = r < mm ? a[r * lda + k] : 0.0f;
+            isa->pack_a_rm(a, lda, mm, kb, got);
+            CHECK_MSG(memcmp(got, want, sizeof got) == 0, "[%s] pack_a_rm mm %d kb %lld",
+                      isa->name, mm, (long long)kb);
+        }
+}
+
+/* Depth blocks of a packing: equal blocks of at most kc (K = 688 with kc 512: 2 x 344). */
+static void kc_tests(const etch_sgemm_isa *isa) {
+    static const int64_t Ks[] = {1, 100, 256, 511, 512, 513, 600, 688, 1024, 1100, 2048, 3000};
+    for (int q = 0; q < (int)(sizeof Ks / sizeof Ks[0]); q++) {
+        const int64_t K = Ks[q];
+        etch_sgemm_packed pk;
+        float dummy[1];
+        etch_opt_sgemm_pack_b(isa, NULL, 1, 1, 0, 1, dummy, &pk); /* K = 0: nothing read */
+        etch_opt_sgemm_pack_b(isa, NULL, 1, 1, K, 0, dummy, &pk); /* N = 0: kc described */
+        const int64_t blocks = (K + isa->kc - 1) / isa->kc;
+        CHECK_MSG(pk.kc <= isa->kc && pk.kc * blocks >= K && pk.kc * (blocks - 1) < K &&
+                      (blocks == 1 || pk.kc - (K - pk.kc * (blocks - 1)) < 8 * blocks),
+                  "[%s] K %lld: kc %lld (max %lld)", isa->name, (long long)K, (long long)pk.kc,
+                  (long long)isa->kc);
     }
 }
 
@@ -541,12 +639,15 @@ static void addmm_tests(void) {
 }
 
 static void bmm_tests(void) {
-    static const int64_t shapes[][4] = {{2, 3, 4, 5},  {1, 1, 1, 1},  {6, 1, 64, 40},
-                                        {5, 7, 9, 70}, {3, 20, 16, 1}, {4, 2, 0, 3},
-                                        {8, 1, 32, 17}};
+    /* ..., then attention's per-head products (8 heads, 64 tokens, head dim 32) and odd
+     * batches against the thread counts */
+    static const int64_t shapes[][4] = {{2, 3, 4, 5},    {1, 1, 1, 1},   {6, 1, 64, 40},
+                                        {5, 7, 9, 70},   {3, 20, 16, 1}, {4, 2, 0, 3},
+                                        {8, 1, 32, 17},  {8, 64, 32, 64}, {8, 64, 64, 32},
+                                        {3, 64, 32, 16}, {5, 13, 20, 33}};
     static const uint8_t O1[3] = {0, 2, 1}, O2[3] = {1, 0, 2}, O3[3] = {2, 0, 1};
     const uint8_t *orders[] = {NULL, O1, O2, O3};
-    for (int s = 0; s < 7; s++)
+    for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
         for (int v = 0; v < 6; v++) {
             const int64_t B = shapes[s][0], M = shapes[s][1], K = shapes[s][2], N = shapes[s][3];
             const int64_t as[3] = {B, M, K}, bs[3] = {K ? B : B, K, N}, os[3] = {B, M, N};
@@ -705,6 +806,8 @@ int main(void) {
         CHECK_OK(etch_isa_set(isa));
         const int before = sg_cases_run, failed_before = etch_test_failed_;
         sgemm_tests();
+        pack_a_rm_tests(etch_sgemm_isa_for(isa));
+        kc_tests(etch_sgemm_isa_for(isa));
         mm_tests();
         addmm_tests();
         bmm_tests();
