@@ -1,7 +1,8 @@
 """Command line of :mod:`etch.llm`.
 
     python3 -m etch.llm export --checkpoint PATH [--max-seq-len N] [--bos-id 1]
-                               [--eos-ids 1,2] [--no-check] [--summary] -o model.pte
+                               [--eos-ids 1,2] [--no-check] [--summary]
+                               [--fused-attention] -o model.pte
     python3 -m etch.llm generate --checkpoint PATH [--prompt-ids 1,...] [--max-new-tokens N]
                                  [--max-seq-len N] [--token-by-token]
 
@@ -42,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--no-check", action="store_true",
                    help="skip the operator check against libetch")
     e.add_argument("--summary", action="store_true", help="print the program summary")
+    e.add_argument("--fused-attention", action="store_true",
+                   help="attend with the etch-only operator etch::sdpa_kv (only the keys "
+                        "up to the current position; the file then loads in etch only, not "
+                        "in ExecuTorch)")
     g = sub.add_parser("generate", help="greedy generation in eager PyTorch (reference)")
     g.add_argument("--checkpoint", required=True)
     g.add_argument("--prompt-ids", type=_ids, default=[1])
@@ -80,7 +85,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     from .export import export_llama
     try:
         exp = export_llama(model, bos_id=args.bos_id, eos_ids=args.eos_ids,
-                           check_ops=False if args.no_check else "auto", progress=say)
+                           check_ops=False if args.no_check else "auto", progress=say,
+                           fused_attention=args.fused_attention)
     except ValueError as e:
         print("error: %s" % e, file=sys.stderr)
         return 1

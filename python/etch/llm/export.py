@@ -14,6 +14,11 @@ The program has:
   ``Int`` output per id), ``get_n_layers`` (Int), ``use_kv_cache`` and
   ``enable_dynamic_shape`` (Bool).
 
+With ``fused_attention=True`` attention is the etch-only operator ``etch::sdpa_kv``
+(:mod:`etch.llm.attention`: reads only the keys up to the last new position, streaming
+softmax), the k cache is stored ``[n_kv, S, head_dim]``, and the file loads in etch only; by
+default the program uses ExecuTorch's operators only.  The methods are the same either way.
+
 ``etch.export`` emits only ``forward``; the metadata methods are appended here to the same
 program with :mod:`etch.serialize` (the ``.pte`` schema's dataclasses).
 """
@@ -91,22 +96,30 @@ class LlamaExport:
 
 
 def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 2),
-                 check_ops="auto", progress: Optional[Callable[[str], None]] = None
-                 ) -> LlamaExport:
+                 check_ops="auto", progress: Optional[Callable[[str], None]] = None,
+                 fused_attention: bool = False) -> LlamaExport:
     """Export `model` (its KV cache sized by ``model.args.max_seq_len``).
 
     The default ``eos_ids`` suit llama2.c's TinyStories models: 2 is the tokenizer's EOS, and
     those models end a story by starting the next one with BOS (1), where llama2.c's own
-    generator stops too."""
+    generator stops too.
+
+    fused_attention: attend with the etch-only operator ``etch::sdpa_kv`` (the file then
+    loads in etch only); the model is switched for the export and switched back after."""
     from ..exporter import export
     a = model.args
     S_ = a.max_seq_len
     model = model.eval()
-    model.reset_cache()
-    tokens = torch.ones(1, S_, dtype=torch.long)
-    start = torch.zeros(1, dtype=torch.long)
-    program = export(model, (tokens, start), dynamic_shapes=[{1: S_}, None],
-                     check_ops=check_ops, progress=progress)
+    was_fused = model.fused_attention
+    model.set_fused_attention(bool(fused_attention))
+    try:
+        tokens = torch.ones(1, S_, dtype=torch.long)
+        start = torch.zeros(1, dtype=torch.long)
+        program = export(model, (tokens, start), dynamic_shapes=[{1: S_}, None],
+                         check_ops=check_ops, progress=progress,
+                         allow_etch_ops=bool(fused_attention))
+    finally:
+        model.set_fused_attention(was_fused)
     if not eos_ids:
         raise ValueError("at least one EOS id is needed")
     for t in (bos_id, *eos_ids):

@@ -19,6 +19,11 @@ tokens, so the exported program holds the cache as mutable state:
 
 Prefill is one call with T prompt tokens; decoding is T = 1.  Nothing checks that
 ``start_pos + T <= max_seq_len``: the caller (the C runner) does.
+
+With fused attention (:meth:`Llama.set_fused_attention`, what ``export_llama(...,
+fused_attention=True)`` uses) both caches are ``[n_kv_heads, max_seq_len, head_dim]`` and
+attention is one etch-only operator, ``etch::sdpa_kv`` (:mod:`etch.llm.attention`), that reads
+only the keys ``0 .. start_pos + T - 1`` (same math as the masked softmax).
 """
 
 from __future__ import annotations
@@ -103,14 +108,30 @@ class Attention(nn.Module):
         self.wo = nn.Linear(a.n_heads * a.head_dim, a.dim, bias=False)
         self.register_buffer("k_cache", torch.zeros(a.n_kv_heads, a.head_dim, a.max_seq_len))
         self.register_buffer("v_cache", torch.zeros(a.n_kv_heads, a.max_seq_len, a.head_dim))
+        self.fused = False
 
-    def forward(self, x, pos, cos, sin, mask):
+    def set_fused(self, on: bool) -> None:
+        """Switch between the masked attention over the whole cache (k_cache [KV, hd, S]) and
+        etch::sdpa_kv (k_cache [KV, S, hd]); the caches restart at zero."""
+        KV, hd, S = self.n_kv, self.hd, self.v_cache.shape[1]
+        self.fused = bool(on)
+        shape = (KV, S, hd) if self.fused else (KV, hd, S)
+        self.k_cache = torch.zeros(shape)
+        self.v_cache.zero_()
+
+    def forward(self, x, pos, cos, sin, mask, start_pos=None):
         T = x.shape[0]
         H, KV, hd = self.n_heads, self.n_kv, self.hd
         G = H // KV
         q = _rotate(self.wq(x).view(T, H, hd), cos, sin)
         k = _rotate(self.wk(x).view(T, KV, hd), cos, sin)
         v = self.wv(x).view(T, KV, hd)
+        if self.fused:
+            from .attention import sdpa_kv
+            self.k_cache.index_copy_(1, pos, k.permute(1, 0, 2))  # [KV, T, hd] at rows pos
+            self.v_cache.index_copy_(1, pos, v.permute(1, 0, 2))
+            o = sdpa_kv(q, self.k_cache, self.v_cache, start_pos, 1.0 / math.sqrt(hd))
+            return self.wo(o)
         # index_copy_ (traced as index_put with indices [None, None, pos]); assigning
         # through cache[:, :, pos] = ... fails under torch 1.13's functionalization
         self.k_cache.index_copy_(2, pos, k.permute(1, 2, 0))  # [KV, hd, T] at columns pos
@@ -144,8 +165,8 @@ class Block(nn.Module):
         self.attention_norm = RMSNorm(a.dim, a.norm_eps)
         self.ffn_norm = RMSNorm(a.dim, a.norm_eps)
 
-    def forward(self, x, pos, cos, sin, mask):
-        h = x + self.attention(self.attention_norm(x), pos, cos, sin, mask)
+    def forward(self, x, pos, cos, sin, mask, start_pos=None):
+        h = x + self.attention(self.attention_norm(x), pos, cos, sin, mask, start_pos)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
@@ -175,12 +196,25 @@ class Llama(nn.Module):
         pos = start_pos + torch.arange(T)                    # [T]
         cos = self.rope_cos[pos].unsqueeze(1)                # [T, 1, hd/2]
         sin = self.rope_sin[pos].unsqueeze(1)
-        mask = self.key_pos.unsqueeze(0) > pos.unsqueeze(1)  # [T, S]: a future key
+        mask = None
+        if not self.fused_attention:
+            mask = self.key_pos.unsqueeze(0) > pos.unsqueeze(1)  # [T, S]: a future key
         h = self.tok_embeddings(tokens).view(T, self.args.dim)
         for layer in self.layers:
-            h = layer(h, pos, cos, sin, mask)
+            h = layer(h, pos, cos, sin, mask, start_pos)
         last = self.norm(h[-1:])                             # [1, dim]
         return self.output(last)
+
+    @property
+    def fused_attention(self) -> bool:
+        return bool(self.layers) and self.layers[0].attention.fused
+
+    def set_fused_attention(self, on: bool) -> None:
+        """Attend with the etch-only operator etch::sdpa_kv (True) or with the masked softmax
+        over the whole cache (False, the default; ExecuTorch-loadable).  Changes the k_cache
+        layout and clears the caches; the weights are untouched."""
+        for layer in self.layers:
+            layer.attention.set_fused(on)
 
     def reset_cache(self) -> None:
         for layer in self.layers:

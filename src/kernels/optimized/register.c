@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "kernels/optimized/opt.h"
+#include "kernels/optimized/opt_attention.h"
 #include "kernels/optimized/opt_conv.h"
 #include "kernels/optimized/opt_eltwise.h"
 #include "kernels/optimized/opt_gemm.h"
@@ -18,6 +19,7 @@ static const etch_kernel optimized_plain[] = {
 #include "kernels/optimized/table_conv.inc"
 #include "kernels/optimized/table_eltwise.inc"
 #include "kernels/optimized/table_gemm.inc"
+#include "kernels/optimized/table_attention.inc"
 #undef KP
 #undef KF
     {0, 0, 0}};
@@ -28,6 +30,7 @@ static const etch_kernel optimized_fusing[] = {
 #include "kernels/optimized/table_conv.inc"
 #include "kernels/optimized/table_eltwise.inc"
 #include "kernels/optimized/table_gemm.inc"
+#include "kernels/optimized/table_attention.inc"
 #undef KP
 #undef KF
     {0, 0, 0}};

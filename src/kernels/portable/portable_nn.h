@@ -118,6 +118,7 @@ ETCH_PK_KERNEL(native_layer_norm_out);
 ETCH_PK_KERNEL(native_group_norm_out);
 /* softmax */
 ETCH_PK_KERNEL(softmax_out);
+ETCH_PK_KERNEL(sdpa_kv_out); /* op_sdpa_kv.c: etch-only fused attention of the LLM exporter */
 ETCH_PK_KERNEL(log_softmax_out);
 /* reductions */
 ETCH_PK_KERNEL(mean_out);

@@ -1,0 +1,98 @@
+"""``etch::sdpa_kv``: causal grouped-query attention over the filled part of a KV cache.
+
+An etch-only operator (files that use it do not load in ExecuTorch), emitted only when the
+exporter is asked for it (``export_llama(..., fused_attention=True)``, ``--fused-attention``).
+
+Schema::
+
+    etch::sdpa_kv(Tensor q, Tensor k_cache, Tensor v_cache, Tensor start_pos, float scale)
+        -> Tensor
+    etch::sdpa_kv.out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor start_pos,
+                      float scale, *, Tensor(a!) out) -> Tensor(a!)
+
+* ``q``: float32 ``[T, H, hd]`` (the rotated queries of T consecutive positions);
+* ``k_cache``, ``v_cache``: float32 ``[KV, S, hd]``, H a multiple of KV (query head h reads
+  kv head ``h // (H / KV)``), already holding positions ``0 .. start_pos + T - 1``;
+* ``start_pos``: int64 ``[1]``, the position of the first query (the method's input);
+* ``scale``: the factor applied to every dot product (1/sqrt(hd) for llama);
+* result: float32 ``[T, H * hd]``, row t, columns ``h*hd .. h*hd + hd - 1``::
+
+      p = start_pos + t
+      s_j = scale * dot(q[t, h], k_cache[h // G, j])           for j = 0 .. p
+      out[t, h*hd:(h+1)*hd] = sum_j softmax(s)_j * v_cache[h // G, j]
+
+  i.e. the masked-softmax attention of :class:`etch.llm.model.Attention` with keys after p
+  masked, restricted to the keys it can see.  Keys past ``start_pos + T - 1`` are never read;
+  ``start_pos < 0`` or ``start_pos + T > S`` is an error (the C kernels fail with a message,
+  this reference raises).
+
+Importing this module defines the operator (once per process) with a PyTorch
+implementation that is the masked formulation itself, so tracing and the exporter's graph
+interpreter compute exactly what the unfused model computes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["sdpa_kv", "sdpa_kv_reference", "OP_NAME"]
+
+OP_NAME = "etch::sdpa_kv.out"
+
+
+def sdpa_kv_reference(q, k_cache, v_cache, start_pos, scale: float):
+    """The masked formulation (what the unfused model computes), [T, H * hd]."""
+    if q.dim() != 3 or k_cache.dim() != 3 or v_cache.shape != k_cache.shape:
+        raise ValueError("sdpa_kv: q must be [T, H, hd] and the caches [KV, S, hd] alike, got "
+                         "%s, %s, %s" % (tuple(q.shape), tuple(k_cache.shape),
+                                         tuple(v_cache.shape)))
+    T, H, hd = q.shape
+    KV, S, hd2 = k_cache.shape
+    if hd2 != hd or KV == 0 or H % KV:
+        raise ValueError("sdpa_kv: q %s does not match the caches %s"
+                         % (tuple(q.shape), tuple(k_cache.shape)))
+    if start_pos.numel() != 1:
+        raise ValueError("sdpa_kv: start_pos must hold one position")
+    sp = int(start_pos.reshape(-1)[0])
+    if sp < 0 or sp + T > S:
+        raise ValueError("sdpa_kv: positions %d .. %d are outside the cache's %d"
+                         % (sp, sp + T - 1, S))
+    G = H // KV
+    pos = start_pos.reshape(1) + torch.arange(T)
+    mask = torch.arange(S).unsqueeze(0) > pos.unsqueeze(1)              # [T, S]
+    qg = q.reshape(T, KV, G, hd).permute(1, 2, 0, 3).reshape(KV, G * T, hd)
+    scores = torch.bmm(qg, k_cache.transpose(1, 2)) * scale             # [KV, G*T, S]
+    scores = scores.view(KV, G, T, S).masked_fill(mask, float("-inf"))
+    p = torch.softmax(scores, -1).view(KV, G * T, S)
+    o = torch.bmm(p, v_cache)                                           # [KV, G*T, hd]
+    return o.view(KV, G, T, hd).permute(2, 0, 1, 3).reshape(T, H * hd)
+
+
+def _define():
+    ns = getattr(torch.ops, "etch")
+    try:
+        return ns.sdpa_kv
+    except (AttributeError, RuntimeError):
+        pass
+    lib = torch.library.Library("etch", "DEF")
+    lib.define("sdpa_kv(Tensor q, Tensor k_cache, Tensor v_cache, Tensor start_pos, "
+               "float scale) -> Tensor")
+    lib.define("sdpa_kv.out(Tensor q, Tensor k_cache, Tensor v_cache, Tensor start_pos, "
+               "float scale, *, Tensor(a!) out) -> Tensor(a!)")
+
+    def fn(q, k_cache, v_cache, start_pos, scale):
+        return sdpa_kv_reference(q, k_cache, v_cache, start_pos, scale)
+
+    def fn_out(q, k_cache, v_cache, start_pos, scale, *, out):
+        r = sdpa_kv_reference(q, k_cache, v_cache, start_pos, scale)
+        out.resize_(r.shape)
+        out.copy_(r)
+        return out
+
+    lib.impl("sdpa_kv", fn, "CPU")
+    lib.impl("sdpa_kv.out", fn_out, "CPU")
+    _define.lib = lib  # keep the registration alive
+    return ns.sdpa_kv
+
+
+sdpa_kv = _define()

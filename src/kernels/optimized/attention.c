@@ -1,0 +1,156 @@
+/* Optimized etch::sdpa_kv.out (the semantics are in src/kernels/portable/op_sdpa_kv.c):
+ * Float q, caches and out, all contiguous, head_dim <= ETCH_ATTN_MAX_HD; anything else (and
+ * every error) goes to the portable kernel, which reports it.
+ *
+ * Each query row (t, h) runs a streaming softmax over its keys 0 .. start_pos + t in blocks of
+ * ETCH_ATTN_BLOCK: scores of the block (one dot product per key), the block's max m_b; when it
+ * exceeds the running max m, the running sum l and the accumulated row acc are scaled by
+ * exp(m - m_b); then p_j = exp(s_j - m) (the vector table's exp), l += sum p_j,
+ * acc += sum p_j v_j. out = acc / l. So no [T, S] matrix exists, only one block of scores and
+ * one row of hd floats per thread, on the stack; keys after start_pos + T - 1 are never read.
+ * Rounding differs from the masked softmax over the whole cache by float accumulation only
+ * (the tests hold it within 2e-5 absolute of PyTorch's result for values of order 1).
+ *
+ * Threads split (query block of ETCH_ATTN_QBLOCK positions, head) pairs; every row is
+ * computed by one thread in the same order whatever the split, so results do not depend on
+ * the thread count. Instruction sets: scalar C, AVX2+FMA (used for AVX-512 too), NEON. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/optimized/opt_attention.h"
+#include "kernels/optimized/opt_eltwise.h"
+#include "kernels/portable/portable_nn.h"
+
+#define ETCH_ATTN_MAX_HD 512
+#define ETCH_ATTN_BLOCK 64
+#define ETCH_ATTN_QBLOCK 8
+
+/* ---- scalar block functions ------------------------------------------------------------- */
+
+static void scores_scalar(float *s, const float *q, const float *k, int64_t n, int64_t hd,
+                          float scale) {
+    for (int64_t j = 0; j < n; j++) {
+        const float *kr = k + j * hd;
+        float a = 0.0f;
+        for (int64_t d = 0; d < hd; d++)
+            a += q[d] * kr[d];
+        s[j] = a * scale;
+    }
+}
+
+static void accum_scalar(float *acc, const float *p, const float *v, int64_t n, int64_t hd) {
+    for (int64_t j = 0; j < n; j++) {
+        const float pj = p[j];
+        const float *vr = v + j * hd;
+        for (int64_t d = 0; d < hd; d++)
+            acc[d] += pj * vr[d];
+    }
+}
+
+const etch_attn_isa etch_attn_scalar = {scores_scalar, accum_scalar};
+
+static const etch_attn_isa *attn_isa_active(void) {
+    switch (etch_isa_active()) {
+#if ETCH_OPT_X86
+    case ETCH_ISA_AVX2:
+    case ETCH_ISA_AVX512:
+        return &etch_attn_avx2;
+#endif
+#if ETCH_OPT_NEON
+    case ETCH_ISA_NEON:
+        return &etch_attn_neon;
+#endif
+    default:
+        return &etch_attn_scalar;
+    }
+}
+
+/* ---- the kernel ------------------------------------------------------------------------- */
+
+typedef struct attn_job {
+    const etch_attn_isa *isa;
+    const etch_opt_vec *vec;
+    const float *q, *k, *v;
+    float *out;
+    int64_t T, H, hd, S, G, p0;
+    float scale;
+} attn_job;
+
+static void attn_row(const attn_job *jb, int64_t t, int64_t h, float *acc, float *s) {
+    const int64_t hd = jb->hd, n = jb->p0 + t + 1, kh = h / jb->G;
+    const float *q = jb->q + (t * jb->H + h) * hd;
+    const float *K = jb->k + kh * jb->S * hd, *V = jb->v + kh * jb->S * hd;
+    float m = -INFINITY, l = 0.0f;
+    memset(acc, 0, (size_t)hd * sizeof(float));
+    for (int64_t j0 = 0; j0 < n; j0 += ETCH_ATTN_BLOCK) {
+        const int64_t nb = n - j0 < ETCH_ATTN_BLOCK ? n - j0 : ETCH_ATTN_BLOCK;
+        jb->isa->scores(s, q, K + j0 * hd, nb, hd, jb->scale);
+        float bm = s[0];
+        for (int64_t i = 1; i < nb; i++)
+            if (s[i] > bm)
+                bm = s[i];
+        if (bm > m) {
+            const float c = expf(m - bm); /* 0 for the first block */
+            l *= c;
+            for (int64_t d = 0; d < hd; d++)
+                acc[d] *= c;
+            m = bm;
+        }
+        l += jb->vec->exp_sum(s, s, m, nb);
+        jb->isa->accum(acc, s, V + j0 * hd, nb, hd);
+    }
+    float *o = jb->out + t * jb->H * hd + h * hd;
+    for (int64_t d = 0; d < hd; d++)
+        o[d] = acc[d] / l;
+}
+
+static void attn_items(void *arg, int64_t b, int64_t e) {
+    const attn_job *jb = (const attn_job *)arg;
+    float acc[ETCH_ATTN_MAX_HD], s[ETCH_ATTN_BLOCK];
+    for (int64_t i = b; i < e; i++) {
+        const int64_t qb = i / jb->H, h = i % jb->H;
+        const int64_t t1 = (qb + 1) * ETCH_ATTN_QBLOCK < jb->T ? (qb + 1) * ETCH_ATTN_QBLOCK
+                                                                : jb->T;
+        for (int64_t t = qb * ETCH_ATTN_QBLOCK; t < t1; t++)
+            attn_row(jb, t, h, acc, s);
+    }
+}
+
+static bool sdpa_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
+    if (nargs < 6 || args[4]->tag != ETCH_VALUE_DOUBLE)
+        return false;
+    etch_tensor *q = etch_opt_fast_tensor(args[0], ETCH_DTYPE_FLOAT, true);
+    etch_tensor *k = etch_opt_fast_tensor(args[1], ETCH_DTYPE_FLOAT, true);
+    etch_tensor *v = etch_opt_fast_tensor(args[2], ETCH_DTYPE_FLOAT, true);
+    etch_tensor *out = etch_opt_fast_tensor(args[5], ETCH_DTYPE_FLOAT, true);
+    etch_tensor *sp = etch_opt_fast_tensor(args[3], ETCH_DTYPE_LONG, true);
+    if (!q || !k || !v || !out || !sp || q->dim != 3 || k->dim != 3 || v->dim != 3 ||
+        etch_tensor_numel(sp) != 1)
+        return false;
+    const int64_t T = q->sizes[0], H = q->sizes[1], hd = q->sizes[2];
+    const int64_t KV = k->sizes[0], S = k->sizes[1];
+    if (KV < 1 || H % KV != 0 || k->sizes[2] != hd || v->sizes[0] != KV || v->sizes[1] != S ||
+        v->sizes[2] != hd || hd < 1 || hd > ETCH_ATTN_MAX_HD)
+        return false;
+    const int64_t p0 = ((const int64_t *)sp->data)[0];
+    if (p0 < 0 || p0 > S - T)
+        return false; /* the portable kernel reports it */
+    if (!out->data && T * H * hd > 0)
+        return false;
+    const int64_t osz[2] = {T, H * hd};
+    if (etch_kernel_resize(ctx, out, 2, osz) != ETCH_OK)
+        return true; /* failure recorded */
+    if (T == 0 || H == 0)
+        return true;
+    attn_job jb = {attn_isa_active(), etch_opt_vec_active(),
+                   (const float *)q->data, (const float *)k->data, (const float *)v->data,
+                   (float *)out->data, T, H, hd, S, H / KV, p0, (float)args[4]->u.d};
+    const int64_t nqb = (T + ETCH_ATTN_QBLOCK - 1) / ETCH_ATTN_QBLOCK;
+    etch_kernel_parallel_for(ctx, nqb * H, 1, attn_items, &jb);
+    return true;
+}
+
+ETCH_OPT_KERNEL(sdpa_kv_out) {
+    if (!sdpa_fast(ctx, args, nargs))
+        etch_portable_sdpa_kv_out(ctx, args, nargs);
+}

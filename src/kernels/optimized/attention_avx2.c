@@ -1,0 +1,85 @@
+/* AVX2+FMA block functions of the optimized attention (see opt_attention.h). */
+#include <immintrin.h>
+
+#include "kernels/optimized/opt_attention.h"
+
+static inline float hsum8(__m256 x) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Four keys at a time share each load of q; the tail of hd % 8 is scalar. */
+static void scores_avx2(float *s, const float *q, const float *k, int64_t n, int64_t hd,
+                        float scale) {
+    const int64_t hv = hd & ~(int64_t)7;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const float *k0 = k + j * hd, *k1 = k0 + hd, *k2 = k1 + hd, *k3 = k2 + hd;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t d = 0; d < hv; d += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + d);
+            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + d), a0);
+            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + d), a1);
+            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + d), a2);
+            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + d), a3);
+        }
+        float r0 = hsum8(a0), r1 = hsum8(a1), r2 = hsum8(a2), r3 = hsum8(a3);
+        for (int64_t d = hv; d < hd; d++) {
+            r0 += q[d] * k0[d];
+            r1 += q[d] * k1[d];
+            r2 += q[d] * k2[d];
+            r3 += q[d] * k3[d];
+        }
+        s[j] = r0 * scale;
+        s[j + 1] = r1 * scale;
+        s[j + 2] = r2 * scale;
+        s[j + 3] = r3 * scale;
+    }
+    for (; j < n; j++) {
+        const float *kr = k + j * hd;
+        __m256 a = _mm256_setzero_ps();
+        for (int64_t d = 0; d < hv; d += 8)
+            a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(kr + d), a);
+        float r = hsum8(a);
+        for (int64_t d = hv; d < hd; d++)
+            r += q[d] * kr[d];
+        s[j] = r * scale;
+    }
+}
+
+/* acc kept in registers 32 floats at a time while the keys stream past. */
+static void accum_avx2(float *acc, const float *p, const float *v, int64_t n, int64_t hd) {
+    int64_t d = 0;
+    for (; d + 32 <= hd; d += 32) {
+        __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);
+        __m256 a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);
+        for (int64_t j = 0; j < n; j++) {
+            const __m256 pj = _mm256_set1_ps(p[j]);
+            const float *vr = v + j * hd + d;
+            a0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vr), a0);
+            a1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vr + 8), a1);
+            a2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vr + 16), a2);
+            a3 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vr + 24), a3);
+        }
+        _mm256_storeu_ps(acc + d, a0);
+        _mm256_storeu_ps(acc + d + 8, a1);
+        _mm256_storeu_ps(acc + d + 16, a2);
+        _mm256_storeu_ps(acc + d + 24, a3);
+    }
+    for (; d + 8 <= hd; d += 8) {
+        __m256 a = _mm256_loadu_ps(acc + d);
+        for (int64_t j = 0; j < n; j++)
+            a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + j * hd + d), a);
+        _mm256_storeu_ps(acc + d, a);
+    }
+    for (; d < hd; d++) {
+        float a = acc[d];
+        for (int64_t j = 0; j < n; j++)
+            a += p[j] * v[j * hd + d];
+        acc[d] = a;
+    }
+}
+
+const etch_attn_isa etch_attn_avx2 = {scores_avx2, accum_avx2};

@@ -1,0 +1,31 @@
+/* Optimized etch::sdpa_kv.out (attention.c; semantics in src/kernels/portable/op_sdpa_kv.c)
+ * and its per-instruction-set block functions. */
+#ifndef ETCH_KERNELS_OPTIMIZED_OPT_ATTENTION_H
+#define ETCH_KERNELS_OPTIMIZED_OPT_ATTENTION_H
+
+#include <stdint.h>
+
+#include "kernels/optimized/opt.h"
+
+ETCH_OPT_KERNEL(sdpa_kv_out);
+
+/* The two inner loops of the streaming softmax, over a block of n keys (rows of hd floats,
+ * row stride hd):
+ *   scores: s[j] = scale * dot(q, k + j*hd)            for j < n
+ *   accum:  acc[d] += sum_j p[j] * v[j*hd + d]         for d < hd (j in order 0 .. n-1)
+ * Each ISA's results depend only on the operands, never on the thread split. */
+typedef struct etch_attn_isa {
+    void (*scores)(float *s, const float *q, const float *k, int64_t n, int64_t hd,
+                   float scale);
+    void (*accum)(float *acc, const float *p, const float *v, int64_t n, int64_t hd);
+} etch_attn_isa;
+
+extern const etch_attn_isa etch_attn_scalar;
+#if ETCH_OPT_X86
+extern const etch_attn_isa etch_attn_avx2; /* also what AVX-512 uses */
+#endif
+#if ETCH_OPT_NEON
+extern const etch_attn_isa etch_attn_neon;
+#endif
+
+#endif

@@ -1,0 +1,338 @@
+/* etch::sdpa_kv.out against PyTorch's masked-softmax attention (gen_cases.py): the portable
+ * kernel and the optimized one under every instruction set this CPU supports, serial, on the
+ * shuffled test pool with 2..4 threads (three split policies) and on the real 2- and 4-thread
+ * pools. Checks, per case:
+ *   - every result within 1e-5 + 1e-5 |expected| (the reference is float64 math rounded once);
+ *   - the optimized result is bit-identical for every thread count and split of one ISA;
+ *   - cache rows after start_pos + T - 1 are NaN in the test's copy and the output stays
+ *     finite (they are never read: ASan also sees the caches allocated to their exact size);
+ *   - no allocation inside a kernel call.
+ * Then the errors: start_pos < 0, start_pos + T > S, a bad start_pos tensor, shapes that do
+ * not fit, each failing with INVALID_ARGUMENT (a static out of the wrong shape: the runtime's
+ * NOT_SUPPORTED) and a message naming the problem, out untouched.
+ *
+ * Usage: test_sdpa_kv CASES_FILE */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc_wrap.h"
+#include "etch/etch.h"
+#include "etch/kernels.h"
+#include "etch/threadpool.h"
+#include "etch_test.h"
+#include "kernel_test_util.h"
+#include "kernels/optimized/opt_attention.h"
+#include "kernels/portable/portable_nn.h"
+#include "runtime/context.h"
+
+typedef void (*kfn)(etch_kernel_context *, etch_value **, size_t);
+
+static uint32_t rng_state = 12345u;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 17;
+    rng_state ^= rng_state << 5;
+    return rng_state;
+}
+
+static unsigned char temp_mem[1 << 16];
+static etch_threadpool *real_pool[5];
+
+/* threads 0/1: serial; 2..4: the shuffled pool with `split`; -2/-4: the pthreads pool. */
+static etch_status call_k(kfn f, etch_value **args, size_t nargs, int threads, kt_split split) {
+    kt_shuffle_pool pool;
+    kt_shuffle_pool_init(&pool, threads > 1 ? threads : 2, split, rnd);
+    const etch_threadpool_iface *iface = threads > 1 ? &pool.iface : NULL;
+    if (threads < 0) {
+        if (!real_pool[-threads])
+            CHECK_OK(etch_threadpool_create(-threads, &real_pool[-threads]));
+        iface = etch_threadpool_get_iface(real_pool[-threads]);
+    }
+    etch_kernel_context ctx;
+    etch_kernel_context_init(&ctx, "etch::sdpa_kv.out", temp_mem, sizeof temp_mem, iface);
+    etch_alloc_arm();
+    f(&ctx, args, nargs);
+    etch_alloc_disarm();
+    CHECK_MSG(etch_alloc_calls == 0, "%ld allocations in a kernel call", etch_alloc_calls);
+    return ctx.status;
+}
+
+typedef struct sdpa_case {
+    int64_t T, H, KV, hd, S, sp;
+    double scale;
+    float *q, *k, *v, *want;
+} sdpa_case;
+
+/* The call's values over caller buffers; out is bounded-dynamic with room for S rows. */
+typedef struct sdpa_call {
+    etch_tensor q, k, v, sp, out;
+    int64_t pos;
+    etch_value vals[7];
+    etch_value *args[7];
+} sdpa_call;
+
+static void call_init(sdpa_call *c, const sdpa_case *cs, float *q, float *k, float *v,
+                      int64_t pos, float *out, int64_t out_rows) {
+    const int64_t qs[3] = {cs->T, cs->H, cs->hd}, ks[3] = {cs->KV, cs->S, cs->hd};
+    const int64_t one = 1, os[2] = {out_rows, cs->H * cs->hd};
+    c->pos = pos;
+    CHECK_OK(etch_tensor_init(&c->q, ETCH_DTYPE_FLOAT, 3, qs, q));
+    CHECK_OK(etch_tensor_init(&c->k, ETCH_DTYPE_FLOAT, 3, ks, k));
+    CHECK_OK(etch_tensor_init(&c->v, ETCH_DTYPE_FLOAT, 3, ks, v));
+    CHECK_OK(etch_tensor_init(&c->sp, ETCH_DTYPE_LONG, 1, &one, &c->pos));
+    CHECK_OK(etch_tensor_init(&c->out, ETCH_DTYPE_FLOAT, 2, os, out));
+    c->out.dynamism = ETCH_SHAPE_DYNAMIC_BOUND;
+    c->vals[0] = kt_vtensor(&c->q);
+    c->vals[1] = kt_vtensor(&c->k);
+    c->vals[2] = kt_vtensor(&c->v);
+    c->vals[3] = kt_vtensor(&c->sp);
+    c->vals[4] = kt_vdouble(cs->scale);
+    c->vals[5] = kt_vtensor(&c->out);
+    c->vals[6] = kt_vtensor(&c->out);
+    for (int i = 0; i < 7; i++)
+        c->args[i] = &c->vals[i];
+}
+
+static float *xmalloc(size_t n) {
+    float *p = (float *)malloc(n ? n * sizeof(float) : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+static int read_cases(const char *path, sdpa_case **out) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        return -1;
+    }
+    char magic[4];
+    uint32_t n = 0;
+    if (fread(magic, 1, 4, f) != 4 || memcmp(magic, "SDPA", 4) != 0 || fread(&n, 4, 1, f) != 1 ||
+        n > 10000) {
+        fclose(f);
+        fprintf(stderr, "%s: not a cases file\n", path);
+        return -1;
+    }
+    sdpa_case *cs = (sdpa_case *)calloc(n, sizeof *cs);
+    for (uint32_t i = 0; cs && i < n; i++) {
+        sdpa_case *c = &cs[i];
+        int64_t h[6];
+        if (fread(h, 8, 6, f) != 6 || fread(&c->scale, 8, 1, f) != 1)
+            goto bad;
+        c->T = h[0], c->H = h[1], c->KV = h[2], c->hd = h[3], c->S = h[4], c->sp = h[5];
+        for (int j = 0; j < 6; j++)
+            if (h[j] < 0 || h[j] > 4096)
+                goto bad;
+        const size_t nq = (size_t)(c->T * c->H * c->hd), nk = (size_t)(c->KV * c->S * c->hd);
+        c->q = xmalloc(nq), c->k = xmalloc(nk), c->v = xmalloc(nk), c->want = xmalloc(nq);
+        if (fread(c->q, 4, nq, f) != nq || fread(c->k, 4, nk, f) != nk ||
+            fread(c->v, 4, nk, f) != nk || fread(c->want, 4, nq, f) != nq)
+            goto bad;
+    }
+    fclose(f);
+    *out = cs;
+    return (int)n;
+bad:
+    fclose(f);
+    fprintf(stderr, "%s: truncated or corrupt\n", path);
+    return -1;
+}
+
+/* Compare against the reference; returns the largest error. */
+static double check_close(const sdpa_case *cs, const float *got, const char *what) {
+    const int64_t n = cs->T * cs->H * cs->hd;
+    double worst = 0.0;
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n; i++) {
+        const double e = cs->want[i], d = fabs((double)got[i] - e);
+        if (!(d <= 1e-5 + 1e-5 * fabs(e))) {
+            if (bad < 0)
+                bad = i;
+        }
+        if (d > worst || isnan(d))
+            worst = isnan(d) ? INFINITY : d;
+    }
+    CHECK_MSG(bad < 0,
+              "%s T%lld H%lld KV%lld hd%lld S%lld at %lld: element %lld is %.9g, want %.9g",
+              what, (long long)cs->T, (long long)cs->H, (long long)cs->KV, (long long)cs->hd,
+              (long long)cs->S, (long long)cs->sp, (long long)(bad < 0 ? 0 : bad),
+              bad < 0 ? 0.0 : (double)got[bad], bad < 0 ? 0.0 : (double)cs->want[bad]);
+    return worst;
+}
+
+static const int thread_cfgs[] = {1, 2, 3, 4, -2, -4};
+#define N_THR (sizeof thread_cfgs / sizeof thread_cfgs[0])
+static const kt_split splits[] = {KT_SPLIT_TWO_PER_THREAD, KT_SPLIT_RANDOM_PARTS, KT_SPLIT_EVEN};
+
+static void run_case(const sdpa_case *cs, const etch_isa *isas, int n_isas, double *worst_p,
+                     double *worst_o) {
+    const int64_t nk = cs->KV * cs->S * cs->hd, nq = cs->T * cs->H * cs->hd;
+    /* exact-size copies of the caches with every row after the last new position NaN */
+    float *k = xmalloc((size_t)nk), *v = xmalloc((size_t)nk);
+    memcpy(k, cs->k, (size_t)nk * sizeof(float));
+    memcpy(v, cs->v, (size_t)nk * sizeof(float));
+    for (int64_t h = 0; h < cs->KV; h++)
+        for (int64_t j = cs->sp + cs->T; j < cs->S; j++)
+            for (int64_t d = 0; d < cs->hd; d++) {
+                k[(h * cs->S + j) * cs->hd + d] = NAN;
+                v[(h * cs->S + j) * cs->hd + d] = NAN;
+            }
+    const int64_t cap = cs->S * cs->H * cs->hd;
+    float *out = xmalloc((size_t)cap), *first = xmalloc((size_t)nq);
+    sdpa_call c;
+
+    call_init(&c, cs, cs->q, k, v, cs->sp, out, cs->S);
+    CHECK_OK(call_k(etch_portable_sdpa_kv_out, c.args, 7, 1, KT_SPLIT_EVEN));
+    CHECK(c.out.dim == 2 && c.out.sizes[0] == cs->T && c.out.sizes[1] == cs->H * cs->hd);
+    double w = check_close(cs, out, "portable");
+    if (w > *worst_p)
+        *worst_p = w;
+
+    for (int ii = 0; ii < n_isas; ii++) {
+        CHECK_OK(etch_isa_set(isas[ii]));
+        for (size_t ti = 0; ti < N_THR; ti++) {
+            for (size_t si = 0; si < (thread_cfgs[ti] > 1 ? 3u : 1u); si++) {
+                for (int64_t i = 0; i < cap; i++)
+                    out[i] = -7.0f;
+                call_init(&c, cs, cs->q, k, v, cs->sp, out, cs->S);
+                CHECK_OK(call_k(etch_opt_sdpa_kv_out, c.args, 7, thread_cfgs[ti], splits[si]));
+                CHECK(c.out.sizes[0] == cs->T && c.out.sizes[1] == cs->H * cs->hd);
+                char what[64];
+                snprintf(what, sizeof what, "optimized %s threads %d split %d",
+                         etch_isa_name(isas[ii]), thread_cfgs[ti], (int)si);
+                w = check_close(cs, out, what);
+                if (w > worst_o[ii])
+                    worst_o[ii] = w;
+                if (ti == 0)
+                    memcpy(first, out, (size_t)nq * sizeof(float));
+                else
+                    CHECK_MSG(memcmp(first, out, (size_t)nq * sizeof(float)) == 0,
+                              "%s: differs from the serial result", what);
+            }
+        }
+    }
+    free(k), free(v), free(out), free(first);
+}
+
+/* Errors: every kernel (portable, optimized per ISA) fails with INVALID_ARGUMENT, names the
+ * problem and leaves out as it was. */
+static void expect_fail_st(sdpa_call *c, const etch_isa *isas, int n_isas, etch_status want,
+                           const char *needle, const char *what) {
+    kfn fns[2] = {etch_portable_sdpa_kv_out, etch_opt_sdpa_kv_out};
+    for (int fi = 0; fi < 2; fi++) {
+        for (int ii = 0; ii < (fi ? n_isas : 1); ii++) {
+            if (fi)
+                CHECK_OK(etch_isa_set(isas[ii]));
+            float *o = (float *)c->out.data;
+            const int64_t n = etch_tensor_numel(&c->out);
+            for (int64_t i = 0; i < n; i++)
+                o[i] = 3.0f;
+            const int64_t rows = c->out.sizes[0];
+            etch_status st = call_k(fns[fi], c->args, 7, fi ? 2 : 1, KT_SPLIT_RANDOM_PARTS);
+            CHECK_MSG(st == want, "%s (%s): got %s", what,
+                      fi ? etch_isa_name(isas[ii]) : "portable", etch_status_str(st));
+            CHECK_MSG(strstr(etch_last_error(), needle) != NULL, "%s: message '%s' lacks '%s'",
+                      what, etch_last_error(), needle);
+            CHECK(c->out.sizes[0] == rows);
+            int same = 1;
+            for (int64_t i = 0; i < n; i++)
+                same &= o[i] == 3.0f;
+            CHECK_MSG(same, "%s: out was written", what);
+        }
+    }
+}
+
+static void expect_fail(sdpa_call *c, const etch_isa *isas, int n_isas, const char *needle,
+                        const char *what) {
+    expect_fail_st(c, isas, n_isas, ETCH_ERR_INVALID_ARGUMENT, needle, what);
+}
+
+static void test_errors(const etch_isa *isas, int n_isas) {
+    /* T = 3 new positions, H 4, KV 2, hd 8, S 6 */
+    sdpa_case cs = {3, 4, 2, 8, 6, 0, 0.35, NULL, NULL, NULL, NULL};
+    float q[3 * 4 * 8], k[2 * 6 * 8], v[2 * 6 * 8], out[6 * 4 * 8];
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
+        q[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        k[i] = v[i] = (float)(i % 5) * 0.2f;
+    sdpa_call c;
+    const int64_t bad_pos[] = {-1, 4, 5, INT64_MAX, INT64_MIN};
+    for (size_t i = 0; i < sizeof bad_pos / sizeof bad_pos[0]; i++) {
+        call_init(&c, &cs, q, k, v, bad_pos[i], out, 3);
+        char what[64];
+        snprintf(what, sizeof what, "start_pos %lld", (long long)bad_pos[i]);
+        expect_fail(&c, isas, n_isas, "start_pos", what);
+    }
+    /* the last position that fits: start_pos 3 with T 3 in S 6 */
+    call_init(&c, &cs, q, k, v, 3, out, 3);
+    CHECK_OK(call_k(etch_portable_sdpa_kv_out, c.args, 7, 1, KT_SPLIT_EVEN));
+    CHECK_OK(call_k(etch_opt_sdpa_kv_out, c.args, 7, 2, KT_SPLIT_EVEN));
+
+    /* start_pos of two elements, or Float */
+    call_init(&c, &cs, q, k, v, 0, out, 3);
+    int64_t two[2] = {0, 0};
+    const int64_t s2 = 2;
+    CHECK_OK(etch_tensor_init(&c.sp, ETCH_DTYPE_LONG, 1, &s2, two));
+    expect_fail(&c, isas, n_isas, "start_pos", "start_pos of two elements");
+    float fpos = 0.0f;
+    const int64_t s1 = 1;
+    CHECK_OK(etch_tensor_init(&c.sp, ETCH_DTYPE_FLOAT, 1, &s1, &fpos));
+    expect_fail(&c, isas, n_isas, "start_pos", "Float start_pos");
+
+    /* H not a multiple of KV: q [3, 3, 8] */
+    call_init(&c, &cs, q, k, v, 0, out, 3);
+    c.q.sizes[1] = 3;
+    etch_tensor_update_strides(&c.q);
+    expect_fail(&c, isas, n_isas, "multiple", "H 3 over KV 2");
+    /* head dims that differ: caches with hd 4 */
+    call_init(&c, &cs, q, k, v, 0, out, 3);
+    c.k.sizes[2] = 4, c.v.sizes[2] = 4;
+    etch_tensor_update_strides(&c.k);
+    etch_tensor_update_strides(&c.v);
+    expect_fail(&c, isas, n_isas, "hd", "head dims differ");
+    /* v_cache shorter than k_cache */
+    call_init(&c, &cs, q, k, v, 0, out, 3);
+    c.v.sizes[1] = 5;
+    etch_tensor_update_strides(&c.v);
+    expect_fail(&c, isas, n_isas, "KV, S, hd", "caches differ");
+    /* out too small for [T, H*hd] (static [2, 32]) */
+    call_init(&c, &cs, q, k, v, 0, out, 2);
+    c.out.dynamism = ETCH_SHAPE_STATIC;
+    expect_fail_st(&c, isas, n_isas, ETCH_ERR_NOT_SUPPORTED, "out", "static out of the wrong shape");
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s CASES_FILE\n", argv[0]);
+        return 2;
+    }
+    CHECK_OK(etch_kernels_register_optimized());
+    const etch_kernel *kp = etch_kernels_find("etch::sdpa_kv.out", 17);
+    CHECK_MSG(kp && strcmp(etch_kernels_impl_of(kp), "optimized") == 0,
+              "etch::sdpa_kv.out is not the optimized kernel");
+    etch_isa isas[KT_N_ISAS];
+    const int n_isas = kt_pick_isas(isas);
+    sdpa_case *cases = NULL;
+    const int n = read_cases(argv[1], &cases);
+    CHECK(n > 0);
+    double worst_p = 0.0, worst_o[KT_N_ISAS] = {0};
+    for (int i = 0; i < n; i++)
+        run_case(&cases[i], isas, n_isas, &worst_p, worst_o);
+    printf("%d cases; largest |error| vs PyTorch: portable %.3g", n, worst_p);
+    for (int i = 0; i < n_isas; i++)
+        printf(", %s %.3g", etch_isa_name(isas[i]), worst_o[i]);
+    printf("\n");
+    test_errors(isas, n_isas);
+    for (int i = 0; i < n; i++)
+        free(cases[i].q), free(cases[i].k), free(cases[i].v), free(cases[i].want);
+    free(cases);
+    etch_threadpool_destroy(real_pool[2]);
+    etch_threadpool_destroy(real_pool[4]);
+    return etch_test_finish();
+}
