@@ -121,7 +121,9 @@ static const etch_sgemm_isa *isa_override; /* NULL: the active instruction set *
  * themselves only run where the CPU has them). */
 #define EMU_UKR(name, MR_, NR_)                                                               \
     static void name(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,      \
-                     int64_t ldc, int accumulate, const etch_sgemm_tail *tail) {              \
+                     int64_t ldc, int accumulate, const etch_sgemm_tail *tail,                \
+                     const char *pf) {                                                        \
+        (void)pf;                                                                             \
         float acc[MR_][NR_];                                                                  \
         memset(acc, 0, sizeof acc);                                                           \
         for (int64_t k = 0; k < kc; k++)                                                      \

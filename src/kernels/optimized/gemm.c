@@ -45,7 +45,9 @@
 #define S_NR 8
 
 static void ukr_scalar(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,
-                       int64_t ldc, int accumulate, const etch_sgemm_tail *tail) {
+                       int64_t ldc, int accumulate, const etch_sgemm_tail *tail,
+                       const char *pf) {
+    (void)pf; /* no prefetch in the portable code */
     float acc[S_MR][S_NR];
     memset(acc, 0, sizeof acc);
     for (int64_t k = 0; k < kc; k++) {
@@ -256,11 +258,7 @@ static void pack_a_panel(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, in
 #define PREFETCH(p) ((void)(p))
 #endif
 #define PF_ROWS 8
-#if defined(__GNUC__)
-#define PREFETCH_FAR(p) __builtin_prefetch((p), 0, 2)
-#else
-#define PREFETCH_FAR(p) ((void)(p))
-#endif
+
 
 
 /* B depth [p, p+kb) x columns [j, j+nn) -> kb rows of nr floats (zero columns past nn). */
@@ -337,12 +335,12 @@ static void pack_b_block(const etch_sgemm_desc *d, int nr, int64_t p, int64_t kb
  * block; a full tile goes straight to C, a partial one through a stack tile. */
 static void tile(const etch_sgemm_isa *isa, int64_t kb, const float *ap, const float *bp,
                  int64_t ldb, float *c, int64_t ldc, int64_t mm, int64_t nn, bool first,
-                 const etch_sgemm_tail *tail) {
+                 const etch_sgemm_tail *tail, const char *pf) {
     if (nn == isa->nr && (mm == isa->mr || isa->ukr_rows)) {
         if (mm == isa->mr)
-            isa->ukr(kb, ap, bp, ldb, c, ldc, !first, tail);
+            isa->ukr(kb, ap, bp, ldb, c, ldc, !first, tail, pf);
         else
-            isa->ukr_rows((int)mm, kb, ap, bp, ldb, c, ldc, !first, tail);
+            isa->ukr_rows((int)mm, kb, ap, bp, ldb, c, ldc, !first, tail, pf);
         return;
     }
     const int nr = isa->nr;
@@ -352,7 +350,7 @@ static void tile(const etch_sgemm_isa *isa, int64_t kb, const float *ap, const f
         for (int64_t i = 0; i < mm; i++)
             memcpy(t + i * nr, c + i * ldc, (size_t)nn * sizeof(float));
     }
-    isa->ukr(kb, ap, bp, ldb, t, nr, !first, tail);
+    isa->ukr(kb, ap, bp, ldb, t, nr, !first, tail, pf);
     for (int64_t i = 0; i < mm; i++)
         memcpy(c + i * ldc, t + i * nr, (size_t)nn * sizeof(float));
 }
@@ -394,29 +392,30 @@ static void gemm_packed(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int
                 for (int64_t jr = 0; jr < nb; jr += nr) {
                     const int64_t nn = min64(nr, nb - jr);
                     /* a prepacked B (a weight, read once per run: from L3 or memory) is
-                     * fetched isa->pf_b panels ahead, a share before each tile (the panels
-                     * of one depth block lie one after another across column blocks) */
-                    const char *pf = NULL, *pf_end = NULL;
-                    int64_t pf_step = 0;
+                     * fetched isa->pf_b panels ahead: each tile's microkernel prefetches a
+                     * share of it, one line per ETCH_SGEMM_PF_K steps of k (the panels of
+                     * one depth block lie one after another across column blocks) */
+                    const char *pf_base = NULL;
+                    int64_t pf_off = 0, pf_max = 0; /* bytes from pf_base */
+                    const int64_t pf_share = kb / ETCH_SGEMM_PF_K * 64;
                     if (pb && isa->pf_b > 0) {
-                        pf = (const char *)(bblk + (jr + isa->pf_b * nr) * kb);
-                        pf_end = (const char *)(pb + pc * npad + npad * kb);
-                        const int64_t lines = (int64_t)nr * kb / 16, tiles = (mb + mr - 1) / mr;
-                        pf_step = (lines + tiles - 1) / tiles;
-                        if (pf + lines * 64 < pf_end)
-                            pf_end = pf + lines * 64;
+                        pf_base = (const char *)bblk;
+                        pf_off = (jr + isa->pf_b * nr) * kb * (int64_t)sizeof(float);
+                        /* to the end of this depth block's panels */
+                        pf_max = (npad - jc) * kb * (int64_t)sizeof(float);
                     }
                     for (int64_t ir = 0; ir < mb; ir += mr) {
                         const int64_t mm = min64(mr, mb - ir);
                         float *c = d->c + (ic + ir) * d->ldc + jc + jr;
-                        for (int64_t l = 0; l < pf_step && pf < pf_end; l++, pf += 64)
-                            PREFETCH_FAR(pf);
+                        const char *tpf =
+                            pf_base && pf_off + pf_share <= pf_max ? pf_base + pf_off : NULL;
+                        pf_off += pf_share;
                         const etch_sgemm_tail *tl =
                             last ? tail_for(d, &po, ic + ir, mm, jc + jr, nn, mr, nr, colbuf,
                                             rowbuf)
                                  : NULL;
                         tile(isa, kb, ablk + ir * kb, bblk + jr * kb, nr, c, d->ldc, mm, nn,
-                             first, tl);
+                             first, tl, tpf);
                         if (last)
                             finish_after_tail(d, &po, ic + ir, ic + ir + mm, jc + jr,
                                               jc + jr + nn);
@@ -464,7 +463,7 @@ static void gemm_direct(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int
                 const etch_sgemm_tail *tl =
                     last ? tail_for(d, &po, ir, mm, jr, nn, mr, nr, colbuf, rowbuf) : NULL;
                 tile(isa, kb, apanel, bp, nr, d->c + ir * d->ldc + jr, d->ldc, mm, nn, first,
-                     tl);
+                     tl, NULL);
                 if (last)
                     finish_after_tail(d, &po, ir, ir + mm, jr, jr + nn);
             }

@@ -6,7 +6,6 @@
 
 #define MR 6
 #define NR 16
-#define B_PF 1024 /* floats: 64 packed B rows */
 
 /* The tail (gemm_isa.h) on one vector of row i (by value: accumulators whose address is
  * taken would live in memory). */
@@ -30,7 +29,7 @@ static inline __m256 tail_vec(const etch_sgemm_tail *t, __m256 v, const float *c
     } while (0)
 
 static void ukr_avx2(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,
-                     int64_t ldc, int accumulate, const etch_sgemm_tail *tail) {
+                     int64_t ldc, int accumulate, const etch_sgemm_tail *tail, const char *pf) {
     for (int i = 0; i < MR; i++)
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
@@ -61,11 +60,18 @@ static void ukr_avx2(int64_t kc, const float *ap, const float *bp, int64_t ldb, 
         c50 = _mm256_fmadd_ps(av, b0, c50);                                                    \
         c51 = _mm256_fmadd_ps(av, b1, c51);                                                    \
     } while (0)
-    for (int64_t k = 0; k < kc; k++) {
-        /* B_PF floats ahead: a prepacked weight panel comes from L3 or memory once per run
-         * (the hardware prefetcher alone leaves the first row panel waiting for it); past
-         * the panel's end this fetches the start of the next one */
-        _mm_prefetch((const char *)(bp + B_PF), _MM_HINT_T0);
+    int64_t k = 0;
+    if (pf)
+        for (; k + ETCH_SGEMM_PF_K <= kc; k += ETCH_SGEMM_PF_K, pf += 64) {
+            _mm_prefetch(pf, _MM_HINT_T1);
+            STEP(ap, bp);
+            STEP(ap + MR, bp + ldb);
+            STEP(ap + 2 * MR, bp + 2 * ldb);
+            STEP(ap + 3 * MR, bp + 3 * ldb);
+            ap += 4 * MR;
+            bp += 4 * ldb;
+        }
+    for (; k < kc; k++) {
         STEP(ap, bp);
         ap += MR;
         bp += ldb;
@@ -103,14 +109,18 @@ static void ukr_avx2(int64_t kc, const float *ap, const float *bp, int64_t ldb, 
 #endif
 static ALWAYS_INLINE void ukr_rows_body(const int R, int64_t kc, const float *ap,
                                         const float *bp, int64_t ldb, float *c, int64_t ldc,
-                                        int accumulate, const etch_sgemm_tail *tail) {
+                                        int accumulate, const etch_sgemm_tail *tail,
+                                        const char *pf) {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
     __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
     __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
     __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
     __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
     for (int64_t k = 0; k < kc; k++) {
-        _mm_prefetch((const char *)(bp + B_PF), _MM_HINT_T0);
+        if (pf && (k & (ETCH_SGEMM_PF_K - 1)) == 0) {
+            _mm_prefetch(pf, _MM_HINT_T1);
+            pf += 64;
+        }
         const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
         __m256 av = _mm256_broadcast_ss(ap);
         c00 = _mm256_fmadd_ps(av, b0, c00);
@@ -165,8 +175,8 @@ static ALWAYS_INLINE void ukr_rows_body(const int R, int64_t kc, const float *ap
 #define UKR_ROWS(R)                                                                            \
     static void ukr_avx2_##R(int64_t kc, const float *ap, const float *bp, int64_t ldb,        \
                              float *c, int64_t ldc, int accumulate,                            \
-                             const etch_sgemm_tail *tail) {                                    \
-        ukr_rows_body(R, kc, ap, bp, ldb, c, ldc, accumulate, tail);                           \
+                             const etch_sgemm_tail *tail, const char *pf) {                    \
+        ukr_rows_body(R, kc, ap, bp, ldb, c, ldc, accumulate, tail, pf);                       \
     }
 UKR_ROWS(1)
 UKR_ROWS(2)
@@ -176,25 +186,26 @@ UKR_ROWS(5)
 #undef UKR_ROWS
 
 static void ukr_rows_avx2(int mm, int64_t kc, const float *ap, const float *bp, int64_t ldb,
-                          float *c, int64_t ldc, int accumulate, const etch_sgemm_tail *tail) {
+                          float *c, int64_t ldc, int accumulate, const etch_sgemm_tail *tail,
+                          const char *pf) {
     switch (mm) {
     case 1:
-        ukr_avx2_1(kc, ap, bp, ldb, c, ldc, accumulate, tail);
+        ukr_avx2_1(kc, ap, bp, ldb, c, ldc, accumulate, tail, pf);
         break;
     case 2:
-        ukr_avx2_2(kc, ap, bp, ldb, c, ldc, accumulate, tail);
+        ukr_avx2_2(kc, ap, bp, ldb, c, ldc, accumulate, tail, pf);
         break;
     case 3:
-        ukr_avx2_3(kc, ap, bp, ldb, c, ldc, accumulate, tail);
+        ukr_avx2_3(kc, ap, bp, ldb, c, ldc, accumulate, tail, pf);
         break;
     case 4:
-        ukr_avx2_4(kc, ap, bp, ldb, c, ldc, accumulate, tail);
+        ukr_avx2_4(kc, ap, bp, ldb, c, ldc, accumulate, tail, pf);
         break;
     case 5:
-        ukr_avx2_5(kc, ap, bp, ldb, c, ldc, accumulate, tail);
+        ukr_avx2_5(kc, ap, bp, ldb, c, ldc, accumulate, tail, pf);
         break;
     default:
-        ukr_avx2(kc, ap, bp, ldb, c, ldc, accumulate, tail);
+        ukr_avx2(kc, ap, bp, ldb, c, ldc, accumulate, tail, pf);
         break;
     }
 }

@@ -9,13 +9,18 @@
 #define NR 32
 
 static void ukr_avx512(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,
-                       int64_t ldc, int accumulate, const etch_sgemm_tail *tail) {
+                       int64_t ldc, int accumulate, const etch_sgemm_tail *tail,
+                       const char *pf) {
     __m512 lo[MR], hi[MR];
     for (int i = 0; i < MR; i++) {
         lo[i] = _mm512_setzero_ps();
         hi[i] = _mm512_setzero_ps();
     }
     for (int64_t k = 0; k < kc; k++) {
+        if (pf && (k & (ETCH_SGEMM_PF_K - 1)) == 0) {
+            _mm_prefetch(pf, _MM_HINT_T1);
+            pf += 64;
+        }
         const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
         /* fully unrolled: the accumulators live in zmm registers */
 #define ROW(i)                                                                                 \

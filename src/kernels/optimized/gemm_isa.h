@@ -7,7 +7,10 @@
  *   c(i, j) = c[i * ldc + j]; accumulate != 0 adds to c, else overwrites it;
  *   tail != NULL (only with the last depth block): before the store each value v (the sum,
  *   plus c when accumulating) becomes act(v * alpha + col[j] + row[i]) (etch_sgemm_tail_one),
- *   so bias and a simple activation cost no second pass over the tile.
+ *   so bias and a simple activation cost no second pass over the tile;
+ *   pf != NULL: a software prefetch of one 64-byte line every ETCH_SGEMM_PF_K steps of k,
+ *   from pf on (the driver points it at a share of the next B panel: weights that come from
+ *   memory then arrive spread over the tiles, not in a burst when the panel starts).
  * Matrix-vector kernels (M == 1):
  *   gemv_n: y[j] = sum_k x[k * x_s] * b[k * ldb + j], j < n   (B rows contiguous)
  *   gemv_t: y[j] = sum_k x[k] * b[j * ldb + k],       j < n   (B columns contiguous) */
@@ -52,12 +55,12 @@ static inline float etch_sgemm_tail_one(const etch_sgemm_tail *t, float v, int i
 
 typedef void (*etch_sgemm_ukr_fn)(int64_t kc, const float *ap, const float *bp, int64_t ldb,
                                   float *c, int64_t ldc, int accumulate,
-                                  const etch_sgemm_tail *tail);
+                                  const etch_sgemm_tail *tail, const char *pf);
 /* Optional: the microkernel for the first mm < mr rows of a panel only (full NR columns,
  * stored straight to c; NULL: the full microkernel into a stack tile). */
 typedef void (*etch_sgemm_ukr_rows_fn)(int mm, int64_t kc, const float *ap, const float *bp,
                                        int64_t ldb, float *c, int64_t ldc, int accumulate,
-                                       const etch_sgemm_tail *tail);
+                                       const etch_sgemm_tail *tail, const char *pf);
 /* Optional (NULL: gemm.c's generic packing): pack rows [0, mm) (mm <= mr) of a row-major A
  * (a(i, k) = a[i * lda + k]) over kb columns into kb groups of mr floats, zero rows past mm. */
 typedef void (*etch_sgemm_pack_a_fn)(const float *a, int64_t lda, int64_t mm, int64_t kb,
@@ -75,10 +78,11 @@ typedef struct etch_sgemm_isa {
     etch_sgemv_n_fn gemv_n;
     etch_sgemv_t_fn gemv_t;
     etch_sgemm_pack_a_fn pack_a_rm; /* optional */
-    int pf_b; /* prepacked B: software prefetch this many column panels ahead (0: none) */
+    int pf_b; /* prepacked B: prefetch (pf) this many column panels ahead (0: none) */
     etch_sgemm_ukr_rows_fn ukr_rows; /* optional */
 } etch_sgemm_isa;
 
+#define ETCH_SGEMM_PF_K 4
 #define ETCH_SGEMM_MAX_MR 16
 #define ETCH_SGEMM_MAX_NR 32
 

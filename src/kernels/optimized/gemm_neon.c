@@ -9,11 +9,15 @@
 #define NR 12
 
 static void ukr_neon(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,
-                     int64_t ldc, int accumulate, const etch_sgemm_tail *tail) {
+                     int64_t ldc, int accumulate, const etch_sgemm_tail *tail, const char *pf) {
     float32x4_t acc[MR][3];
     for (int i = 0; i < MR; i++)
         acc[i][0] = acc[i][1] = acc[i][2] = vdupq_n_f32(0.0f);
     for (int64_t k = 0; k < kc; k++) {
+        if (pf && (k & (ETCH_SGEMM_PF_K - 1)) == 0) {
+            __builtin_prefetch(pf, 0, 2);
+            pf += 64;
+        }
         const float32x4_t b0 = vld1q_f32(bp), b1 = vld1q_f32(bp + 4), b2 = vld1q_f32(bp + 8);
         const float32x4_t a0 = vld1q_f32(ap), a1 = vld1q_f32(ap + 4);
 #define ROW(i, av, lane)                                                                       \
