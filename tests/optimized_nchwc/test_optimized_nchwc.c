@@ -6,9 +6,10 @@
  *
  * Each case runs under every instruction set this CPU supports (the others are named as not
  * run), with 1..4 threads (a test pool that runs the chunks in a shuffled order with varying
- * splits, and the library's pthreads pool with 2 threads), three scratch sizes (enough for the
- * whole packed weight; enough for one 16-channel tile of it only, so the tiles are packed in
- * groups; none, the scalar loop on the unpacked weight), and with and without the weight
+ * splits, and the library's pthreads pool with 2 threads), four scratch sizes (enough for the
+ * whole packed weight and a padded copy of the input; one 16-channel tile of packed weight and
+ * the padded copy, so the tiles are packed in groups; one tile only, so padding clips the
+ * windows instead; none, the scalar loop on the unpacked weight), and with and without the weight
  * prepared at load (etch_opt_convolution_prepare called with the blocked bits, as the runtime
  * does).
  *
@@ -16,7 +17,9 @@
  * activation applied (in double) to the portable kernel's result and the sum of magnitudes
  * comes from the portable kernel run on |x|, |w|, |b|. Under one ISA, every run with scratch
  * (any thread count, split, scratch size, prepared or not) must give the same bits, and every
- * run without scratch the same bits as each other; no kernel call may allocate.
+ * run without scratch the same bits as each other; no kernel call may allocate. (A padded
+ * copy adds products 0 * w where the clipped windows skip them: the same bits but for the
+ * sign of an exact zero sum, or a non-finite weight; the random data has neither.)
  *
  * `test_optimized_nchwc --bench` instead times the kernel on resnet18's and mobilenet_v2's
  * convolution shapes (1 thread, the active ISA, prepared weights) and prints GFLOP/s; it
@@ -227,15 +230,18 @@ static void nchwc_check(const nchwc_case *c) {
     size_t got = prep ? etch_opt_convolution_prepare(&lctx, args, 11, prep, want) : 0;
     CHECK_MSG(got == want, "%s: prepare gave %zu of %zu", name, got, want);
 
-    /* scratch sizes: all; one 16-channel tile of packed weight (plus alignment); none */
+    /* scratch sizes: all; one 16-channel tile of packed weight and the padded copy of one
+     * image (plus alignment); one tile only; none */
     const size_t tile_bytes = (size_t)16 * c->Cin * c->KH * c->KW * 4 + 128;
-    const size_t temps[3] = {BIG_TEMP, tile_bytes, 0};
+    const size_t pad_bytes = (size_t)((c->Cin + 7) / 8 * 8) * (size_t)(c->H + 2 * c->ph) *
+                             (size_t)(c->W + 2 * c->pw) * 4 + 128;
+    const size_t temps[4] = {BIG_TEMP, tile_bytes + pad_bytes, tile_bytes, 0};
     const int threads[6] = {1, 2, 3, 4, -2, 4};
     const etch_epilogue *e = &epilogues[c->epi];
     for (int ii = 0; ii < n_isas; ii++) {
         CHECK_OK(etch_isa_set(isas[ii]));
         bool have_first = false, have_direct = false;
-        for (int ti = 0; ti < 3; ti++)
+        for (int ti = 0; ti < 4; ti++)
             for (int pi = 0; pi < 2; pi++)
                 for (int th = 0; th < 6; th++) {
                     if (threads[th] < 0 && ti != 0)

@@ -11,48 +11,74 @@
 
 enum { IN_NCHW = 0, IN_BLK = 1 };
 
-#define LANE(l, lstride)                                                                       \
+/* The accumulators are named variables (pixel j: cj0..cj3; cj2, cj3 only in 16-wide tiles), so
+ * that they stay in registers across the loops. */
+#define PIX(j, x)                                                                              \
     do {                                                                                       \
-        const float *wl = wp + (l) * oct;                                                      \
-        const float32x4_t w0 = vld1q_f32(wl), w1 = vld1q_f32(wl + 4);                          \
-        const float32x4_t w2 = two ? vld1q_f32(wl + 8) : w0, w3 = two ? vld1q_f32(wl + 12) : w1; \
-        for (int j = 0; j < np; j++) {                                                         \
-            const float32x4_t x = vld1q_dup_f32(px[j] + off + (l) * (lstride));                \
-            acc[j][0] = vfmaq_f32(acc[j][0], x, w0);                                           \
-            acc[j][1] = vfmaq_f32(acc[j][1], x, w1);                                           \
+        if (np > (j)) {                                                                        \
+            const float32x4_t x_ = (x);                                                        \
+            c##j##0 = vfmaq_f32(c##j##0, x_, w0);                                              \
+            c##j##1 = vfmaq_f32(c##j##1, x_, w1);                                              \
             if (two) {                                                                         \
-                acc[j][2] = vfmaq_f32(acc[j][2], x, w2);                                       \
-                acc[j][3] = vfmaq_f32(acc[j][3], x, w3);                                       \
+                c##j##2 = vfmaq_f32(c##j##2, x_, w2);                                          \
+                c##j##3 = vfmaq_f32(c##j##3, x_, w3);                                          \
             }                                                                                  \
         }                                                                                      \
     } while (0)
 
+#define LANE(l, lstride)                                                                       \
+    do {                                                                                       \
+        const float *wl = wp + (l) * oct;                                                      \
+        const float32x4_t w0 = vld1q_f32(wl), w1 = vld1q_f32(wl + 4);                          \
+        const float32x4_t w2 = two ? vld1q_f32(wl + 8) : w0;                                   \
+        const float32x4_t w3 = two ? vld1q_f32(wl + 12) : w1;                                  \
+        const int64_t o_ = off + (l) * (lstride);                                              \
+        PIX(0, vld1q_dup_f32(p0 + o_));                                                        \
+        PIX(1, vld1q_dup_f32(p1 + o_));                                                        \
+        PIX(2, vld1q_dup_f32(p2 + o_));                                                        \
+        PIX(3, vld1q_dup_f32(p3 + o_));                                                        \
+        PIX(4, vld1q_dup_f32(p4 + o_));                                                        \
+        PIX(5, vld1q_dup_f32(p5 + o_));                                                        \
+        __asm__ volatile("" ::: "memory"); /* no loads hoisted across lanes: no spills */      \
+    } while (0)
+
+#define DECL(j) float32x4_t c##j##0 = bv0, c##j##1 = bv1, c##j##2 = bv2, c##j##3 = bv3
+
 AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mode) {
     const int64_t oct = two ? 16 : 8;
     const int nv = two ? 4 : 2;
-    float32x4_t acc[NCHWC_MR][4];
-    float32x4_t bv[4];
-    const float *px[NCHWC_MR];
-    for (int v = 0; v < 4; v++)
-        bv[v] = v < nv ? vld1q_f32(t->bias + 4 * v) : vdupq_n_f32(0.0f);
-    for (int j = 0; j < np; j++) {
-        for (int v = 0; v < 4; v++)
-            acc[j][v] = bv[v];
-        px[j] = t->px[j];
-    }
+    const float32x4_t bv0 = vld1q_f32(t->bias), bv1 = vld1q_f32(t->bias + 4);
+    const float32x4_t bv2 = two ? vld1q_f32(t->bias + 8) : bv0;
+    const float32x4_t bv3 = two ? vld1q_f32(t->bias + 12) : bv1;
+    DECL(0);
+    DECL(1);
+    DECL(2);
+    DECL(3);
+    DECL(4);
+    DECL(5);
+    /* pixels past np point at pixel 0 (never read) */
+    const float *p0 = t->px[0], *p1 = np > 1 ? t->px[1] : p0, *p2 = np > 2 ? t->px[2] : p0;
+    const float *p3 = np > 3 ? t->px[3] : p0, *p4 = np > 4 ? t->px[4] : p0;
+    const float *p5 = np > 5 ? t->px[5] : p0;
     const int64_t ls = mode == IN_NCHW ? t->ls : 1;
     const int64_t nkh = t->nkh, nkw = t->nkw, khs = t->khs, kws = t->kws, KW = t->KW;
     for (int64_t b = 0; b < t->nb; b++) {
         const int64_t cb = mode != IN_NCHW ? 8 : (b == t->nb - 1 ? t->cb_last : 8);
         const float *wb = t->w + b * t->wbs + (t->kh0 * KW + t->kw0) * cb * oct;
+        const int64_t wkw = cb * oct, wkh = KW * cb * oct;
         for (int64_t kh = 0; kh < nkh; kh++) {
-            const float *wr = wb + kh * KW * cb * oct;
-            for (int64_t kw = 0; kw < nkw; kw++) {
-                const int64_t off = b * t->bs + kh * khs + kw * kws;
-                const float *wp = wr + kw * cb * oct;
+            const float *wp = wb + kh * wkh;
+            int64_t off = b * t->bs + kh * khs;
+            for (int64_t kw = 0; kw < nkw; kw++, off += kws, wp += wkw) {
                 if (mode != IN_NCHW) {
-                    for (int l = 0; l < 8; l++)
-                        LANE(l, 1);
+                    LANE(0, 1);
+                    LANE(1, 1);
+                    LANE(2, 1);
+                    LANE(3, 1);
+                    LANE(4, 1);
+                    LANE(5, 1);
+                    LANE(6, 1);
+                    LANE(7, 1);
                 } else {
                     for (int64_t l = 0; l < cb; l++)
                         LANE(l, ls);
@@ -60,6 +86,9 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
             }
         }
     }
+    float32x4_t acc[NCHWC_MR][4] = {{c00, c01, c02, c03}, {c10, c11, c12, c13},
+                                    {c20, c21, c22, c23}, {c30, c31, c32, c33},
+                                    {c40, c41, c42, c43}, {c50, c51, c52, c53}};
     if (t->act) {
         const float32x4_t lo = vdupq_n_f32(t->lo), hi = vdupq_n_f32(t->hi);
         for (int j = 0; j < np; j++)
@@ -91,6 +120,8 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
     }
 }
 #undef LANE
+#undef PIX
+#undef DECL
 
 #define INST(np, two, mode)                                                                    \
     static void tile_##np##_##two##_##mode(const nchwc_tile *t) { tile_impl(t, np, two, mode); }
