@@ -50,7 +50,8 @@ static uint8_t *scratch;
 
 /* a tile shape no ISA has (the blocking logic with mr not dividing anything) */
 static void ukr_5x24(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,
-                     int64_t ldc, int accumulate) {
+                     int64_t ldc, int accumulate, const etch_sgemm_tail *tail, const char *pf) {
+    (void)pf;
     float acc[5][24];
     memset(acc, 0, sizeof acc);
     for (int64_t k = 0; k < kc; k++)
@@ -59,7 +60,10 @@ static void ukr_5x24(int64_t kc, const float *ap, const float *bp, int64_t ldb, 
                 acc[i][j] += ap[k * 5 + i] * bp[k * ldb + j];
     for (int i = 0; i < 5; i++)
         for (int j = 0; j < 24; j++)
-            c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+        {
+            const float v = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+            c[i * ldc + j] = tail ? etch_sgemm_tail_one(tail, v, i, j) : v;
+        }
 }
 static etch_sgemm_isa emu;
 static const etch_sgemm_isa *isa_override; /* NULL: the active ISA */
@@ -457,7 +461,8 @@ int main(int argc, char **argv) {
     CHECK(isas_run >= 1);
     CHECK_OK(etch_isa_set(ETCH_ISA_SCALAR));
     const etch_sgemm_isa *sc = etch_sgemm_isa_for(ETCH_ISA_SCALAR);
-    emu = (etch_sgemm_isa){"scalar 5x24", 5, 24, 40, 96, 264, ukr_5x24, sc->gemv_n, sc->gemv_t};
+    emu = (etch_sgemm_isa){"scalar 5x24", 5, 24, 40, 96, 264, ukr_5x24, sc->gemv_n, sc->gemv_t,
+                           NULL, 1, NULL};
     isa_override = &emu;
     const int before = gemm_cases;
     gemm_tests();
