@@ -1,20 +1,24 @@
 /*
  * Channel-blocked (NCHW8c) convolution, groups == 1 (contract: opt_conv.h; internals:
- * conv_nchwc.h). A direct convolution with no input packing ("NCHWc direct convolution", an
- * implicit GEMM): each register tile is NCHWC_MR consecutive output pixels of one row times 16
- * (or 8) output channels; its depth loop runs over input-channel blocks, window taps and the 8
- * lanes of a block, broadcasting each input value straight from the input (lane stride 1 in a
- * blocked input, H*W in an NCHW one) against a vector of packed weights.
+ * conv_nchwc.h). A direct convolution with no im2col ("NCHWc direct convolution", an implicit
+ * GEMM): each register tile is up to NCHWC_MR output pixels times 16 (or 8) output channels;
+ * its depth loop runs over input-channel blocks, window taps and the lanes of a block,
+ * broadcasting each input value straight from the input (lane stride 1 in a blocked input,
+ * H*W in an NCHW one) against vectors of packed weights.
  *
  *   weights     the NCHWc pack (conv_nchwc.h) prepared at load (conv.c), else packed per call
  *               into scratch: all tiles at once, or groups of tiles as scratch allows; without
- *               any scratch, a scalar direct loop on the OIHW weight (slow, needs nothing)
- *   borders     rows of output whose window leaves the image vertically use the clipped tap
- *               rows; columns whose window leaves it horizontally run one pixel at a time with
- *               the clipped taps; the interior runs in full tiles plus one narrower tile
- *   epilogue    relu / clamp in registers; other activations once per finished output row
- *   threads     items (image, channel tile, output row), split by the pool; each value is
- *               computed the same way whatever the split
+ *               any scratch, a scalar loop on the OIHW weight (slow, needs nothing)
+ *   padding     a padded copy of one image's input in scratch, so that every window lies
+ *               inside it; the output plane is then cut into items of about CHUNK pixels and
+ *               those into tiles of equal width that run on across output rows (each pixel
+ *               has its own input pointer). Without room for the copy, items are output rows:
+ *               the window's rows are clipped per output row, and columns whose window leaves
+ *               the image run one pixel at a time with their clipped taps
+ *   epilogue    relu / clamp in registers; other activations once per finished item
+ *   threads     items (image, channel tile, pixels) split by the pool; each value is computed
+ *               the same way whatever the split (and whatever the scratch, but for the sign of
+ *               an exact zero and non-finite weights: a padded copy adds 0 * w products)
  *   ISAs        scalar (this file), AVX2+FMA (conv_nchwc_avx2.c; AVX-512 machines run it too:
  *               there is no separate AVX-512 kernel), NEON (conv_nchwc_neon.c)
  */
@@ -257,7 +261,9 @@ static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
         float bias[NCHWC_OCT];
         float *o = tile_setup(j, &tt, bias, n, tl);
         const float *in_n = s->in + n * s->C_in * s->IH * s->IW;
-        const int64_t p0 = HWo * ch / j->items, p1 = HWo * (ch + 1) / j->items;
+        /* balanced ranges: the first HWo % items of them one pixel longer */
+        const int64_t base = HWo / j->items, rem = HWo % j->items;
+        const int64_t p0 = ch * base + imin(ch, rem), p1 = p0 + base + (ch < rem ? 1 : 0);
         tt.nkh = s->KH;
         tt.nkw = s->KW;
         int64_t oh = p0 / s->OW, ow = p0 % s->OW;
