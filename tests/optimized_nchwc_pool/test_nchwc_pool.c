@@ -309,6 +309,20 @@ static void test_dw_refused(void) {
                                NULL, 1);
     CHECK_MSG(s != ETCH_OK, "blocked depthwise with 12 channels: want a failure");
     CHECK(strstr(etch_last_error(), "channel-blocked") != NULL);
+    /* 16 channels, but only the input marked blocked */
+    float x16[16 * 16], w16[16 * 9], o16[16 * 16];
+    for (int i = 0; i < 16 * 16; i++)
+        x16[i] = frand();
+    for (int i = 0; i < 16 * 9; i++)
+        w16[i] = frand();
+    xs[1] = ws[0] = 16;
+    etch_tensor_init(&tx, ETCH_DTYPE_FLOAT, 4, xs, x16);
+    etch_tensor_init(&tw, ETCH_DTYPE_FLOAT, 4, ws, w16);
+    etch_tensor_init(&to, ETCH_DTYPE_FLOAT, 4, xs, o16);
+    g = kt_vint(16);
+    s = run_kernel(etch_opt_convolution_out, args, 11, BIT(0), NULL, 1);
+    CHECK_MSG(s != ETCH_OK, "blocked depthwise, output not blocked: want a failure");
+    CHECK(strstr(etch_last_error(), "channel-blocked") != NULL);
 }
 
 /* ---- max pooling ---------------------------------------------------------------------------- */

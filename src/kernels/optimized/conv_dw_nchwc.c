@@ -4,8 +4,9 @@
  * when no SIMD instruction set is active.
  *
  * Each item of the parallel loop is one output row of one channel block of one image; a row
- * keeps several pixels in flight (3x3 stride 1 / 2: 8 accumulators per block of 8 pixels) and
- * handles the padded border pixels tap by tap, clipping each tap's pixel range (no masks, no
+ * keeps several pixels in flight (3x3 stride 1 / 2: 8 accumulators per block of 8 pixels; other
+ * kernels 4) and computes the border pixels in pairs (left with right), skipping the taps
+ * outside the input from per-kernel-column pixel ranges computed once per call (no masks, no
  * per-channel scalar code). The weight [C][1][KH][KW] is regrouped per channel block into
  * [KH*KW][8] on the stack (up to 7x7; larger kernels gather each tap's 8 weights per row), so
  * the call needs no scratch. */
@@ -129,6 +130,13 @@ static void dw_chunk(void *arg, int64_t r0, int64_t r1) {
 }
 
 void etch_opt_conv_dw_nchwc(etch_kernel_context *ctx, const conv_shape *s) {
+    const uint64_t io = 1u | (1u << 9); /* input and output, both blocked (tied at load) */
+    if ((etch_kernel_blocked_args(ctx) & io) != io) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "channel-blocked depthwise convolution: input and output must both be "
+                         "channel-blocked");
+        return;
+    }
     if (s->groups != s->C_in || s->C_out != s->C_in || s->cin_g != 1 ||
         s->C_in % ETCH_BLOCK_C != 0 || s->N < 1 || s->OH < 1 || s->OW < 1) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
