@@ -1,7 +1,8 @@
 /*
  * Channel-blocked (NCHW8c) kernels against the portable ones on NCHW data, under every
  * instruction set this CPU supports (the others are named as not run), with 1..4 threads of a
- * test pool that runs the chunks in a shuffled order (three split policies):
+ * test pool that runs the chunks in a shuffled order (three split policies) and the library's
+ * pthreads pool with 3 threads ("5 threads" in messages):
  *
  *  - depthwise convolution through etch_opt_convolution_out with input and output blocked
  *    (ctx.blocked bits 0, 9, 10): mobilenet_v2's 3x3 stride 1 / 2 layers (112x112x32 ..
@@ -27,6 +28,7 @@
 #include "alloc_wrap.h"
 #include "etch/kernels.h"
 #include "etch/status.h"
+#include "etch/threadpool.h"
 #include "etch_test.h"
 #include "kernel_test_util.h"
 #include "kernels/optimized/nchwc.h"
@@ -63,14 +65,21 @@ static long alloc_calls_seen, counted_calls;
 
 #define BIT(k) ((uint64_t)1 << (k))
 
-/* Call a kernel with a fresh context (blocked args, epilogue); threads > 1: the shuffling
- * test pool with a split policy drawn per call. */
+/* The library's pthreads pool with 3 threads (run as "threads" 5 below). */
+static etch_threadpool *real_pool;
+#define REAL_POOL 5
+
+/* Call a kernel with a fresh context (blocked args, epilogue); threads 2..4: the shuffling
+ * test pool with a split policy drawn per call; REAL_POOL: the library's pool. */
 static etch_status run_kernel(etch_kernel_fn fn, etch_value **args, size_t nargs,
                               uint64_t blocked, const etch_epilogue *e, int threads) {
     kt_shuffle_pool pool;
     kt_shuffle_pool_init(&pool, threads, (kt_split)irand(0, 2), rnd);
+    const etch_threadpool_iface *tp = threads > 1 ? &pool.iface : NULL;
+    if (threads == REAL_POOL)
+        tp = etch_threadpool_get_iface(real_pool);
     etch_kernel_context ctx;
-    etch_kernel_context_init(&ctx, "op", NULL, 0, threads > 1 ? &pool.iface : NULL);
+    etch_kernel_context_init(&ctx, "op", NULL, 0, tp);
     ctx.epilogue = e && e->act != ETCH_ACT_NONE ? e : NULL;
     ctx.blocked = blocked;
     etch_alloc_arm();
@@ -180,7 +189,7 @@ static void dw_check(const dw_case *c) {
     const etch_epilogue *e = &epilogues[c->epi];
     for (int ii = 0; ii < n_isas; ii++) {
         CHECK_OK(etch_isa_set(isas[ii]));
-        for (int threads = 1; threads <= 4; threads++) {
+        for (int threads = 1; threads <= REAL_POOL; threads++) {
             memset(ob, 0xff, (size_t)no * 4); /* NaN: every element must be written */
             etch_status s = run_kernel(etch_opt_convolution_out, bargs, 11,
                                        BIT(0) | BIT(9) | BIT(10), e, threads);
@@ -384,7 +393,7 @@ static void mp_check(const mp_case *c) {
     etch_value *bargs[9] = {&vxb, args[1], args[2], args[3], args[4], &cm, &vob, &voib, &ret};
     for (int ii = 0; ii < n_isas; ii++) {
         CHECK_OK(etch_isa_set(isas[ii]));
-        for (int threads = 1; threads <= 4; threads++) {
+        for (int threads = 1; threads <= REAL_POOL; threads++) {
             memset(ob, 0xff, (size_t)no * 4);
             memset(oib, 0xff, (size_t)no * 8);
             etch_status st = run_kernel(etch_opt_max_pool2d_with_indices_out, bargs, 9,
@@ -493,7 +502,7 @@ static void mean_check(int N, int C, int H, int W, const int64_t dims[2], bool k
     CHECK_MSG(s0 == ETCH_OK, "%s: portable failed: %s", name, etch_last_error());
     for (int ii = 0; ii < n_isas; ii++) {
         CHECK_OK(etch_isa_set(isas[ii]));
-        for (int threads = 1; threads <= 4; threads++) {
+        for (int threads = 1; threads <= REAL_POOL; threads++) {
             memset(o, 0xff, (size_t)no * 4);
             etch_status st = run_kernel(opt_fn, adaptive ? abargs : bargs, nargs, BIT(0), NULL,
                                         threads);
@@ -691,6 +700,7 @@ static void test_blocked_refused(void) {
 
 int main(void) {
     n_isas = kt_pick_isas(isas);
+    CHECK_OK(etch_threadpool_create(3, &real_pool));
     CHECK_OK(etch_kernels_register_optimized());
     test_layouts();
     test_blocked_refused();
@@ -701,5 +711,6 @@ int main(void) {
     printf("depthwise: %d blocked runs, worst error / tolerance %.3g\n", dw_runs, dw_worst);
     CHECK_MSG(alloc_calls_seen == 0, "%ld allocations inside %ld kernel calls", alloc_calls_seen,
               counted_calls);
+    etch_threadpool_destroy(real_pool);
     return etch_test_finish();
 }
