@@ -174,17 +174,21 @@ def exporter_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def prepare_shape(shape: str, work: str, seed: int, context: int, etch_lib: Optional[str]
-                  ) -> Tuple[str, str, dict]:
-    """(pte, gguf, info), made once and cached under `work`."""
+def prepare_shape(shape: str, work: str, seed: int, context: int, etch_lib: Optional[str],
+                  fused_attention: bool = False) -> Tuple[str, str, dict]:
+    """(pte, gguf, info), made once and cached under `work` (fused_attention: the .pte is
+    exported with --fused-attention, the etch-only etch::sdpa_kv operator)."""
     from gguf_writer import write_llama_gguf
     args = model_args(shape, context)
-    stem = os.path.join(work, "%s-seed%d-ctx%d-v%d" % (shape, seed, context, WEIGHTS_VERSION))
+    stem = os.path.join(work, "%s-seed%d-ctx%d-v%d%s" % (shape, seed, context, WEIGHTS_VERSION,
+                                                         "-fused" if fused_attention else ""))
     ckpt, pte, gguf, stamp = stem + ".bin", stem + ".pte", stem + ".gguf", stem + ".json"
     info = dict(shape=shape, dim=args.dim, hidden_dim=args.hidden_dim, n_layers=args.n_layers,
                 n_heads=args.n_heads, n_kv_heads=args.n_kv_heads, vocab_size=args.vocab_size,
                 context=context, seed=seed, classifier="separate", dtype="float32",
                 exporter=exporter_fingerprint())
+    if fused_attention:
+        info["fused_attention"] = True
     if os.path.exists(stamp) and all(os.path.exists(p) for p in (pte, gguf)):
         with open(stamp) as f:
             if json.load(f).get("info") == info:
@@ -204,6 +208,8 @@ def prepare_shape(shape: str, work: str, seed: int, context: int, etch_lib: Opti
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), PYTHONDONTWRITEBYTECODE="1")
     cmd = [sys.executable, "-m", "etch.llm", "export", "--checkpoint", ckpt, "-o", pte,
            "--max-seq-len", str(context), "--eos-ids", "2"]
+    if fused_attention:
+        cmd.append("--fused-attention")
     if etch_lib:
         env["ETCH_LIB"] = etch_lib
     else:
@@ -586,6 +592,12 @@ def main(argv=None) -> int:
     p.add_argument("--prepare-only", action="store_true",
                    help="only make the cached weights, .pte and GGUF files")
     p.add_argument("--note", default="", help="a line for RESULTS.md (e.g. machine load)")
+    p.add_argument("--fused-attention", action="store_true",
+                   help="export etch's .pte with --fused-attention (the etch-only attention "
+                        "operator etch::sdpa_kv) instead of ExecuTorch's operators")
+    p.add_argument("--context", type=int, default=None,
+                   help="KV-cache positions for every shape (default: %s)"
+                        % ", ".join("%s %d" % kv for kv in BENCH_CONTEXT.items()))
     p.add_argument("--etch-commit", default=None,
                    help="the commit the etch binary was built from (default: this checkout's "
                         "HEAD, marked when src/include/tools/python have uncommitted changes)")
@@ -597,6 +609,11 @@ def main(argv=None) -> int:
         a.prompt_tokens = 32 if a.prompt_tokens == p.get_default("prompt_tokens") \
             else a.prompt_tokens
         a.new_tokens = 16 if a.new_tokens == p.get_default("new_tokens") else a.new_tokens
+    if a.context is not None:
+        if not 2 <= a.context <= 1 << 20:
+            die("--context must be in 2..%d" % (1 << 20))
+        for s_ in BENCH_CONTEXT:
+            BENCH_CONTEXT[s_] = a.context
     out_dir = a.out_dir or (os.path.join(a.work, "quick") if a.quick else HERE)
     shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
     for s in shapes:
@@ -631,7 +648,8 @@ def main(argv=None) -> int:
     sys.path.insert(0, os.path.join(REPO, "python"))
     if a.prepare_only:
         for shape in shapes:
-            prepare_shape(shape, a.work, a.seed, BENCH_CONTEXT[shape], etch_lib)
+            prepare_shape(shape, a.work, a.seed, BENCH_CONTEXT[shape], etch_lib,
+                          a.fused_attention)
         return 0
     node_modules = ensure_node_modules(a.node_modules)
 
@@ -653,12 +671,14 @@ def main(argv=None) -> int:
                machine=machine,
                config=dict(quick=a.quick, reps=a.reps, prompt_tokens=a.prompt_tokens,
                            new_tokens=a.new_tokens, seed=a.seed, threads=threads,
+                           fused_attention=a.fused_attention,
                            prompt_ids=ids, note=a.note),
                shapes=[])
     llama_info = None
     for shape in shapes:
         ctx = BENCH_CONTEXT[shape]
-        pte, gguf, info = prepare_shape(shape, a.work, a.seed, ctx, etch_lib)
+        pte, gguf, info = prepare_shape(shape, a.work, a.seed, ctx, etch_lib,
+                                        a.fused_attention)
         with open(os.path.splitext(pte)[0] + ".json") as f:
             n_params = json.load(f)["parameters"]
         sh = dict(info=info, parameters=n_params, pte_bytes=os.path.getsize(pte),

@@ -12,6 +12,7 @@ multiple of any vector width); a cache of S = 150 positions (more than two of th
 kernel's 64-key blocks); T = 1 at start_pos 0, the middle and the last position; T = 5 at 0;
 T = 20 (more than one query block of 8) in the middle; T = 7 ending at the last position.
 Every third case multiplies q by 4 (sharp softmax: the running max moves between blocks).
+Then a few cases with 24 and 3 query heads on one kv head (hd 8 and 200) and hd 520.
 
 File (little endian): "SDPA" u32:ncases, then per case i64 T, H, KV, hd, S, start_pos,
 f64 scale, float32 q[T*H*hd], k_cache[KV*S*hd], v_cache[KV*S*hd], expected[T*H*hd].
@@ -51,6 +52,19 @@ def main():
                 ref = sdpa_kv_reference(q.double(), k.double(), v.double(),
                                         torch.tensor([sp]), scale).float()
                 cases.append((T, H, KV, hd, S, sp, scale, q, k, v, ref))
+    # wide groups: 24 query heads on one kv head (the optimized kernel takes 16 at a time),
+    # 3 on one with hd 200 (accumulators for 20 at most); hd 520 (over the optimized kernel's
+    # 512: the portable path)
+    for H, KV_, hd in ((24, 1, 8), (3, 1, 200), (2, 1, 520)):
+        for T, sp in ((1, 69), (9, 30)):
+            S_ = 70
+            q = torch.randn(T, H, hd)
+            k = torch.randn(KV_, S_, hd)
+            v = torch.randn(KV_, S_, hd)
+            scale = 1.0 / math.sqrt(hd)
+            ref = sdpa_kv_reference(q.double(), k.double(), v.double(), torch.tensor([sp]),
+                                    scale).float()
+            cases.append((T, H, KV_, hd, S_, sp, scale, q, k, v, ref))
     with open(sys.argv[1], "wb") as f:
         f.write(b"SDPA" + struct.pack("<I", len(cases)))
         for T, H, KV_, hd, S_, sp, scale, q, k, v, ref in cases:

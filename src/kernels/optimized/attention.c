@@ -3,17 +3,21 @@
  * every error) goes to the portable kernel, which reports it.
  *
  * Each query row (t, h) runs a streaming softmax over its keys 0 .. start_pos + t in blocks of
- * ETCH_ATTN_BLOCK: scores of the block (one dot product per key), the block's max m_b; when it
+ * ETCH_ATTN_BLOCK: the block's scores (one dot product per key) and their max m_b; when m_b
  * exceeds the running max m, the running sum l and the accumulated row acc are scaled by
- * exp(m - m_b); then p_j = exp(s_j - m) (the vector table's exp), l += sum p_j,
- * acc += sum p_j v_j. out = acc / l. So no [T, S] matrix exists, only one block of scores and
- * one row of hd floats per thread, on the stack; keys after start_pos + T - 1 are never read.
- * Rounding differs from the masked softmax over the whole cache by float accumulation only
- * (the tests hold it within 2e-5 absolute of PyTorch's result for values of order 1).
+ * exp(m - m_b); then p_j = exp(s_j - m) (the vector table's exp), l += sum p_j and
+ * acc += sum p_j v_j; finally out = acc / l. The rows of the query heads sharing a kv head go
+ * through each key block together, so a block comes from memory once for all of them. No
+ * [T, S] matrix exists: one block of scores and one row of hd floats per head of the group
+ * (at most ETCH_ATTN_MAX_ACC floats) per thread, on the stack. Keys after start_pos + T - 1
+ * are never read. Rounding differs from the masked softmax over the whole cache by float
+ * accumulation only (tests/llm_attention: within 1e-5 of PyTorch's float64 result for values
+ * of order 1; 3e-6 measured).
  *
- * Threads split (query block of ETCH_ATTN_QBLOCK positions, head) pairs; every row is
- * computed by one thread in the same order whatever the split, so results do not depend on
- * the thread count. Instruction sets: scalar C, AVX2+FMA (used for AVX-512 too), NEON. */
+ * Threads split items (block of ETCH_ATTN_QBLOCK query positions, kv head, group of up to
+ * ETCH_ATTN_MAX_GROUP of its query heads); each row is computed by one thread in the same
+ * order whatever the split, so results do not depend on the thread count. Instruction sets:
+ * scalar C, AVX2+FMA (also under AVX-512), NEON. */
 #include <math.h>
 #include <string.h>
 
@@ -24,6 +28,8 @@
 #define ETCH_ATTN_MAX_HD 512
 #define ETCH_ATTN_BLOCK 64
 #define ETCH_ATTN_QBLOCK 8
+#define ETCH_ATTN_MAX_GROUP 16 /* query heads of one kv head computed together */
+#define ETCH_ATTN_MAX_ACC 4096 /* floats of their accumulators (>= ETCH_ATTN_MAX_HD) */
 
 /* ---- scalar block functions ------------------------------------------------------------- */
 
@@ -73,46 +79,61 @@ typedef struct attn_job {
     const float *q, *k, *v;
     float *out;
     int64_t T, H, hd, S, G, p0;
+    int64_t gc, ngc; /* heads of one kv head computed together, and groups of them per kv head */
     float scale;
 } attn_job;
 
-static void attn_row(const attn_job *jb, int64_t t, int64_t h, float *acc, float *s) {
-    const int64_t hd = jb->hd, n = jb->p0 + t + 1, kh = h / jb->G;
-    const float *q = jb->q + (t * jb->H + h) * hd;
+/* Query position t of heads h0 .. h0 + ng - 1 (all reading kv head kh): the key blocks are
+ * visited once, each for every head of the group while it is in cache. acc: ng * hd floats. */
+static void attn_group(const attn_job *jb, int64_t t, int64_t kh, int64_t h0, int64_t ng,
+                       float *acc, float *m, float *l, float *s) {
+    const int64_t hd = jb->hd, n = jb->p0 + t + 1;
     const float *K = jb->k + kh * jb->S * hd, *V = jb->v + kh * jb->S * hd;
-    float m = -INFINITY, l = 0.0f;
-    memset(acc, 0, (size_t)hd * sizeof(float));
+    for (int64_t g = 0; g < ng; g++)
+        m[g] = -INFINITY, l[g] = 0.0f;
+    memset(acc, 0, (size_t)(ng * hd) * sizeof(float));
     for (int64_t j0 = 0; j0 < n; j0 += ETCH_ATTN_BLOCK) {
         const int64_t nb = n - j0 < ETCH_ATTN_BLOCK ? n - j0 : ETCH_ATTN_BLOCK;
-        jb->isa->scores(s, q, K + j0 * hd, nb, hd, jb->scale);
-        float bm = s[0];
-        for (int64_t i = 1; i < nb; i++)
-            if (s[i] > bm)
-                bm = s[i];
-        if (bm > m) {
-            const float c = expf(m - bm); /* 0 for the first block */
-            l *= c;
-            for (int64_t d = 0; d < hd; d++)
-                acc[d] *= c;
-            m = bm;
+        for (int64_t g = 0; g < ng; g++) {
+            float *a = acc + g * hd;
+            jb->isa->scores(s, jb->q + (t * jb->H + h0 + g) * hd, K + j0 * hd, nb, hd,
+                            jb->scale);
+            float bm = s[0];
+            for (int64_t i = 1; i < nb; i++)
+                if (s[i] > bm)
+                    bm = s[i];
+            if (bm > m[g]) {
+                const float c = expf(m[g] - bm); /* 0 for the first block */
+                l[g] *= c;
+                for (int64_t d = 0; d < hd; d++)
+                    a[d] *= c;
+                m[g] = bm;
+            }
+            l[g] += jb->vec->exp_sum(s, s, m[g], nb);
+            jb->isa->accum(a, s, V + j0 * hd, nb, hd);
         }
-        l += jb->vec->exp_sum(s, s, m, nb);
-        jb->isa->accum(acc, s, V + j0 * hd, nb, hd);
     }
-    float *o = jb->out + t * jb->H * hd + h * hd;
-    for (int64_t d = 0; d < hd; d++)
-        o[d] = acc[d] / l;
+    for (int64_t g = 0; g < ng; g++) {
+        float *o = jb->out + t * jb->H * hd + (h0 + g) * hd;
+        for (int64_t d = 0; d < hd; d++)
+            o[d] = acc[g * hd + d] / l[g];
+    }
 }
 
+/* item = (query block, kv head, group of its heads) */
 static void attn_items(void *arg, int64_t b, int64_t e) {
     const attn_job *jb = (const attn_job *)arg;
-    float acc[ETCH_ATTN_MAX_HD], s[ETCH_ATTN_BLOCK];
+    float acc[ETCH_ATTN_MAX_ACC], m[ETCH_ATTN_MAX_GROUP], l[ETCH_ATTN_MAX_GROUP];
+    float s[ETCH_ATTN_BLOCK];
+    const int64_t KV = jb->H / jb->G, per_qb = KV * jb->ngc;
     for (int64_t i = b; i < e; i++) {
-        const int64_t qb = i / jb->H, h = i % jb->H;
+        const int64_t qb = i / per_qb, kh = (i % per_qb) / jb->ngc, gi = i % jb->ngc;
+        const int64_t h0 = kh * jb->G + gi * jb->gc;
+        const int64_t ng = jb->G - gi * jb->gc < jb->gc ? jb->G - gi * jb->gc : jb->gc;
         const int64_t t1 = (qb + 1) * ETCH_ATTN_QBLOCK < jb->T ? (qb + 1) * ETCH_ATTN_QBLOCK
                                                                 : jb->T;
         for (int64_t t = qb * ETCH_ATTN_QBLOCK; t < t1; t++)
-            attn_row(jb, t, h, acc, s);
+            attn_group(jb, t, kh, h0, ng, acc, m, l, s);
     }
 }
 
@@ -142,11 +163,22 @@ static bool sdpa_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs)
         return true; /* failure recorded */
     if (T == 0 || H == 0)
         return true;
-    attn_job jb = {attn_isa_active(), etch_opt_vec_active(),
-                   (const float *)q->data, (const float *)k->data, (const float *)v->data,
-                   (float *)out->data, T, H, hd, S, H / KV, p0, (float)args[4]->u.d};
+    const int64_t G = H / KV;
+    int64_t gc = ETCH_ATTN_MAX_ACC / hd;
+    if (gc > ETCH_ATTN_MAX_GROUP)
+        gc = ETCH_ATTN_MAX_GROUP;
+    if (gc > G)
+        gc = G;
+    attn_job jb = {attn_isa_active(),
+                   etch_opt_vec_active(),
+                   (const float *)q->data,
+                   (const float *)k->data,
+                   (const float *)v->data,
+                   (float *)out->data,
+                   T, H, hd, S, G, p0, gc, (G + gc - 1) / gc,
+                   (float)args[4]->u.d};
     const int64_t nqb = (T + ETCH_ATTN_QBLOCK - 1) / ETCH_ATTN_QBLOCK;
-    etch_kernel_parallel_for(ctx, nqb * H, 1, attn_items, &jb);
+    etch_kernel_parallel_for(ctx, nqb * KV * jb.ngc, 1, attn_items, &jb);
     return true;
 }
 
