@@ -21,7 +21,7 @@
  * copy adds products 0 * w where the clipped windows skip them: the same bits but for the
  * sign of an exact zero sum, or a non-finite weight; the random data has neither.)
  *
- * `test_optimized_nchwc --bench` instead times the kernel on resnet18's and mobilenet_v2's
+ * `test_optimized_nchwc --bench [REPS [FILTER]]` instead times the kernel on resnet18's and mobilenet_v2's
  * convolution shapes (1 thread, the active ISA, prepared weights) and prints GFLOP/s; it
  * checks nothing.
  */
@@ -462,8 +462,9 @@ static void bench_one(const char *label, const nchwc_case *c, int reps) {
     free(prep), free(x), free(w), free(b), free(o);
 }
 
-static void bench(void) {
-    printf("ISA %s, 1 thread, prepared weights, best of 20 (thread CPU time)\n", etch_isa_name(etch_isa_active()));
+static void bench(int reps, const char *filter) {
+    printf("ISA %s, 1 thread, prepared weights, best of %d (thread CPU time)\n",
+           etch_isa_name(etch_isa_active()), reps);
     static const struct {
         const char *label;
         nchwc_case c;
@@ -484,14 +485,16 @@ static void bench(void) {
         {"mbv2 1x1 320->1280 7", {1, 320, 1280, 7, 7, 1, 1, 1, 1, 0, 0, 1, 1, true, E_RELU6, true, true}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        bench_one(cases[i].label, &cases[i].c, 20);
+        if (!filter || strstr(cases[i].label, filter))
+            bench_one(cases[i].label, &cases[i].c, reps);
 }
 
 int main(int argc, char **argv) {
     big_temp = (uint8_t *)xmalloc(BIG_TEMP);
     if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
         CHECK_OK(etch_opt_select_isa_from_env());
-        bench();
+        int reps = argc > 2 ? atoi(argv[2]) : 20;
+        bench(reps > 0 ? reps : 20, argc > 3 ? argv[3] : NULL);
         free(big_temp);
         return 0;
     }

@@ -69,8 +69,8 @@ void etch_nchwc_tile_scalar(const nchwc_tile *t) {
     const int np = t->np, oct = t->oct;
     for (int j = 0; j < np; j++)
         for (int c = 0; c < oct; c++)
-            acc[j][c] = t->bias[c];
-    for (int64_t b = 0; b < t->nb; b++) {
+            acc[j][c] = t->accumulate ? t->out[(c / 8) * t->obs + j * 8 + c % 8] : t->bias[c];
+    for (int64_t b = t->b0; b < t->b1; b++) {
         const int64_t cb = b == t->nb - 1 ? t->cb_last : 8;
         for (int64_t kh = 0; kh < t->nkh; kh++) {
             for (int64_t kw = 0; kw < t->nkw; kw++) {
@@ -161,6 +161,7 @@ static nchwc_tile_fn tile_fn(void) {
 }
 
 #define CHUNK 96 /* output pixels per work item when every window is inside the input */
+#define DEPTH_BYTES 16384 /* packed weights of one channel tile summed per pass (L1) */
 
 typedef struct nchwc_job {
     const conv_shape *s; /* in/out: the image being run (N = 1) when `padded` */
@@ -170,6 +171,7 @@ typedef struct nchwc_job {
     int64_t items;             /* per (image, tile): pixel chunks (full) or output rows */
     bool full;                 /* every window inside s->in (no padding): pixel chunks */
     bool chunk_major;          /* items ordered (image, chunk, tile), else (image, tile, chunk) */
+    int64_t depth_blocks;      /* input-channel blocks summed per pass over an item's pixels */
     bool in_blocked, out_blocked;
     bool act;                  /* relu / clamp in the tiles */
     float lo, hi;
@@ -193,6 +195,8 @@ static float *tile_setup(const nchwc_job *j, nchwc_tile *tt, float bias[NCHWC_OC
     tt->khs = s->dh * s->IW * E;
     tt->kws = s->dw * E;
     tt->nb = (s->C_in + 7) / 8;
+    tt->b0 = 0;
+    tt->b1 = tt->nb;
     tt->cb_last = (int)(s->C_in - (tt->nb - 1) * 8);
     tt->KW = s->KW;
     tt->out_nchw = !j->out_blocked;
@@ -266,20 +270,29 @@ static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
         const int64_t p0 = ch * base + imin(ch, rem), p1 = p0 + base + (ch < rem ? 1 : 0);
         tt.nkh = s->KH;
         tt.nkw = s->KW;
-        int64_t oh = p0 / s->OW, ow = p0 % s->OW;
-        for (int64_t p = p0; p < p1;) {
-            const int64_t np = tile_width(p0, p1, p);
-            for (int64_t q = 0; q < np; q++) {
-                tt.px[q] = in_n + (oh * s->sh * s->IW + ow * s->sw) * E;
-                if (++ow == s->OW) {
-                    ow = 0;
-                    oh++;
+        /* the input-channel blocks in passes whose weights stay in L1, each pass over all
+         * the pixels (the partial sums in the output between passes) */
+        const bool act = tt.act;
+        for (int64_t b0 = 0; b0 < tt.nb; b0 += j->depth_blocks) {
+            tt.b0 = b0;
+            tt.b1 = imin(tt.nb, b0 + j->depth_blocks);
+            tt.accumulate = b0 > 0;
+            tt.act = act && tt.b1 == tt.nb;
+            int64_t oh = p0 / s->OW, ow = p0 % s->OW;
+            for (int64_t p = p0; p < p1;) {
+                const int64_t np = tile_width(p0, p1, p);
+                for (int64_t q = 0; q < np; q++) {
+                    tt.px[q] = in_n + (oh * s->sh * s->IW + ow * s->sw) * E;
+                    if (++ow == s->OW) {
+                        ow = 0;
+                        oh++;
+                    }
                 }
+                tt.np = (int)np;
+                tt.out = o + p * (j->out_blocked ? 8 : 1);
+                run_tile(j, &tt, j->t0 + tl);
+                p += np;
             }
-            tt.np = (int)np;
-            tt.out = o + p * (j->out_blocked ? 8 : 1);
-            run_tile(j, &tt, j->t0 + tl);
-            p += np;
         }
         if (j->post)
             post_range(j, &tt, o, p0, p1);
@@ -380,6 +393,12 @@ static void run_group(etch_kernel_context *ctx, nchwc_job *j, float *padbuf) {
     const conv_shape *s = j->s;
     const bool pad = s->ph > 0 || s->pw > 0;
     j->chunk_major = s->KH * s->KW == 1; /* the input chunk is larger than a weight tile */
+    /* passes of input-channel blocks whose weights (per 16-channel tile) fit in ~16 KiB of
+     * L1; only with a blocked output (the partial sums stay in it) and packed weights */
+    const int64_t nb = (s->C_in + 7) / 8, block_bytes = s->KH * s->KW * 8 * NCHWC_OCT * 4;
+    j->depth_blocks = nb;
+    if (j->fn && j->out_blocked && block_bytes * nb > DEPTH_BYTES)
+        j->depth_blocks = imax(1, DEPTH_BYTES / block_bytes);
     if (!pad || !padbuf) {
         j->full = !pad;
         j->items = j->full ? (s->OH * s->OW + CHUNK - 1) / CHUNK : s->OH;

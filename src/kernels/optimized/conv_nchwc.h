@@ -32,6 +32,8 @@ const float *etch_opt_conv_prep_nchwc(const conv_shape *s);
  * window gives the bias alone). Pixel j reads its window from px[j] on:
  *   out[pixel j][channel c] = bias[c] + sum over blocks b, taps kh, kw (in that order), lanes
  *                             l < cb of px[j][b*bs + kh*khs + kw*kws + l*ls] * w(...)
+ * over the blocks [b0, b1); with `accumulate`, the sum starts from out[j][c] instead of the
+ * bias (the same additions in the same order as one call over all blocks).
  * then clamped to [lo, hi] when act is set (relu: [0, +inf]; NaN passes through). Each value
  * depends only on its inputs and the ISA, never on np or the tile's place. */
 typedef struct nchwc_tile {
@@ -41,6 +43,9 @@ typedef struct nchwc_tile {
     float *out;        /* blocked: pixel 0 of the tile's first block; NCHW: channel 0, pixel 0 */
     int64_t ls, bs, khs, kws;     /* input strides (floats): lane, block, kh, kw step */
     int64_t nb;                   /* input channel blocks */
+    int64_t b0, b1;               /* the blocks summed by this call: [b0, b1) */
+    bool accumulate;              /* blocked output only: start from the output's values
+                                     (the sum over blocks before b0) instead of the bias */
     int64_t KW;                   /* the kernel's full width (weight indexing) */
     int64_t wbs;                  /* weight block stride: 8 * KH * KW * oct */
     int64_t kh0, kw0, nkh, nkw;   /* the window taps used */

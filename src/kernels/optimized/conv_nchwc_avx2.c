@@ -43,13 +43,29 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
     const __m256 b0 = _mm256_loadu_ps(t->bias), b1 = two ? _mm256_loadu_ps(t->bias + 8) : b0;
     __m256 c00 = b0, c01 = b1, c10 = b0, c11 = b1, c20 = b0, c21 = b1;
     __m256 c30 = b0, c31 = b1, c40 = b0, c41 = b1, c50 = b0, c51 = b1;
+    if (t->accumulate) { /* blocked output: the partial sums of the blocks before b0 */
+        const float *o = t->out;
+#define LOADC(j)                                                                               \
+    if (np > (j)) {                                                                            \
+        c##j##0 = _mm256_loadu_ps(o + (j) * 8);                                                \
+        if (two)                                                                               \
+            c##j##1 = _mm256_loadu_ps(o + t->obs + (j) * 8);                                   \
+    }
+        LOADC(0)
+        LOADC(1)
+        LOADC(2)
+        LOADC(3)
+        LOADC(4)
+        LOADC(5)
+#undef LOADC
+    }
     /* pixels past np point at pixel 0 (never read) */
     const float *p0 = t->px[0], *p1 = np > 1 ? t->px[1] : p0, *p2 = np > 2 ? t->px[2] : p0;
     const float *p3 = np > 3 ? t->px[3] : p0, *p4 = np > 4 ? t->px[4] : p0;
     const float *p5 = np > 5 ? t->px[5] : p0;
     const int64_t ls = mode == IN_NCHW ? t->ls : 1;
     const int64_t nkh = t->nkh, nkw = t->nkw, khs = t->khs, kws = t->kws, KW = t->KW;
-    for (int64_t b = 0; b < t->nb; b++) {
+    for (int64_t b = t->b0; b < t->b1; b++) {
         const int64_t cb = mode != IN_NCHW ? 8 : (b == t->nb - 1 ? t->cb_last : 8);
         const float *wb = t->w + b * t->wbs + (t->kh0 * KW + t->kw0) * cb * oct;
         const int64_t wkw = cb * oct, wkh = KW * cb * oct;

@@ -56,13 +56,32 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
     DECL(3);
     DECL(4);
     DECL(5);
+    if (t->accumulate) { /* blocked output: the partial sums of the blocks before b0 */
+        const float *o = t->out;
+#define LOADC(j)                                                                               \
+    if (np > (j)) {                                                                            \
+        c##j##0 = vld1q_f32(o + (j) * 8);                                                      \
+        c##j##1 = vld1q_f32(o + (j) * 8 + 4);                                                  \
+        if (two) {                                                                             \
+            c##j##2 = vld1q_f32(o + t->obs + (j) * 8);                                         \
+            c##j##3 = vld1q_f32(o + t->obs + (j) * 8 + 4);                                     \
+        }                                                                                      \
+    }
+        LOADC(0)
+        LOADC(1)
+        LOADC(2)
+        LOADC(3)
+        LOADC(4)
+        LOADC(5)
+#undef LOADC
+    }
     /* pixels past np point at pixel 0 (never read) */
     const float *p0 = t->px[0], *p1 = np > 1 ? t->px[1] : p0, *p2 = np > 2 ? t->px[2] : p0;
     const float *p3 = np > 3 ? t->px[3] : p0, *p4 = np > 4 ? t->px[4] : p0;
     const float *p5 = np > 5 ? t->px[5] : p0;
     const int64_t ls = mode == IN_NCHW ? t->ls : 1;
     const int64_t nkh = t->nkh, nkw = t->nkw, khs = t->khs, kws = t->kws, KW = t->KW;
-    for (int64_t b = 0; b < t->nb; b++) {
+    for (int64_t b = t->b0; b < t->b1; b++) {
         const int64_t cb = mode != IN_NCHW ? 8 : (b == t->nb - 1 ? t->cb_last : 8);
         const float *wb = t->w + b * t->wbs + (t->kh0 * KW + t->kw0) * cb * oct;
         const int64_t wkw = cb * oct, wkh = KW * cb * oct;
