@@ -173,17 +173,24 @@ typedef struct nchwc_job {
     bool chunk_major;          /* items ordered (image, chunk, tile), else (image, tile, chunk) */
     int64_t depth_blocks;      /* input-channel blocks summed per pass over an item's pixels */
     bool in_blocked, out_blocked;
+    bool interleaved;          /* s->in is an NCHW input (C_in <= 8) copied as [H][W][C_in]:
+                                  each window row is one run of KW * C_in lanes (dw == 1) */
     bool act;                  /* relu / clamp in the tiles */
     float lo, hi;
     const etch_epilogue *post; /* any other activation: per finished item */
 } nchwc_job;
+
+/* Floats per pixel of the input the tiles read: 8 (blocked), 1 (NCHW), C_in (interleaved). */
+static int64_t pixel_floats(const nchwc_job *j) {
+    return j->interleaved ? j->s->C_in : (j->in_blocked ? 8 : 1);
+}
 
 /* The tile fields that depend on the channel tile only; returns the output of image n,
  * pixel 0 of the tile's first block (blocked) or channel (NCHW). */
 static float *tile_setup(const nchwc_job *j, nchwc_tile *tt, float bias[NCHWC_OCT], int64_t n,
                          int64_t tl) {
     const conv_shape *s = j->s;
-    const int64_t E = j->in_blocked ? 8 : 1, HWi = s->IH * s->IW, HWo = s->OH * s->OW;
+    const int64_t E = pixel_floats(j), HWi = s->IH * s->IW, HWo = s->OH * s->OW;
     const int64_t KK = s->KH * s->KW;
     const int64_t t = j->t0 + tl, oct = imin(NCHWC_OCT, j->Cp - t * NCHWC_OCT);
     const int64_t oc_valid = imin(oct, s->C_out - t * NCHWC_OCT);
@@ -199,6 +206,12 @@ static float *tile_setup(const nchwc_job *j, nchwc_tile *tt, float bias[NCHWC_OC
     tt->b1 = tt->nb;
     tt->cb_last = (int)(s->C_in - (tt->nb - 1) * 8);
     tt->KW = s->KW;
+    if (j->interleaved) { /* one block; per window row one run of KW * C_in lanes */
+        tt->ls = 1;
+        tt->kws = 0;
+        tt->cb_last = (int)(s->KW * s->C_in);
+        tt->KW = 1;
+    }
     tt->out_nchw = !j->out_blocked;
     tt->act = j->act;
     tt->lo = j->lo;
@@ -249,7 +262,7 @@ static int64_t tile_width(int64_t a, int64_t b, int64_t p) {
 static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
     const nchwc_job *j = (const nchwc_job *)arg;
     const conv_shape *s = j->s;
-    const int64_t E = j->in_blocked ? 8 : 1, HWo = s->OH * s->OW;
+    const int64_t E = pixel_floats(j), HWo = s->OH * s->OW;
     for (int64_t i = i0; i < i1; i++) {
         int64_t ch, tl, n;
         if (j->chunk_major) {
@@ -269,7 +282,7 @@ static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
         const int64_t base = HWo / j->items, rem = HWo % j->items;
         const int64_t p0 = ch * base + imin(ch, rem), p1 = p0 + base + (ch < rem ? 1 : 0);
         tt.nkh = s->KH;
-        tt.nkw = s->KW;
+        tt.nkw = j->interleaved ? 1 : s->KW;
         /* the input-channel blocks in passes whose weights stay in L1, each pass over all
          * the pixels (the partial sums in the output between passes) */
         const bool act = tt.act;
@@ -359,21 +372,22 @@ static void run_items(etch_kernel_context *ctx, nchwc_job *j) {
                              j->full ? nchwc_full : nchwc_rows, j);
 }
 
-/* ---- the padded copy of one image's input ----------------------------------------------------- */
+/* ---- the copy of one image's input (padded; or interleaved) ------------------------------------ */
 
-typedef struct pad_job {
+typedef struct copy_job {
     const conv_shape *s; /* the original call */
     const float *src;    /* image n */
     float *dst;
-    int64_t E, Hp, Wp;
-} pad_job;
+    int64_t E, Hp, Wp;   /* floats per pixel of a plane (8 blocked, 1 NCHW), padded size */
+    bool interleaved;    /* NCHW source to [Hp][Wp][C_in] */
+} copy_job;
 
-/* rows of the padded image, over every plane (a channel block, or a channel of an NCHW
- * input) */
-static void pad_rows(void *arg, int64_t r0, int64_t r1) {
-    const pad_job *p = (const pad_job *)arg;
+/* Rows of the copy: over every plane (a channel block, or a channel of an NCHW input), or the
+ * rows of the interleaved copy. */
+static void copy_rows(void *arg, int64_t r0, int64_t r1) {
+    const copy_job *p = (const copy_job *)arg;
     const conv_shape *s = p->s;
-    const int64_t E = p->E, rowlen = p->Wp * E;
+    const int64_t E = p->interleaved ? s->C_in : p->E, rowlen = p->Wp * E;
     for (int64_t r = r0; r < r1; r++) {
         const int64_t plane = r / p->Hp, hp = r % p->Hp, ih = hp - s->ph;
         float *d = p->dst + r * rowlen;
@@ -381,15 +395,26 @@ static void pad_rows(void *arg, int64_t r0, int64_t r1) {
             memset(d, 0, (size_t)rowlen * sizeof(float));
             continue;
         }
-        const float *src = p->src + (plane * s->IH + ih) * s->IW * E;
         memset(d, 0, (size_t)(s->pw * E) * sizeof(float));
-        memcpy(d + s->pw * E, src, (size_t)(s->IW * E) * sizeof(float));
         memset(d + (s->pw + s->IW) * E, 0, (size_t)((p->Wp - s->pw - s->IW) * E) * sizeof(float));
+        if (p->interleaved) {
+            const int64_t HW = s->IH * s->IW;
+            const float *src = p->src + ih * s->IW;
+            float *dd = d + s->pw * E;
+            for (int64_t iw = 0; iw < s->IW; iw++)
+                for (int64_t c = 0; c < E; c++)
+                    dd[iw * E + c] = src[c * HW + iw];
+        } else {
+            const float *src = p->src + (plane * s->IH + ih) * s->IW * E;
+            memcpy(d + s->pw * E, src, (size_t)(s->IW * E) * sizeof(float));
+        }
     }
 }
 
-/* Run the tiles [j->t0, j->t0 + j->nt) over every image. */
-static void run_group(etch_kernel_context *ctx, nchwc_job *j, float *padbuf) {
+/* Run the tiles [j->t0, j->t0 + j->nt) over every image: through a copy of each image's input
+ * (padded, or interleaved when j->interleaved) when there is one, so that every window lies
+ * inside it; else straight on the input (clipping windows at the borders when it pads). */
+static void run_group(etch_kernel_context *ctx, nchwc_job *j, float *copybuf) {
     const conv_shape *s = j->s;
     const bool pad = s->ph > 0 || s->pw > 0;
     j->chunk_major = s->KH * s->KW == 1; /* the input chunk is larger than a weight tile */
@@ -399,28 +424,30 @@ static void run_group(etch_kernel_context *ctx, nchwc_job *j, float *padbuf) {
     j->depth_blocks = nb;
     if (j->fn && j->out_blocked && block_bytes * nb > DEPTH_BYTES)
         j->depth_blocks = imax(1, DEPTH_BYTES / block_bytes);
-    if (!pad || !padbuf) {
+    if (!copybuf) {
+        j->interleaved = false;
         j->full = !pad;
         j->items = j->full ? (s->OH * s->OW + CHUNK - 1) / CHUNK : s->OH;
         run_items(ctx, j);
         return;
     }
-    /* one image at a time through its padded copy: every window inside it */
-    const int64_t E = j->in_blocked ? 8 : 1, planes = j->in_blocked ? s->C_in / 8 : s->C_in;
+    const int64_t E = j->in_blocked ? 8 : 1;
+    const int64_t planes = j->interleaved ? 1 : (j->in_blocked ? s->C_in / 8 : s->C_in);
     conv_shape img = *s;
     img.N = 1;
     img.IH = s->IH + 2 * s->ph;
     img.IW = s->IW + 2 * s->pw;
     img.ph = img.pw = 0;
-    img.in = padbuf;
+    img.in = copybuf;
     nchwc_job jj = *j;
     jj.s = &img;
     jj.full = true;
     jj.items = (s->OH * s->OW + CHUNK - 1) / CHUNK;
     for (int64_t n = 0; n < s->N; n++) {
-        pad_job pj = {s, s->in + n * s->C_in * s->IH * s->IW, padbuf, E, img.IH, img.IW};
-        const int64_t grain = 4096 / (img.IW * E) + 1;
-        etch_kernel_parallel_for(ctx, planes * img.IH, grain, pad_rows, &pj);
+        copy_job pj = {s, s->in + n * s->C_in * s->IH * s->IW, copybuf, E, img.IH, img.IW,
+                       j->interleaved};
+        const int64_t grain = 4096 / (img.IW * (j->interleaved ? s->C_in : E)) + 1;
+        etch_kernel_parallel_for(ctx, planes * img.IH, grain, copy_rows, &pj);
         img.out = s->out + n * s->C_out * s->OH * s->OW;
         run_items(ctx, &jj);
     }
@@ -493,11 +520,14 @@ void etch_opt_conv_nchwc(etch_kernel_context *ctx, const conv_shape *s, bool in_
         g = (ntiles + groups - 1) / groups; /* balanced groups */
         j.wpack = buf;
     }
-    /* a padded copy of one image's input, when the call pads and scratch allows */
+    /* a copy of one image's input, when scratch allows: padded when the call pads; for an
+     * NCHW input of at most 8 channels (an image) interleaved as [H][W][C_in], so that each
+     * window row is one run of lanes at stride 1 */
     float *padbuf = NULL;
-    if ((s->ph > 0 || s->pw > 0) && j.fn) {
+    j.interleaved = !in_blocked && s->C_in <= 8 && s->dw == 1;
+    if ((s->ph > 0 || s->pw > 0 || j.interleaved) && j.fn) {
         const double pad_floats =
-            (double)((s->C_in + 7) / 8 * 8) * (double)(s->IH + 2 * s->ph) * (double)(s->IW + 2 * s->pw);
+            (double)s->C_in * (double)(s->IH + 2 * s->ph) * (double)(s->IW + 2 * s->pw);
         if (pad_floats < 0x1p36)
             padbuf = (float *)etch_kernel_temp_try(ctx, (size_t)pad_floats * sizeof(float), 64);
     }

@@ -10,7 +10,7 @@
 
 #define AI static inline __attribute__((always_inline))
 
-enum { IN_NCHW = 0, IN_BLK = 1 };
+enum { IN_NCHW = 0, IN_BLK = 1, IN_RUN = 2 }; /* lanes: stride ls; 8 at stride 1; cb at stride 1 */
 
 /* The accumulators are named variables (pixel j: cj0, and cj1 when the tile is 16 wide), so
  * that they stay in registers across the loops. */
@@ -64,16 +64,17 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
     const float *p3 = np > 3 ? t->px[3] : p0, *p4 = np > 4 ? t->px[4] : p0;
     const float *p5 = np > 5 ? t->px[5] : p0;
     const int64_t ls = mode == IN_NCHW ? t->ls : 1;
+    const int64_t cb_last = mode == IN_BLK ? 8 : t->cb_last;
     const int64_t nkh = t->nkh, nkw = t->nkw, khs = t->khs, kws = t->kws, KW = t->KW;
     for (int64_t b = t->b0; b < t->b1; b++) {
-        const int64_t cb = mode != IN_NCHW ? 8 : (b == t->nb - 1 ? t->cb_last : 8);
+        const int64_t cb = b == t->nb - 1 ? cb_last : 8;
         const float *wb = t->w + b * t->wbs + (t->kh0 * KW + t->kw0) * cb * oct;
         const int64_t wkw = cb * oct, wkh = KW * cb * oct;
         for (int64_t kh = 0; kh < nkh; kh++) {
             const float *wp = wb + kh * wkh;
             int64_t off = b * t->bs + kh * khs;
             for (int64_t kw = 0; kw < nkw; kw++, off += kws, wp += wkw) {
-                if (mode != IN_NCHW) {
+                if (mode == IN_BLK) {
                     LANE(0, 1);
                     LANE(1, 1);
                     LANE(2, 1);
@@ -82,22 +83,14 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
                     LANE(5, 1);
                     LANE(6, 1);
                     LANE(7, 1);
-                } else {
-                    LANE(0, ls);
-                    if (cb > 1)
-                        LANE(1, ls);
-                    if (cb > 2)
-                        LANE(2, ls);
-                    if (cb > 3)
-                        LANE(3, ls);
-                    if (cb > 4)
-                        LANE(4, ls);
-                    if (cb > 5)
-                        LANE(5, ls);
-                    if (cb > 6)
-                        LANE(6, ls);
-                    if (cb > 7)
-                        LANE(7, ls);
+                } else { /* any number of lanes (an NCHW input, or a run of taps x lanes) */
+                    int64_t l = 0;
+                    for (; l + 2 <= cb; l += 2) {
+                        LANE(l, ls);
+                        LANE(l + 1, ls);
+                    }
+                    if (l < cb)
+                        LANE(l, ls);
                 }
             }
         }
@@ -139,18 +132,20 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
     INST(5, two, mode) INST(6, two, mode)
 INST_NP(0, 0)
 INST_NP(0, 1)
+INST_NP(0, 2)
 INST_NP(1, 0)
 INST_NP(1, 1)
+INST_NP(1, 2)
 
 #define ROW(two, mode)                                                                         \
     {tile_1_##two##_##mode, tile_2_##two##_##mode, tile_3_##two##_##mode,                     \
      tile_4_##two##_##mode, tile_5_##two##_##mode, tile_6_##two##_##mode}
-static const nchwc_tile_fn tiles[2][2][NCHWC_MR] = {
-    {ROW(0, 0), ROW(0, 1)},
-    {ROW(1, 0), ROW(1, 1)},
+static const nchwc_tile_fn tiles[2][3][NCHWC_MR] = {
+    {ROW(0, 0), ROW(0, 1), ROW(0, 2)},
+    {ROW(1, 0), ROW(1, 1), ROW(1, 2)},
 };
 
 void etch_nchwc_tile_avx2(const nchwc_tile *t) {
-    const int mode = t->ls != 1 || t->cb_last != 8 ? IN_NCHW : IN_BLK;
+    const int mode = t->ls != 1 ? IN_NCHW : (t->cb_last == 8 ? IN_BLK : IN_RUN);
     tiles[t->oct == 16][mode][t->np - 1](t);
 }
