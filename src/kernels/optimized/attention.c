@@ -25,6 +25,12 @@
 #include "kernels/optimized/opt_eltwise.h"
 #include "kernels/portable/portable_nn.h"
 
+#if defined(__GNUC__)
+#define ATTN_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define ATTN_PREFETCH(p) ((void)(p))
+#endif
+
 #define ETCH_ATTN_MAX_HD 512
 #define ETCH_ATTN_BLOCK 64
 #define ETCH_ATTN_QBLOCK 8
@@ -94,6 +100,17 @@ static void attn_group(const attn_job *jb, int64_t t, int64_t kh, int64_t h0, in
     memset(acc, 0, (size_t)(ng * hd) * sizeof(float));
     for (int64_t j0 = 0; j0 < n; j0 += ETCH_ATTN_BLOCK) {
         const int64_t nb = n - j0 < ETCH_ATTN_BLOCK ? n - j0 : ETCH_ATTN_BLOCK;
+        /* the next block's keys and values, from memory while this one is computed (the
+         * cache of a long context is rarely still in cache between decode steps) */
+        const int64_t j1 = j0 + ETCH_ATTN_BLOCK;
+        if (j1 < n) {
+            const int64_t nn = n - j1 < ETCH_ATTN_BLOCK ? n - j1 : ETCH_ATTN_BLOCK;
+            const char *pk = (const char *)(K + j1 * hd), *pv = (const char *)(V + j1 * hd);
+            for (int64_t off = 0; off < nn * hd * (int64_t)sizeof(float); off += 64) {
+                ATTN_PREFETCH(pk + off);
+                ATTN_PREFETCH(pv + off);
+            }
+        }
         for (int64_t g = 0; g < ng; g++) {
             float *a = acc + g * hd;
             jb->isa->scores(s, jb->q + (t * jb->H + h0 + g) * hd, K + j0 * hd, nb, hd,

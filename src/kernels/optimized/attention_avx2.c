@@ -10,32 +10,41 @@ static inline float hsum8(__m256 x) {
     return _mm_cvtss_f32(s);
 }
 
-/* Four keys at a time share each load of q; the tail of hd % 8 is scalar. */
+/* Eight keys at a time share each load of q; their eight sums are reduced together (two
+ * rounds of hadd and one cross-lane add); the tail of hd % 8 is scalar. */
 static void scores_avx2(float *s, const float *q, const float *k, int64_t n, int64_t hd,
                         float scale) {
     const int64_t hv = hd & ~(int64_t)7;
+    const __m256 vs = _mm256_set1_ps(scale);
     int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        const float *k0 = k + j * hd, *k1 = k0 + hd, *k2 = k1 + hd, *k3 = k2 + hd;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; j + 8 <= n; j += 8) {
+        const float *kr = k + j * hd;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+               a7 = a0;
         for (int64_t d = 0; d < hv; d += 8) {
             const __m256 qv = _mm256_loadu_ps(q + d);
-            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + d), a0);
-            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + d), a1);
-            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + d), a2);
-            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + d), a3);
+            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + d), a0);
+            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + hd + d), a1);
+            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 2 * hd + d), a2);
+            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 3 * hd + d), a3);
+            a4 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 4 * hd + d), a4);
+            a5 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 5 * hd + d), a5);
+            a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 6 * hd + d), a6);
+            a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 7 * hd + d), a7);
         }
-        float r0 = hsum8(a0), r1 = hsum8(a1), r2 = hsum8(a2), r3 = hsum8(a3);
-        for (int64_t d = hv; d < hd; d++) {
-            r0 += q[d] * k0[d];
-            r1 += q[d] * k1[d];
-            r2 += q[d] * k2[d];
-            r3 += q[d] * k3[d];
+        const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+        const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
+        __m256 r = _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                 _mm256_permute2f128_ps(u0, u1, 0x31));
+        if (hv < hd) {
+            float t[8];
+            _mm256_storeu_ps(t, r);
+            for (int i = 0; i < 8; i++)
+                for (int64_t d = hv; d < hd; d++)
+                    t[i] += q[d] * kr[i * hd + d];
+            r = _mm256_loadu_ps(t);
         }
-        s[j] = r0 * scale;
-        s[j + 1] = r1 * scale;
-        s[j + 2] = r2 * scale;
-        s[j + 3] = r3 * scale;
+        _mm256_storeu_ps(s + j, _mm256_mul_ps(r, vs));
     }
     for (; j < n; j++) {
         const float *kr = k + j * hd;
@@ -67,6 +76,16 @@ static void accum_avx2(float *acc, const float *p, const float *v, int64_t n, in
         _mm256_storeu_ps(acc + d + 8, a1);
         _mm256_storeu_ps(acc + d + 16, a2);
         _mm256_storeu_ps(acc + d + 24, a3);
+    }
+    for (; d + 16 <= hd; d += 16) {
+        __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);
+        for (int64_t j = 0; j < n; j++) {
+            const __m256 pj = _mm256_set1_ps(p[j]);
+            a0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + j * hd + d), a0);
+            a1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + j * hd + d + 8), a1);
+        }
+        _mm256_storeu_ps(acc + d, a0);
+        _mm256_storeu_ps(acc + d + 8, a1);
     }
     for (; d + 8 <= hd; d += 8) {
         __m256 a = _mm256_loadu_ps(acc + d);
