@@ -405,7 +405,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void bench_one(const char *label, const nchwc_case *c, int reps) {
+static double bench_one(const char *label, const nchwc_case *c, int reps, double *flops_out) {
     const int64_t OH = conv_out(c->H, c->KH, c->ph, c->sh, c->dh);
     const int64_t OW = conv_out(c->W, c->KW, c->pw, c->sw, c->dw);
     const int64_t nx = (int64_t)c->N * c->Cin * c->H * c->W;
@@ -439,14 +439,13 @@ static void bench_one(const char *label, const nchwc_case *c, int reps) {
     void *prep = aligned_alloc(64, (want + 63) / 64 * 64);
     size_t got = etch_opt_convolution_prepare(&ctx, args, 11, prep, want);
     const uint64_t blocked = ctx.blocked;
-    const etch_epilogue relu = {ETCH_ACT_RELU, 0, 0};
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
         etch_kernel_context_init(&ctx, "op", big_temp, BIG_TEMP, NULL);
         ctx.blocked = blocked;
         ctx.prepared = prep;
         ctx.prepared_size = got;
-        ctx.epilogue = c->epi == E_RELU ? &relu : NULL;
+        ctx.epilogue = c->epi == E_NONE ? NULL : &epilogues[c->epi];
         double t0 = now_s();
         etch_opt_convolution_out(&ctx, args, 11);
         double t = now_s() - t0;
@@ -460,33 +459,69 @@ static void bench_one(const char *label, const nchwc_case *c, int reps) {
     double flops = 2.0 * (double)no * c->Cin * c->KH * c->KW;
     printf("%-34s %8.3f ms  %6.1f GFLOP/s\n", label, best * 1e3, flops / best * 1e-9);
     free(prep), free(x), free(w), free(b), free(o);
+    *flops_out = flops;
+    return best;
 }
 
 static void bench(int reps, const char *filter) {
     printf("ISA %s, 1 thread, prepared weights, best of %d (thread CPU time)\n",
            etch_isa_name(etch_isa_active()), reps);
+    /* every groups == 1 convolution of the two networks, with how often it occurs */
     static const struct {
         const char *label;
+        int count;
         nchwc_case c;
     } cases[] = {
-        {"resnet18 conv1 7x7 s2 3->64 224", {1, 3, 64, 224, 224, 7, 7, 2, 2, 3, 3, 1, 1, true, E_RELU, false, true}},
-        {"resnet18 3x3 64->64 56", {1, 64, 64, 56, 56, 3, 3, 1, 1, 1, 1, 1, 1, true, E_RELU, true, true}},
-        {"resnet18 3x3 s2 64->128 56", {1, 64, 128, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1, true, E_RELU, true, true}},
-        {"resnet18 3x3 128->128 28", {1, 128, 128, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, true, E_RELU, true, true}},
-        {"resnet18 3x3 256->256 14", {1, 256, 256, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, true, E_RELU, true, true}},
-        {"resnet18 3x3 512->512 7", {1, 512, 512, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, true, E_RELU, true, true}},
-        {"resnet18 1x1 s2 64->128 56", {1, 64, 128, 56, 56, 1, 1, 2, 2, 0, 0, 1, 1, true, E_NONE, true, true}},
-        {"mbv2 conv1 3x3 s2 3->32 224", {1, 3, 32, 224, 224, 3, 3, 2, 2, 1, 1, 1, 1, true, E_RELU6, false, true}},
-        {"mbv2 1x1 16->96 112", {1, 16, 96, 112, 112, 1, 1, 1, 1, 0, 0, 1, 1, true, E_RELU6, true, true}},
-        {"mbv2 1x1 144->24 56", {1, 144, 24, 56, 56, 1, 1, 1, 1, 0, 0, 1, 1, true, E_NONE, true, true}},
-        {"mbv2 1x1 192->32 28", {1, 192, 32, 28, 28, 1, 1, 1, 1, 0, 0, 1, 1, true, E_NONE, true, true}},
-        {"mbv2 1x1 384->64 14", {1, 384, 64, 14, 14, 1, 1, 1, 1, 0, 0, 1, 1, true, E_NONE, true, true}},
-        {"mbv2 1x1 960->320 7", {1, 960, 320, 7, 7, 1, 1, 1, 1, 0, 0, 1, 1, true, E_NONE, true, true}},
-        {"mbv2 1x1 320->1280 7", {1, 320, 1280, 7, 7, 1, 1, 1, 1, 0, 0, 1, 1, true, E_RELU6, true, true}},
+#define R(l, n, ci, co, hw, k, st, p, e, ib)                                                       \
+    {l, n, {1, ci, co, hw, hw, k, k, st, st, p, p, 1, 1, true, e, ib, true}}
+        R("resnet18 conv1 7x7 s2 3->64 224", 1, 3, 64, 224, 7, 2, 3, E_RELU, false),
+        R("resnet18 3x3 64->64 56", 4, 64, 64, 56, 3, 1, 1, E_RELU, true),
+        R("resnet18 3x3 s2 64->128 56", 1, 64, 128, 56, 3, 2, 1, E_RELU, true),
+        R("resnet18 3x3 128->128 28", 3, 128, 128, 28, 3, 1, 1, E_RELU, true),
+        R("resnet18 1x1 s2 64->128 56", 1, 64, 128, 56, 1, 2, 0, E_NONE, true),
+        R("resnet18 3x3 s2 128->256 28", 1, 128, 256, 28, 3, 2, 1, E_RELU, true),
+        R("resnet18 3x3 256->256 14", 3, 256, 256, 14, 3, 1, 1, E_RELU, true),
+        R("resnet18 1x1 s2 128->256 28", 1, 128, 256, 28, 1, 2, 0, E_NONE, true),
+        R("resnet18 3x3 s2 256->512 14", 1, 256, 512, 14, 3, 2, 1, E_RELU, true),
+        R("resnet18 3x3 512->512 7", 3, 512, 512, 7, 3, 1, 1, E_RELU, true),
+        R("resnet18 1x1 s2 256->512 14", 1, 256, 512, 14, 1, 2, 0, E_NONE, true),
+        R("mbv2 conv1 3x3 s2 3->32 224", 1, 3, 32, 224, 3, 2, 1, E_RELU6, false),
+        R("mbv2 1x1 32->16 112", 1, 32, 16, 112, 1, 1, 0, E_NONE, true),
+        R("mbv2 1x1 16->96 112", 1, 16, 96, 112, 1, 1, 0, E_RELU6, true),
+        R("mbv2 1x1 96->24 56", 1, 96, 24, 56, 1, 1, 0, E_NONE, true),
+        R("mbv2 1x1 24->144 56", 2, 24, 144, 56, 1, 1, 0, E_RELU6, true),
+        R("mbv2 1x1 144->24 56", 1, 144, 24, 56, 1, 1, 0, E_NONE, true),
+        R("mbv2 1x1 144->32 28", 1, 144, 32, 28, 1, 1, 0, E_NONE, true),
+        R("mbv2 1x1 32->192 28", 3, 32, 192, 28, 1, 1, 0, E_RELU6, true),
+        R("mbv2 1x1 192->32 28", 2, 192, 32, 28, 1, 1, 0, E_NONE, true),
+        R("mbv2 1x1 192->64 14", 1, 192, 64, 14, 1, 1, 0, E_NONE, true),
+        R("mbv2 1x1 64->384 14", 4, 64, 384, 14, 1, 1, 0, E_RELU6, true),
+        R("mbv2 1x1 384->64 14", 3, 384, 64, 14, 1, 1, 0, E_NONE, true),
+        R("mbv2 1x1 384->96 14", 1, 384, 96, 14, 1, 1, 0, E_NONE, true),
+        R("mbv2 1x1 96->576 14", 3, 96, 576, 14, 1, 1, 0, E_RELU6, true),
+        R("mbv2 1x1 576->96 14", 2, 576, 96, 14, 1, 1, 0, E_NONE, true),
+        R("mbv2 1x1 576->160 7", 1, 576, 160, 7, 1, 1, 0, E_NONE, true),
+        R("mbv2 1x1 160->960 7", 3, 160, 960, 7, 1, 1, 0, E_RELU6, true),
+        R("mbv2 1x1 960->160 7", 2, 960, 160, 7, 1, 1, 0, E_NONE, true),
+        R("mbv2 1x1 960->320 7", 1, 960, 320, 7, 1, 1, 0, E_NONE, true),
+        R("mbv2 1x1 320->1280 7", 1, 320, 1280, 7, 1, 1, 0, E_RELU6, true),
+#undef R
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (!filter || strstr(cases[i].label, filter))
-            bench_one(cases[i].label, &cases[i].c, reps);
+    double tot[2] = {0, 0}, flops[2] = {0, 0};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (filter && !strstr(cases[i].label, filter))
+            continue;
+        double f = 0;
+        double t = bench_one(cases[i].label, &cases[i].c, reps, &f);
+        int net = strncmp(cases[i].label, "mbv2", 4) == 0;
+        tot[net] += t * cases[i].count;
+        flops[net] += f * cases[i].count;
+    }
+    for (int net = 0; net < 2; net++)
+        if (tot[net] > 0)
+            printf("%s: all groups == 1 convolutions (each as often as it occurs): %.2f ms, "
+                   "%.1f GFLOP/s\n",
+                   net ? "mobilenet_v2" : "resnet18", tot[net] * 1e3, flops[net] / tot[net] * 1e-9);
 }
 
 int main(int argc, char **argv) {

@@ -248,13 +248,20 @@ static void post_range(const nchwc_job *j, const nchwc_tile *tt, float *o, int64
             etch_opt_apply_epilogue(j->post, o + c * HWo + p0, p1 - p0);
 }
 
-/* Pixels [a, b) in register tiles of as equal a width as can be: the width of the tile that
- * starts at pixel p. */
-static int64_t tile_width(int64_t a, int64_t b, int64_t p) {
-    const int64_t n = b - a, tiles = (n + NCHWC_MR - 1) / NCHWC_MR;
-    const int64_t base = n / tiles, extra = n % tiles; /* `extra` tiles of base + 1 first */
-    const int64_t k = p - a;
-    return k < extra * (base + 1) ? base + 1 : base;
+/* n pixels in register tiles of as equal a width as can be: `extra` tiles of base + 1
+ * pixels, then tiles of `base`. */
+typedef struct tile_split {
+    int64_t base, extra;
+} tile_split;
+
+static tile_split split_pixels(int64_t n) {
+    tile_split t = {0, 0};
+    if (n > 0) {
+        const int64_t tiles = (n + NCHWC_MR - 1) / NCHWC_MR;
+        t.base = n / tiles;
+        t.extra = n % tiles;
+    }
+    return t;
 }
 
 /* Every window inside the input: items are ranges of about CHUNK pixels of the output plane,
@@ -283,6 +290,7 @@ static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
         const int64_t p0 = ch * base + imin(ch, rem), p1 = p0 + base + (ch < rem ? 1 : 0);
         tt.nkh = s->KH;
         tt.nkw = j->interleaved ? 1 : s->KW;
+        const tile_split sp = split_pixels(p1 - p0);
         /* the input-channel blocks in passes whose weights stay in L1, each pass over all
          * the pixels (the partial sums in the output between passes) */
         const bool act = tt.act;
@@ -291,9 +299,9 @@ static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
             tt.b1 = imin(tt.nb, b0 + j->depth_blocks);
             tt.accumulate = b0 > 0;
             tt.act = act && tt.b1 == tt.nb;
-            int64_t oh = p0 / s->OW, ow = p0 % s->OW;
-            for (int64_t p = p0; p < p1;) {
-                const int64_t np = tile_width(p0, p1, p);
+            int64_t oh = p0 / s->OW, ow = p0 % s->OW, k = 0;
+            for (int64_t p = p0; p < p1; k++) {
+                const int64_t np = k < sp.extra ? sp.base + 1 : sp.base;
                 for (int64_t q = 0; q < np; q++) {
                     tt.px[q] = in_n + (oh * s->sh * s->IW + ow * s->sw) * E;
                     if (++ow == s->OW) {
@@ -322,6 +330,7 @@ static void nchwc_rows(void *arg, int64_t i0, int64_t i1) {
     const int64_t rnum = s->IW - 1 + s->pw - (s->KW - 1) * s->dw;
     const int64_t lo = imin(ceil_div(s->pw, s->sw), s->OW);
     const int64_t hi = imin(imax(rnum >= 0 ? rnum / s->sw + 1 : 0, lo), s->OW);
+    const tile_split sp = split_pixels(hi - lo);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t oh = i % j->items, r = i / j->items, tl = r % j->nt, n = r / j->nt;
         nchwc_tile tt;
@@ -331,10 +340,10 @@ static void nchwc_rows(void *arg, int64_t i0, int64_t i1) {
         const int64_t ih_base = oh * s->sh - s->ph;
         const int64_t kh0 = imax(0, ceil_div(-ih_base, s->dh));
         const int64_t kh1 = imin(s->KH, ceil_div(s->IH - ih_base, s->dh));
-        for (int64_t ow = 0; ow < s->OW;) {
+        for (int64_t ow = 0, k = 0; ow < s->OW;) {
             int64_t np = 1, kw0 = 0, kw1 = s->KW;
             if (ow >= lo && ow < hi) {
-                np = tile_width(lo, hi, ow);
+                np = k++ < sp.extra ? sp.base + 1 : sp.base;
             } else {
                 const int64_t iw_base = ow * s->sw - s->pw;
                 kw0 = imax(0, ceil_div(-iw_base, s->dw));

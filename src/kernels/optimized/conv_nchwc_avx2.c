@@ -66,6 +66,21 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
     const int64_t ls = mode == IN_NCHW ? t->ls : 1;
     const int64_t cb_last = mode == IN_BLK ? 8 : t->cb_last;
     const int64_t nkh = t->nkh, nkw = t->nkw, khs = t->khs, kws = t->kws, KW = t->KW;
+    if (mode == IN_BLK && nkh == 1 && nkw == 1) { /* one tap (1x1): one loop over the blocks */
+        const int64_t bs = t->bs, wbs = t->wbs;
+        int64_t off = t->b0 * bs;
+        const float *wp = t->w + t->b0 * wbs + (t->kh0 * KW + t->kw0) * 8 * oct;
+        for (int64_t b = t->b0; b < t->b1; b++, off += bs, wp += wbs) {
+            LANE(0, 1);
+            LANE(1, 1);
+            LANE(2, 1);
+            LANE(3, 1);
+            LANE(4, 1);
+            LANE(5, 1);
+            LANE(6, 1);
+            LANE(7, 1);
+        }
+    } else
     for (int64_t b = t->b0; b < t->b1; b++) {
         const int64_t cb = b == t->nb - 1 ? cb_last : 8;
         const float *wb = t->w + b * t->wbs + (t->kh0 * KW + t->kw0) * cb * oct;
@@ -95,23 +110,41 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
             }
         }
     }
-    __m256 acc[NCHWC_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
-                               {c30, c31}, {c40, c41}, {c50, c51}};
     if (t->act) {
         const __m256 lo = _mm256_set1_ps(t->lo), hi = _mm256_set1_ps(t->hi);
-        for (int j = 0; j < np; j++) {
-            /* max/min return their second operand when either is NaN: NaN passes through */
-            acc[j][0] = _mm256_min_ps(hi, _mm256_max_ps(lo, acc[j][0]));
-            acc[j][1] = _mm256_min_ps(hi, _mm256_max_ps(lo, acc[j][1]));
-        }
+        /* max/min return their second operand when either is NaN: NaN passes through */
+#define CLAMP(j)                                                                               \
+    if (np > (j)) {                                                                            \
+        c##j##0 = _mm256_min_ps(hi, _mm256_max_ps(lo, c##j##0));                               \
+        if (two)                                                                               \
+            c##j##1 = _mm256_min_ps(hi, _mm256_max_ps(lo, c##j##1));                           \
+    }
+        CLAMP(0)
+        CLAMP(1)
+        CLAMP(2)
+        CLAMP(3)
+        CLAMP(4)
+        CLAMP(5)
+#undef CLAMP
     }
     if (!t->out_nchw) {
-        for (int j = 0; j < np; j++) {
-            _mm256_storeu_ps(t->out + j * 8, acc[j][0]);
-            if (two)
-                _mm256_storeu_ps(t->out + t->obs + j * 8, acc[j][1]);
-        }
+        float *o = t->out;
+#define STORE(j)                                                                               \
+    if (np > (j)) {                                                                            \
+        _mm256_storeu_ps(o + (j) * 8, c##j##0);                                                \
+        if (two)                                                                               \
+            _mm256_storeu_ps(o + t->obs + (j) * 8, c##j##1);                                   \
+    }
+        STORE(0)
+        STORE(1)
+        STORE(2)
+        STORE(3)
+        STORE(4)
+        STORE(5)
+#undef STORE
     } else {
+        const __m256 acc[NCHWC_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
+                                         {c30, c31}, {c40, c41}, {c50, c51}};
         float tmp[NCHWC_MR][16];
         for (int j = 0; j < np; j++) {
             _mm256_storeu_ps(tmp[j], acc[j][0]);
