@@ -6,7 +6,7 @@
  *   - the optimized result is bit-identical for every thread count and split of one ISA;
  *   - cache rows after start_pos + T - 1 are NaN in the test's copy and the output stays
  *     finite (they are never read: ASan also sees the caches allocated to their exact size);
- *   - no allocation inside a kernel call.
+ *   - no allocation inside a kernel call, and no kernel temp memory (the context has none).
  * Then the errors: start_pos < 0, start_pos + T > S, a bad start_pos tensor, shapes that do
  * not fit, each failing with INVALID_ARGUMENT (a static out of the wrong shape: the runtime's
  * NOT_SUPPORTED) and a message naming the problem, out untouched.
@@ -38,7 +38,6 @@ static uint32_t rnd(void) {
     return rng_state;
 }
 
-static unsigned char temp_mem[1 << 16];
 static etch_threadpool *real_pool[5];
 
 /* threads 0/1: serial; 2..4: the shuffled pool with `split`; -2/-4: the pthreads pool. */
@@ -52,7 +51,8 @@ static etch_status call_k(kfn f, etch_value **args, size_t nargs, int threads, k
         iface = etch_threadpool_get_iface(real_pool[-threads]);
     }
     etch_kernel_context ctx;
-    etch_kernel_context_init(&ctx, "etch::sdpa_kv.out", temp_mem, sizeof temp_mem, iface);
+    /* no temp arena: neither kernel needs scratch memory */
+    etch_kernel_context_init(&ctx, "etch::sdpa_kv.out", NULL, 0, iface);
     etch_alloc_arm();
     f(&ctx, args, nargs);
     etch_alloc_disarm();

@@ -25,13 +25,15 @@
  *
  * This reference: Float or Double (q, caches and out of one dtype), any dim order through
  * strides, two passes over the keys per query (the max, then the exponentials and the weighted
- * sum of values), accumulated in double and rounded once into out; hd doubles of scratch from
- * the kernel temp arena. Serial. The optimized kernel (src/kernels/optimized/attention.c)
+ * sum of values; one more per further 64 columns of hd), accumulated in double on the stack
+ * and rounded once into out; no scratch memory. Serial. The optimized kernel (src/kernels/optimized/attention.c)
  * streams the softmax instead.
  */
 #include <math.h>
 
 #include "kernels/portable/portable_nn.h"
+
+#define SDPA_CHUNK 64 /* output columns accumulated at once (on the stack) */
 
 static double ld(const etch_tensor *t, int64_t off) {
     return t->dtype == ETCH_DTYPE_FLOAT ? (double)((const float *)t->data)[off]
@@ -112,9 +114,6 @@ ETCH_PK_KERNEL(sdpa_kv_out) {
     const int64_t osz[2] = {T, H * hd};
     if (etch_pk_resize(ctx, out, 2, osz) != ETCH_OK || T == 0 || H * hd == 0)
         return;
-    double *acc = (double *)etch_kernel_temp_alloc(ctx, (size_t)hd * sizeof(double), 16);
-    if (!acc)
-        return;
     for (int64_t t = 0; t < T; t++) {
         const int64_t n = p0 + t + 1; /* keys 0 .. p */
         for (int64_t h = 0; h < H; h++) {
@@ -125,19 +124,23 @@ ETCH_PK_KERNEL(sdpa_kv_out) {
                 if (s > m || isnan(s))
                     m = isnan(m) ? m : s;
             }
-            for (int64_t d = 0; d < hd; d++)
-                acc[d] = 0.0;
-            double sum = 0.0;
-            for (int64_t j = 0; j < n; j++) {
-                const double e = exp(score(q, k, t, h, kh, j, hd, scale) - m);
-                sum += e;
-                const int64_t vo = kh * v->strides[0] + j * v->strides[1];
-                for (int64_t d = 0; d < hd; d++)
-                    acc[d] += e * ld(v, vo + d * v->strides[2]);
+            /* the weighted sum of values, SDPA_CHUNK columns per pass over the keys (scores
+             * recomputed: the same values each pass) */
+            for (int64_t d0 = 0; d0 < hd; d0 += SDPA_CHUNK) {
+                const int64_t nd = hd - d0 < SDPA_CHUNK ? hd - d0 : SDPA_CHUNK;
+                double acc[SDPA_CHUNK] = {0.0};
+                double sum = 0.0;
+                for (int64_t j = 0; j < n; j++) {
+                    const double e = exp(score(q, k, t, h, kh, j, hd, scale) - m);
+                    sum += e;
+                    const int64_t vo = kh * v->strides[0] + j * v->strides[1];
+                    for (int64_t d = 0; d < nd; d++)
+                        acc[d] += e * ld(v, vo + (d0 + d) * v->strides[2]);
+                }
+                const int64_t oo = t * out->strides[0];
+                for (int64_t d = 0; d < nd; d++)
+                    st(out, oo + (h * hd + d0 + d) * out->strides[1], acc[d] / sum);
             }
-            const int64_t oo = t * out->strides[0];
-            for (int64_t d = 0; d < hd; d++)
-                st(out, oo + (h * hd + d) * out->strides[1], acc[d] / sum);
         }
     }
 }
