@@ -449,16 +449,16 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
     if (cin_g == 1 && cout_g <= 4 && !(KH == 1 && KW == 1))
         return 0; /* depthwise / direct loop: no GEMM */
     const size_t per = etch_opt_sgemm_packed_size(NULL, true, cout_g, K);
-    if (per == 0 || (double)per * (double)groups > 0x1p40)
-        return 0;
-    size_t bytes = PREP_DATA + per * (size_t)groups;
+    size_t bytes = per == 0 || (double)per * (double)groups > 0x1p40
+                       ? 0
+                       : PREP_DATA + per * (size_t)groups;
     if (!buf) {
         /* measuring (the weight unbound): the call may turn out blocked */
         if (!w->data && nchwc && PREP_DATA + nchwc * sizeof(float) > bytes)
             bytes = PREP_DATA + nchwc * sizeof(float);
         return bytes;
     }
-    if (cap < bytes || ((uintptr_t)buf & 63))
+    if (!bytes || cap < bytes || ((uintptr_t)buf & 63))
         return 0;
     conv_prep *h = (conv_prep *)buf;
     memset(buf, 0, PREP_DATA); /* header and the gap after it: buffers compare bytewise */

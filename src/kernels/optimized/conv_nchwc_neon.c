@@ -81,6 +81,14 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
     const float *p5 = np > 5 ? t->px[5] : p0;
     const int64_t ls = mode == IN_NCHW ? t->ls : 1;
     const int64_t nkh = t->nkh, nkw = t->nkw, khs = t->khs, kws = t->kws, KW = t->KW;
+    if (mode == IN_BLK && nkh == 1 && nkw == 1) { /* one tap (1x1): one loop over the blocks */
+        const int64_t bs = t->bs, wbs = t->wbs;
+        int64_t off = t->b0 * bs;
+        const float *wp = t->w + t->b0 * wbs + (t->kh0 * KW + t->kw0) * 8 * oct;
+        for (int64_t b = t->b0; b < t->b1; b++, off += bs, wp += wbs)
+            for (int l = 0; l < 8; l++)
+                LANE(l, 1);
+    } else
     for (int64_t b = t->b0; b < t->b1; b++) {
         const int64_t cb = mode != IN_NCHW ? 8 : (b == t->nb - 1 ? t->cb_last : 8);
         const float *wb = t->w + b * t->wbs + (t->kh0 * KW + t->kw0) * cb * oct;
