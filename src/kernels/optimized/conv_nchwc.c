@@ -164,7 +164,7 @@ static nchwc_tile_fn tile_fn(void) {
 #define DEPTH_BYTES 16384 /* packed weights of one channel tile summed per pass (L1) */
 
 typedef struct nchwc_job {
-    const conv_shape *s; /* in/out: the image being run (N = 1) when `padded` */
+    const conv_shape *s; /* the call; or one image (N = 1) and its input copy (run_group) */
     nchwc_tile_fn fn;    /* NULL: tile_direct on s->w */
     const float *wpack;  /* tiles [t0, t0 + nt) of the pack */
     int64_t t0, nt, Cp;
