@@ -315,7 +315,7 @@ static void test_fixed(void) {
         {1, 8, 16, 13, 12, 1, 1, 2, 2, 0, 0, 1, 1, false, E_RELU, true, true},
         {1, 32, 24, 17, 10, 1, 1, 1, 1, 0, 0, 1, 1, true, E_SILU, true, true},
         /* enough input channels that the blocks are summed in several passes (1x1, 3x3) */
-        {1, 272, 24, 5, 7, 1, 1, 1, 1, 0, 0, 1, 1, true, E_RELU, true, true},
+        {1, 528, 24, 5, 7, 1, 1, 1, 1, 0, 0, 1, 1, true, E_RELU, true, true},
         {2, 96, 16, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1, true, E_GELU, true, true},
         /* 5x5 dilation 2 */
         {1, 8, 8, 12, 13, 5, 5, 1, 1, 4, 4, 2, 2, true, E_NONE, true, true},

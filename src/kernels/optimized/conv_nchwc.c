@@ -161,7 +161,7 @@ static nchwc_tile_fn tile_fn(void) {
 }
 
 #define CHUNK 96 /* output pixels per work item when every window is inside the input */
-#define DEPTH_BYTES 16384 /* packed weights of one channel tile summed per pass (L1) */
+#define DEPTH_BYTES 32768 /* packed weights of one channel tile summed per pass, at most */
 
 typedef struct nchwc_job {
     const conv_shape *s; /* the call; or one image (N = 1) and its input copy (run_group) */
@@ -427,12 +427,15 @@ static void run_group(etch_kernel_context *ctx, nchwc_job *j, float *copybuf) {
     const conv_shape *s = j->s;
     const bool pad = s->ph > 0 || s->pw > 0;
     j->chunk_major = s->KH * s->KW == 1; /* the input chunk is larger than a weight tile */
-    /* passes of input-channel blocks whose weights (per 16-channel tile) fit in ~16 KiB of
-     * L1; only with a blocked output (the partial sums stay in it) and packed weights */
+    /* equal passes of input-channel blocks whose weights (per 16-channel tile) take at most
+     * DEPTH_BYTES (near the caches); only with a blocked output (the partial sums stay in it)
+     * and packed weights */
     const int64_t nb = (s->C_in + 7) / 8, block_bytes = s->KH * s->KW * 8 * NCHWC_OCT * 4;
     j->depth_blocks = nb;
-    if (j->fn && j->out_blocked && block_bytes * nb > DEPTH_BYTES)
-        j->depth_blocks = imax(1, DEPTH_BYTES / block_bytes);
+    if (j->fn && j->out_blocked && block_bytes * nb > DEPTH_BYTES) {
+        const int64_t per = imax(1, DEPTH_BYTES / block_bytes), passes = (nb + per - 1) / per;
+        j->depth_blocks = (nb + passes - 1) / passes;
+    }
     if (!copybuf) {
         j->interleaved = false;
         j->full = !pad;
