@@ -407,12 +407,21 @@ static void copy_rows(void *arg, int64_t r0, int64_t r1) {
         memset(d, 0, (size_t)(s->pw * E) * sizeof(float));
         memset(d + (s->pw + s->IW) * E, 0, (size_t)((p->Wp - s->pw - s->IW) * E) * sizeof(float));
         if (p->interleaved) {
-            const int64_t HW = s->IH * s->IW;
-            const float *src = p->src + ih * s->IW;
+            const int64_t HW = s->IH * s->IW, IW = s->IW;
+            const float *src = p->src + ih * IW;
             float *dd = d + s->pw * E;
-            for (int64_t iw = 0; iw < s->IW; iw++)
+            if (E == 3) { /* an RGB image */
+                const float *s0 = src, *s1 = src + HW, *s2 = src + 2 * HW;
+                for (int64_t iw = 0; iw < IW; iw++) {
+                    dd[3 * iw] = s0[iw];
+                    dd[3 * iw + 1] = s1[iw];
+                    dd[3 * iw + 2] = s2[iw];
+                }
+            } else {
                 for (int64_t c = 0; c < E; c++)
-                    dd[iw * E + c] = src[c * HW + iw];
+                    for (int64_t iw = 0; iw < IW; iw++)
+                        dd[iw * E + c] = src[c * HW + iw];
+            }
         } else {
             const float *src = p->src + (plane * s->IH + ih) * s->IW * E;
             memcpy(d + s->pw * E, src, (size_t)(s->IW * E) * sizeof(float));
