@@ -179,7 +179,7 @@ static bool same_layout(const etch_tensor *a, const etch_tensor *b) {
     return true;
 }
 
-static bool ranges_overlap(const etch_tensor *a, const etch_tensor *b) {
+bool etch_tensor_bytes_overlap(const etch_tensor *a, const etch_tensor *b) {
     uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
     uintptr_t a1 = a0 + (uintptr_t)a->capacity * etch_dtype_size(a->dtype);
     uintptr_t b1 = b0 + (uintptr_t)b->capacity * etch_dtype_size(b->dtype);
@@ -194,7 +194,7 @@ static bool may_overlap(const etch_tensor *in, const etch_tensor *out) {
         /* unbound at load: caller buffers (borrowed inputs, set_output_data); two of them
          * may be the same buffer, a caller buffer is not one of the planned arenas */
         return !in->data && !out->data;
-    return ranges_overlap(in, out);
+    return etch_tensor_bytes_overlap(in, out);
 }
 
 /* A tensor P reads: acceptable next to `out`? */
@@ -257,7 +257,7 @@ static bool next_instr(const etch_method *m, uint32_t *c, uint32_t *pc) {
 
 /* Does kernel call `in` write all of `x`'s bytes (a statically shaped out tensor that covers
  * them; in-place operators, named "..._", may write only part)? */
-static bool overwrites(const etch_method *m, const etch_instr *in, const etch_tensor *x) {
+bool etch_instr_overwrites(const etch_method *m, const etch_instr *in, const etch_tensor *x) {
     const char *name = m->ops[in->a].name;
     size_t base = strcspn(name, ".");
     if (base && name[base - 1] == '_')
@@ -298,7 +298,7 @@ static bool read_before_overwritten(const etch_method *m, const vinfo *info, uin
                         if (a->u.list.items[i] == x)
                             return true;
             }
-            if (in->kind == IA_KERNEL_CALL && overwrites(m, in, xt))
+            if (in->kind == IA_KERNEL_CALL && etch_instr_overwrites(m, in, xt))
                 return false;
             break;
         case IA_MOVE_CALL:
@@ -330,7 +330,7 @@ static bool read_through_alias(const etch_method *m, const fuse_ctx *f, uint32_t
             (f->info[i].flags & V_WRITES))
             continue;
         const etch_tensor *xt = x->u.tensor;
-        if (!xt->data || (xt->flags & ETCH_TENSOR_CONSTANT) || !ranges_overlap(xt, t))
+        if (!xt->data || (xt->flags & ETCH_TENSOR_CONSTANT) || !etch_tensor_bytes_overlap(xt, t))
             continue;
         if (f->has_jumps || read_before_overwritten(m, f->info, c, pc, x))
             return true;
@@ -346,7 +346,7 @@ static bool clear_of(const etch_method *m, const vinfo *info, const etch_value *
     if (info[index_of(m, x)].flags & V_REBOUND)
         return false;
     const etch_tensor *t = x->u.tensor;
-    return !t->data || (t->flags & ETCH_TENSOR_CONSTANT) || !ranges_overlap(t, vt);
+    return !t->data || (t->flags & ETCH_TENSOR_CONSTANT) || !etch_tensor_bytes_overlap(t, vt);
 }
 
 /* Redirect rewrite (A is instruction k + 1 of chain c); with `apply`, make it. */

@@ -9,6 +9,8 @@
  *     call naming the list allows blocked tensors there (a call's list of results);
  *   - every kernel call that names it (calls fused away at load excepted: they do nothing)
  *     has a layout function that allows a blocked tensor at each argument where it appears;
+ *   - it is not read through an alias (another value planned on its bytes, e.g. a flatten
+ *     planned as a view) nor written through one while it lives (see "aliases" below);
  *   - for every call, the tensors of its `tied` arguments are all blocked or all not (a
  *     fixpoint: a value dropped from the set drops the others tied to it, call by call).
  * Each call then carries the set of its arguments that are blocked (ctx->blocked at execute).
@@ -91,6 +93,133 @@ static void exclude_items(const etch_method *m, linfo *info, const etch_value *x
             exclude(info, index_of(m, x->u.list.items[j]));
 }
 
+/* ---- aliases ---------------------------------------------------------------------------
+ * The memory plan may give two values the same bytes: values whose lifetimes do not overlap
+ * (the common case: nothing to worry about), or a view planned as an alias of its base (a
+ * flatten or reshape costs no instruction). A blocked value x must not be read through an
+ * alias. Walking the instructions in execution order from x's writer: nothing but x itself
+ * may write into x's bytes until x's last reference; after it, a read of another value whose
+ * bytes overlap x's must read bytes that some write (of a whole tensor) has replaced since;
+ * the walk ends when one such write covers all of x's bytes. Needs the execution order, so a
+ * method with jumps gets no blocked tensors at all. */
+
+#define MAX_RANGES 64
+
+typedef struct byte_range {
+    uintptr_t lo, hi;
+} byte_range;
+
+static byte_range range_of(const etch_tensor *t) {
+    uintptr_t lo = (uintptr_t)t->data;
+    return (byte_range){lo, lo + (uintptr_t)t->capacity * etch_dtype_size(t->dtype)};
+}
+
+static bool overlapping_other(const etch_value *y, const etch_value *x) {
+    if (y == x || y->tag != ETCH_VALUE_TENSOR || !y->u.tensor || !y->u.tensor->data ||
+        (y->u.tensor->flags & ETCH_TENSOR_CONSTANT))
+        return false;
+    return etch_tensor_bytes_overlap(y->u.tensor, x->u.tensor);
+}
+
+static bool names(const etch_instr *in, const etch_value *x) {
+    for (uint32_t k = 0; k < in->nargs; k++)
+        if (in->args[k] == x)
+            return true;
+    return false;
+}
+
+/* Have the bytes y shares with x been replaced (some range in r[0, n) holds them all)? */
+static bool replaced(const byte_range *r, int n, const etch_tensor *y, byte_range xr) {
+    byte_range yr = range_of(y);
+    uintptr_t lo = yr.lo > xr.lo ? yr.lo : xr.lo, hi = yr.hi < xr.hi ? yr.hi : xr.hi;
+    for (int i = 0; i < n; i++)
+        if (r[i].lo <= lo && hi <= r[i].hi)
+            return true;
+    return false;
+}
+
+/* Is value x (a candidate) read through an alias, or written through one while live? */
+static bool aliased(const etch_method *m, const etch_value *x) {
+    if (!x->u.tensor->data)
+        return true;
+    /* first writer and last reference, in execution order */
+    int64_t first = -1, last = -1, idx = 0;
+    for (uint32_t c = 0; c < m->nchains; c++)
+        for (uint32_t pc = 0; pc < m->chains[c].n; pc++, idx++) {
+            const etch_instr *in = &m->chains[c].instrs[pc];
+            if (in->kind != IA_KERNEL_CALL || in->skipped || !names(in, x))
+                continue;
+            for (uint32_t k = 0; first < 0 && k < in->nargs; k++)
+                if (in->args[k] == x && in->arg_modes[k] == ARG_WRITE)
+                    first = idx;
+            last = idx;
+        }
+    if (first < 0)
+        return true; /* read but never written here: its bytes come from elsewhere */
+    const byte_range xr = range_of(x->u.tensor);
+    byte_range done[MAX_RANGES];
+    int ndone = 0;
+    idx = 0;
+    for (uint32_t c = 0; c < m->nchains; c++)
+        for (uint32_t pc = 0; pc < m->chains[c].n; pc++, idx++) {
+            const etch_instr *in = &m->chains[c].instrs[pc];
+            if (idx <= first || (in->kind == IA_KERNEL_CALL && in->skipped))
+                continue;
+            if (in->kind == IA_DELEGATE_CALL) {
+                for (uint32_t k = 0; k < in->nargs; k++)
+                    if (overlapping_other(in->args[k], x))
+                        return true;
+                continue;
+            }
+            if (in->kind != IA_KERNEL_CALL)
+                continue;
+            /* reads first (an instruction reads its inputs before it writes) */
+            for (int pass = 0; pass < 2; pass++)
+                for (uint32_t k = 0; k < in->nargs; k++) {
+                    const etch_value *y = in->args[k];
+                    const uint8_t mode = in->arg_modes[k];
+                    const bool list = is_list(y);
+                    const bool writes = mode == ARG_WRITE || mode == ARG_LIST_WRITE;
+                    if ((pass == 0) == writes)
+                        continue;
+                    const size_t n = list ? y->u.list.len : 1;
+                    for (size_t j = 0; j < n; j++) {
+                        const etch_value *t = list ? y->u.list.items[j] : y;
+                        if (!t || !overlapping_other(t, x))
+                            continue;
+                        if (!writes) {
+                            if (idx <= last || (mode != ARG_READ && mode != ARG_LIST_READ) ||
+                                !replaced(done, ndone, t->u.tensor, xr))
+                                return true; /* an alias read, or a view bound onto x */
+                            continue;
+                        }
+                        if (idx <= last || !etch_instr_overwrites(m, in, t->u.tensor))
+                            return true; /* a write into x's bytes while x lives, or part */
+                        byte_range tr = range_of(t->u.tensor);
+                        if (tr.lo <= xr.lo && xr.hi <= tr.hi)
+                            return false; /* all of x's bytes replaced: it is gone */
+                        if (ndone == MAX_RANGES)
+                            return true; /* too much to follow: keep x NCHW */
+                        done[ndone++] = tr;
+                    }
+                }
+        }
+    return false;
+}
+
+static void alias_check(const etch_method *m, linfo *info) {
+    for (uint32_t c = 0; c < m->nchains; c++)
+        for (uint32_t pc = 0; pc < m->chains[c].n; pc++)
+            if (m->chains[c].instrs[pc].kind == IA_JUMP_FALSE_CALL) {
+                for (uint32_t i = 0; i < m->nvalues; i++)
+                    info[i].blocked = 0;
+                return;
+            }
+    for (uint32_t i = 0; i < m->nvalues; i++)
+        if (info[i].blocked && aliased(m, &m->values[i]))
+            info[i].blocked = 0;
+}
+
 uint32_t etch_method_choose_layout(etch_method *m, etch_pool *pool) {
     linfo *info = (linfo *)etch_pool_alloc(pool, sizeof(linfo) * (size_t)m->nvalues,
                                            _Alignof(linfo));
@@ -147,6 +276,9 @@ uint32_t etch_method_choose_layout(etch_method *m, etch_pool *pool) {
     for (uint32_t i = 0; i < m->nvalues; i++)
         info[i].blocked = !info[i].excluded && info[i].refs > 0 &&
                           info[i].allowed == info[i].refs && blockable(&m->values[i]);
+
+    /* storage shared with other values (views planned as aliases, e.g. a flatten) */
+    alias_check(m, info);
 
     /* tied arguments: all blocked or none, until nothing changes */
     for (bool changed = true; changed;) {

@@ -114,6 +114,12 @@ size_t etch_method_fuse_scratch(uint32_t nvalues);
  * ever changes instructions it proves equivalent; returns the number of fusions. */
 uint32_t etch_method_fuse(etch_method *m, etch_pool *pool);
 
+/* Do two bound tensors' storages (their capacity) overlap? (fusion.c) */
+bool etch_tensor_bytes_overlap(const etch_tensor *a, const etch_tensor *b);
+/* Does kernel call `in` write all of `x`'s bytes (a statically shaped out tensor covering
+ * them; not an in-place operator)? (fusion.c) */
+bool etch_instr_overwrites(const etch_method *m, const etch_instr *in, const etch_tensor *x);
+
 /* ---- channel-blocked layout (layout.c) ---- */
 
 /* Pool bytes etch_method_choose_layout needs while it runs (released afterwards). */

@@ -55,6 +55,20 @@ class Block(nn.Module):
         return (y, b) if self.output_mid else y
 
 
+class Flat(nn.Module):
+    """conv 3->8 + relu, 1x1 8->8, flatten (planned as an alias of the convolution's output),
+    a classifier: the flattened bytes are read as NCHW, so the 1x1's output stays NCHW."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = nn.Conv2d(8, 8, 1)
+        self.fc = nn.Linear(8 * 6 * 6, 4)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.c2(torch.relu(self.c1(x))), 1))
+
+
 # name, model, input shape, (convolution calls with blocked input, with blocked output)
 CASES = [
     # everything between the image and the mean is blocked: c1 reads the NCHW image (3
@@ -68,6 +82,8 @@ CASES = [
     # convolution's output and c; a and b stay blocked (dw and pw read them); c3 reads the
     # NCHW cat and writes blocked for the mean
     ("cnn_cat", Block(cat=True), (1, 3, 16, 16), (2, 3)),
+    # c1 writes blocked (relu and c2 read it); c2's output is read through the flatten alias
+    ("flatten_alias", Flat(), (2, 3, 6, 6), (1, 1)),
 ]
 
 

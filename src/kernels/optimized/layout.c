@@ -49,6 +49,7 @@ etch_status etch_opt_register_layouts(void) {
         {etch_opt_max_pool2d_with_indices_out, etch_opt_max_pool2d_layout},
         {etch_opt_adaptive_avg_pool2d_out, etch_opt_adaptive_avg_pool2d_layout},
         {etch_opt_mean_out, etch_opt_mean_layout},
+        {etch_opt_convolution_out, etch_opt_convolution_layout},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         etch_status st = etch_kernels_register_layout(table[i].kernel, table[i].layout);
