@@ -14,8 +14,9 @@
  * accumulation only (tests/llm_attention: within 1e-5 of PyTorch's float64 result for values
  * of order 1; 3e-6 measured).
  *
- * Threads split items (block of ETCH_ATTN_QBLOCK query positions, kv head, group of up to
- * ETCH_ATTN_MAX_GROUP of its query heads); each row is computed by one thread in the same
+ * Prefill (T > 1) under AVX2: the rows of positions t and t + 1 of one head share the key and
+ * value loads (attn_pair). Threads split items (block of ETCH_ATTN_QBLOCK query positions, kv
+ * head, group of up to ETCH_ATTN_MAX_GROUP of its query heads); each row is computed by one thread in the same
  * order whatever the split, so results do not depend on the thread count. Instruction sets:
  * scalar C, AVX2+FMA (also under AVX-512), NEON. */
 #include <math.h>
@@ -59,7 +60,7 @@ static void accum_scalar(float *acc, const float *p, const float *v, int64_t n, 
     }
 }
 
-const etch_attn_isa etch_attn_scalar = {scores_scalar, accum_scalar};
+const etch_attn_isa etch_attn_scalar = {scores_scalar, accum_scalar, NULL, NULL};
 
 static const etch_attn_isa *attn_isa_active(void) {
     switch (etch_isa_active()) {
@@ -89,6 +90,63 @@ typedef struct attn_job {
     float scale;
 } attn_job;
 
+/* One block of nb scores s of a row whose running max, sum and accumulated values are m, l,
+ * acc: rescale when the block raises the max, then s = exp(s - m) and l += their sum. */
+static inline void row_update(const attn_job *jb, float *s, int64_t nb, float *m, float *l,
+                              float *acc) {
+    float bm = s[0];
+    for (int64_t i = 1; i < nb; i++)
+        if (s[i] > bm)
+            bm = s[i];
+    if (bm > *m) {
+        const float c = expf(*m - bm); /* 0 for the first block */
+        *l *= c;
+        for (int64_t d = 0; d < jb->hd; d++)
+            acc[d] *= c;
+        *m = bm;
+    }
+    *l += jb->vec->exp_sum(s, s, *m, nb);
+}
+
+static void prefetch_block(const float *K, const float *V, int64_t j1, int64_t n, int64_t hd) {
+    if (j1 >= n)
+        return;
+    const int64_t nn = n - j1 < ETCH_ATTN_BLOCK ? n - j1 : ETCH_ATTN_BLOCK;
+    const char *pk = (const char *)(K + j1 * hd), *pv = (const char *)(V + j1 * hd);
+    for (int64_t off = 0; off < nn * hd * (int64_t)sizeof(float); off += 64) {
+        ATTN_PREFETCH(pk + off);
+        ATTN_PREFETCH(pv + off);
+    }
+}
+
+/* Query positions t and t + 1 of head h (prefill, when the ISA has the two-row functions):
+ * every key of position t is read once for both rows (one load of a key or value feeds two
+ * multiply-adds); position t + 1's last key (itself) follows alone. */
+static void attn_pair(const attn_job *jb, int64_t t, int64_t h, float *acc, float *s) {
+    const int64_t hd = jb->hd, n = jb->p0 + t + 1, kh = h / jb->G;
+    const float *K = jb->k + kh * jb->S * hd, *V = jb->v + kh * jb->S * hd;
+    const float *q0 = jb->q + (t * jb->H + h) * hd, *q1 = q0 + jb->H * hd;
+    float *a0 = acc, *a1 = acc + hd, *s0 = s, *s1 = s + ETCH_ATTN_BLOCK;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    memset(acc, 0, (size_t)(2 * hd) * sizeof(float));
+    for (int64_t j0 = 0; j0 < n; j0 += ETCH_ATTN_BLOCK) {
+        const int64_t nb = n - j0 < ETCH_ATTN_BLOCK ? n - j0 : ETCH_ATTN_BLOCK;
+        prefetch_block(K, V, j0 + ETCH_ATTN_BLOCK, n, hd);
+        jb->isa->scores2(s0, s1, q0, q1, K + j0 * hd, nb, hd, jb->scale);
+        row_update(jb, s0, nb, &m0, &l0, a0);
+        row_update(jb, s1, nb, &m1, &l1, a1);
+        jb->isa->accum2(a0, a1, s0, s1, V + j0 * hd, nb, hd);
+    }
+    jb->isa->scores(s1, q1, K + n * hd, 1, hd, jb->scale);
+    row_update(jb, s1, 1, &m1, &l1, a1);
+    jb->isa->accum(a1, s1, V + n * hd, 1, hd);
+    float *o0 = jb->out + t * jb->H * hd + h * hd, *o1 = o0 + jb->H * hd;
+    for (int64_t d = 0; d < hd; d++) {
+        o0[d] = a0[d] / l0;
+        o1[d] = a1[d] / l1;
+    }
+}
+
 /* Query position t of heads h0 .. h0 + ng - 1 (all reading kv head kh): the key blocks are
  * visited once, each for every head of the group while it is in cache. acc: ng * hd floats. */
 static void attn_group(const attn_job *jb, int64_t t, int64_t kh, int64_t h0, int64_t ng,
@@ -102,31 +160,12 @@ static void attn_group(const attn_job *jb, int64_t t, int64_t kh, int64_t h0, in
         const int64_t nb = n - j0 < ETCH_ATTN_BLOCK ? n - j0 : ETCH_ATTN_BLOCK;
         /* the next block's keys and values, from memory while this one is computed (the
          * cache of a long context is rarely still in cache between decode steps) */
-        const int64_t j1 = j0 + ETCH_ATTN_BLOCK;
-        if (j1 < n) {
-            const int64_t nn = n - j1 < ETCH_ATTN_BLOCK ? n - j1 : ETCH_ATTN_BLOCK;
-            const char *pk = (const char *)(K + j1 * hd), *pv = (const char *)(V + j1 * hd);
-            for (int64_t off = 0; off < nn * hd * (int64_t)sizeof(float); off += 64) {
-                ATTN_PREFETCH(pk + off);
-                ATTN_PREFETCH(pv + off);
-            }
-        }
+        prefetch_block(K, V, j0 + ETCH_ATTN_BLOCK, n, hd);
         for (int64_t g = 0; g < ng; g++) {
             float *a = acc + g * hd;
             jb->isa->scores(s, jb->q + (t * jb->H + h0 + g) * hd, K + j0 * hd, nb, hd,
                             jb->scale);
-            float bm = s[0];
-            for (int64_t i = 1; i < nb; i++)
-                if (s[i] > bm)
-                    bm = s[i];
-            if (bm > m[g]) {
-                const float c = expf(m[g] - bm); /* 0 for the first block */
-                l[g] *= c;
-                for (int64_t d = 0; d < hd; d++)
-                    a[d] *= c;
-                m[g] = bm;
-            }
-            l[g] += jb->vec->exp_sum(s, s, m[g], nb);
+            row_update(jb, s, nb, &m[g], &l[g], a);
             jb->isa->accum(a, s, V + j0 * hd, nb, hd);
         }
     }
@@ -141,7 +180,7 @@ static void attn_group(const attn_job *jb, int64_t t, int64_t kh, int64_t h0, in
 static void attn_items(void *arg, int64_t b, int64_t e) {
     const attn_job *jb = (const attn_job *)arg;
     float acc[ETCH_ATTN_MAX_ACC], m[ETCH_ATTN_MAX_GROUP], l[ETCH_ATTN_MAX_GROUP];
-    float s[ETCH_ATTN_BLOCK];
+    float s[2 * ETCH_ATTN_BLOCK];
     const int64_t KV = jb->H / jb->G, per_qb = KV * jb->ngc;
     for (int64_t i = b; i < e; i++) {
         const int64_t qb = i / per_qb, kh = (i % per_qb) / jb->ngc, gi = i % jb->ngc;
@@ -149,7 +188,12 @@ static void attn_items(void *arg, int64_t b, int64_t e) {
         const int64_t ng = jb->G - gi * jb->gc < jb->gc ? jb->G - gi * jb->gc : jb->gc;
         const int64_t t1 = (qb + 1) * ETCH_ATTN_QBLOCK < jb->T ? (qb + 1) * ETCH_ATTN_QBLOCK
                                                                 : jb->T;
-        for (int64_t t = qb * ETCH_ATTN_QBLOCK; t < t1; t++)
+        int64_t t = qb * ETCH_ATTN_QBLOCK;
+        if (jb->isa->scores2)
+            for (; t + 1 < t1; t += 2)
+                for (int64_t g = 0; g < ng; g++)
+                    attn_pair(jb, t, h0 + g, acc, s);
+        for (; t < t1; t++)
             attn_group(jb, t, kh, h0, ng, acc, m, l, s);
     }
 }

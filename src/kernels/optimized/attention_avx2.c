@@ -101,4 +101,106 @@ static void accum_avx2(float *acc, const float *p, const float *v, int64_t n, in
     }
 }
 
-const etch_attn_isa etch_attn_avx2 = {scores_avx2, accum_avx2};
+/* Two query rows over four keys at a time: each key load feeds both rows; the eight sums
+ * (row 0's four keys, row 1's four) are reduced as in scores_avx2. */
+static void scores2_avx2(float *s0, float *s1, const float *q0, const float *q1,
+                         const float *k, int64_t n, int64_t hd, float scale) {
+    const int64_t hv = hd & ~(int64_t)7;
+    const __m256 vs = _mm256_set1_ps(scale);
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const float *kr = k + j * hd;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0,
+               b3 = a0;
+        for (int64_t d = 0; d < hv; d += 8) {
+            const __m256 x = _mm256_loadu_ps(q0 + d), y = _mm256_loadu_ps(q1 + d);
+            __m256 kv = _mm256_loadu_ps(kr + d);
+            a0 = _mm256_fmadd_ps(x, kv, a0);
+            b0 = _mm256_fmadd_ps(y, kv, b0);
+            kv = _mm256_loadu_ps(kr + hd + d);
+            a1 = _mm256_fmadd_ps(x, kv, a1);
+            b1 = _mm256_fmadd_ps(y, kv, b1);
+            kv = _mm256_loadu_ps(kr + 2 * hd + d);
+            a2 = _mm256_fmadd_ps(x, kv, a2);
+            b2 = _mm256_fmadd_ps(y, kv, b2);
+            kv = _mm256_loadu_ps(kr + 3 * hd + d);
+            a3 = _mm256_fmadd_ps(x, kv, a3);
+            b3 = _mm256_fmadd_ps(y, kv, b3);
+        }
+        const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+        const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(b0, b1), _mm256_hadd_ps(b2, b3));
+        float t[8]; /* row 0's keys j .. j+3, then row 1's */
+        _mm256_storeu_ps(t, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                          _mm256_permute2f128_ps(u0, u1, 0x31)));
+        for (int i = 0; i < 4; i++) {
+            for (int64_t d = hv; d < hd; d++) {
+                t[i] += q0[d] * kr[i * hd + d];
+                t[4 + i] += q1[d] * kr[i * hd + d];
+            }
+        }
+        const __m256 r = _mm256_mul_ps(_mm256_loadu_ps(t), vs);
+        _mm_storeu_ps(s0 + j, _mm256_castps256_ps128(r));
+        _mm_storeu_ps(s1 + j, _mm256_extractf128_ps(r, 1));
+    }
+    if (j < n) {
+        scores_avx2(s0 + j, q0, k + j * hd, n - j, hd, scale);
+        scores_avx2(s1 + j, q1, k + j * hd, n - j, hd, scale);
+    }
+}
+
+/* Two rows of accumulators, 32 columns at a time in registers: each value load feeds both. */
+static void accum2_avx2(float *acc0, float *acc1, const float *p0, const float *p1,
+                        const float *v, int64_t n, int64_t hd) {
+    int64_t d = 0;
+    for (; d + 32 <= hd; d += 32) {
+        __m256 a0 = _mm256_loadu_ps(acc0 + d), a1 = _mm256_loadu_ps(acc0 + d + 8);
+        __m256 a2 = _mm256_loadu_ps(acc0 + d + 16), a3 = _mm256_loadu_ps(acc0 + d + 24);
+        __m256 b0 = _mm256_loadu_ps(acc1 + d), b1 = _mm256_loadu_ps(acc1 + d + 8);
+        __m256 b2 = _mm256_loadu_ps(acc1 + d + 16), b3 = _mm256_loadu_ps(acc1 + d + 24);
+        for (int64_t j = 0; j < n; j++) {
+            const __m256 x = _mm256_set1_ps(p0[j]), y = _mm256_set1_ps(p1[j]);
+            const float *vr = v + j * hd + d;
+            __m256 w = _mm256_loadu_ps(vr);
+            a0 = _mm256_fmadd_ps(x, w, a0);
+            b0 = _mm256_fmadd_ps(y, w, b0);
+            w = _mm256_loadu_ps(vr + 8);
+            a1 = _mm256_fmadd_ps(x, w, a1);
+            b1 = _mm256_fmadd_ps(y, w, b1);
+            w = _mm256_loadu_ps(vr + 16);
+            a2 = _mm256_fmadd_ps(x, w, a2);
+            b2 = _mm256_fmadd_ps(y, w, b2);
+            w = _mm256_loadu_ps(vr + 24);
+            a3 = _mm256_fmadd_ps(x, w, a3);
+            b3 = _mm256_fmadd_ps(y, w, b3);
+        }
+        _mm256_storeu_ps(acc0 + d, a0);
+        _mm256_storeu_ps(acc0 + d + 8, a1);
+        _mm256_storeu_ps(acc0 + d + 16, a2);
+        _mm256_storeu_ps(acc0 + d + 24, a3);
+        _mm256_storeu_ps(acc1 + d, b0);
+        _mm256_storeu_ps(acc1 + d + 8, b1);
+        _mm256_storeu_ps(acc1 + d + 16, b2);
+        _mm256_storeu_ps(acc1 + d + 24, b3);
+    }
+    for (; d + 8 <= hd; d += 8) {
+        __m256 a = _mm256_loadu_ps(acc0 + d), b = _mm256_loadu_ps(acc1 + d);
+        for (int64_t j = 0; j < n; j++) {
+            const __m256 w = _mm256_loadu_ps(v + j * hd + d);
+            a = _mm256_fmadd_ps(_mm256_set1_ps(p0[j]), w, a);
+            b = _mm256_fmadd_ps(_mm256_set1_ps(p1[j]), w, b);
+        }
+        _mm256_storeu_ps(acc0 + d, a);
+        _mm256_storeu_ps(acc1 + d, b);
+    }
+    for (; d < hd; d++) {
+        float a = acc0[d], b = acc1[d];
+        for (int64_t j = 0; j < n; j++) {
+            a += p0[j] * v[j * hd + d];
+            b += p1[j] * v[j * hd + d];
+        }
+        acc0[d] = a;
+        acc1[d] = b;
+    }
+}
+
+const etch_attn_isa etch_attn_avx2 = {scores_avx2, accum_avx2, scores2_avx2, accum2_avx2};

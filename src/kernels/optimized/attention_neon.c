@@ -74,4 +74,4 @@ static void accum_neon(float *acc, const float *p, const float *v, int64_t n, in
     }
 }
 
-const etch_attn_isa etch_attn_neon = {scores_neon, accum_neon};
+const etch_attn_isa etch_attn_neon = {scores_neon, accum_neon, NULL, NULL};

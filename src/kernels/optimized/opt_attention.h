@@ -13,11 +13,19 @@ ETCH_OPT_KERNEL(sdpa_kv_out);
  * row stride hd):
  *   scores: s[j] = scale * dot(q, k + j*hd)            for j < n
  *   accum:  acc[d] += sum_j p[j] * v[j*hd + d]         for d < hd (j in order 0 .. n-1)
+ * and optionally the same for two query rows at once, sharing every load of a key or value
+ * (NULL when the ISA has none):
+ *   scores2: s0[j] = scale * dot(q0, k + j*hd), s1[j] = scale * dot(q1, k + j*hd)
+ *   accum2:  acc0[d] += sum_j p0[j] * v[j*hd + d], acc1[d] += sum_j p1[j] * v[j*hd + d]
  * Each ISA's results depend only on the operands, never on the thread split. */
 typedef struct etch_attn_isa {
     void (*scores)(float *s, const float *q, const float *k, int64_t n, int64_t hd,
                    float scale);
     void (*accum)(float *acc, const float *p, const float *v, int64_t n, int64_t hd);
+    void (*scores2)(float *s0, float *s1, const float *q0, const float *q1, const float *k,
+                    int64_t n, int64_t hd, float scale);
+    void (*accum2)(float *acc0, float *acc1, const float *p0, const float *p1, const float *v,
+                   int64_t n, int64_t hd);
 } etch_attn_isa;
 
 extern const etch_attn_isa etch_attn_scalar;
