@@ -31,7 +31,13 @@
  * weights): the whole operand in the packed path's layout, depth block by depth block, so
  * the packed path reads its A / B blocks straight from there instead of packing them (and
  * takes scratch only for the other operand; none when both are packed). With a packed B the
- * packed path also serves M <= 2 MR. A packing made for another ISA, shape or kc is ignored. */
+ * packed path also serves M <= 2 MR. A packing made for another ISA, shape or kc is ignored.
+ * A prepacked B is a weight read once per run, from L3 or memory: the microkernel prefetches
+ * the next column panel while it works (a share per tile, gemm_isa.h's pf).
+ *
+ * Per-ISA extras (optional): pack_a_rm (a vectorized packing of row-major A) and ukr_rows (a
+ * microkernel for a panel's first mm < MR rows only, stored straight to C: M = 64 with MR = 6
+ * leaves a 4-row panel). */
 #include <string.h>
 
 #include "kernels/optimized/epilogue.h"
