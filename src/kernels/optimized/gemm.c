@@ -45,6 +45,12 @@
 #include "kernels/optimized/opt_gemm.h"
 #include "runtime/context.h"
 
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+
 /* ---- scalar building blocks (always available; gcc vectorizes them for the baseline) ---- */
 
 #define S_MR 4
@@ -177,9 +183,13 @@ static const etch_sgemm_tail *tail_for(const etch_sgemm_desc *d, post *p, int64_
     if (d->bias && p->bias_col) {
         if (p->col_j != j) { /* tiles of a column panel run one after another */
             const float *b = d->bias + j * d->bias_cs;
-            for (int64_t c = 0; c < nr; c++)
-                colbuf[c] = c < nn ? d->beta * b[c * d->bias_cs] : 0.0f;
+            for (int64_t c = 0; c < nn; c++)
+                colbuf[c] = d->beta * b[c * d->bias_cs];
+            for (int64_t c = nn; c < nr; c++)
+                colbuf[c] = 0.0f;
             p->col_j = j;
+            if (d->bias_cs == 1 && j + 2 * nr <= d->N)
+                PREFETCH(b + nr); /* the next panel's (a bias is cold, as the weights) */
         }
         p->t.col = colbuf;
     } else if (d->bias) {
@@ -258,11 +268,6 @@ static void pack_a_panel(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, in
     }
 }
 
-#if defined(__GNUC__)
-#define PREFETCH(p) __builtin_prefetch(p)
-#else
-#define PREFETCH(p) ((void)(p))
-#endif
 #define PF_ROWS 8
 
 
@@ -405,10 +410,12 @@ static void gemm_packed(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int
                     int64_t pf_off = 0, pf_max = 0; /* bytes from pf_base */
                     const int64_t pf_share = kb / ETCH_SGEMM_PF_K * 64;
                     if (pb && isa->pf_b > 0) {
+                        /* that one panel only (the first tiles: more would evict the
+                         * panel in use from L1), within this depth block's panels */
                         pf_base = (const char *)bblk;
                         pf_off = (jr + isa->pf_b * nr) * kb * (int64_t)sizeof(float);
-                        /* to the end of this depth block's panels */
-                        pf_max = (npad - jc) * kb * (int64_t)sizeof(float);
+                        pf_max = min64(pf_off + nr * kb * (int64_t)sizeof(float),
+                                       (npad - jc) * kb * (int64_t)sizeof(float));
                     }
                     for (int64_t ir = 0; ir < mb; ir += mr) {
                         const int64_t mm = min64(mr, mb - ir);
