@@ -277,6 +277,14 @@ static void pack_b_panel(const etch_sgemm_desc *d, int nr, int64_t p, int64_t kb
                          int64_t nn, float *bp) {
     const float *b = d->b + p * d->b_rs + j * d->b_cs;
     if (d->b_cs == 1) {
+        if (nn == 16 && nr == 16) { /* a constant size: the copy is inlined, no libc call */
+            for (int64_t k = 0; k < kb; k++) {
+                if (k + PF_ROWS < kb)
+                    PREFETCH(b + (k + PF_ROWS) * d->b_rs);
+                memcpy(bp + k * 16, b + k * d->b_rs, 16 * sizeof(float));
+            }
+            return;
+        }
         for (int64_t k = 0; k < kb; k++) {
             if (k + PF_ROWS < kb) /* rows far apart: no hardware prefetch across pages */
                 PREFETCH(b + (k + PF_ROWS) * d->b_rs);
