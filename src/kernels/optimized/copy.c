@@ -129,7 +129,15 @@ static void perm_runs(const perm_job *j, int64_t b, int64_t e) {
     }
     char *dst = j->dst + b * run;
     for (int64_t blk = b; blk < e; blk++, dst += run) {
-        memcpy(dst, j->src + ioff * j->es, (size_t)run);
+        /* attention's head splits move runs of one head (32 or 64 floats): a constant size
+         * makes the copy inline instead of a libc call per run */
+        const char *src = j->src + ioff * j->es;
+        if (run == 128)
+            memcpy(dst, src, 128);
+        else if (run == 256)
+            memcpy(dst, src, 256);
+        else
+            memcpy(dst, src, (size_t)run);
         for (int d = in_d - 1; d >= 0; d--) {
             ioff += j->ist[d];
             if (++idx[d] < j->sizes[d])
