@@ -38,6 +38,51 @@ enum { IN_NCHW = 0, IN_BLK = 1, IN_RUN = 2 }; /* lanes: stride ls; 8 at stride 1
         PIX(5, _mm256_broadcast_ss(p5 + o_));                                                  \
     } while (0)
 
+/* The full 6 x 16 lane step of a blocked input (lane stride 1) in inline assembly. GCC 12
+ * keeps at most 11 of the 12 accumulators of the intrinsic form in registers (it loads the next
+ * steps' weights and inputs early), the last one on the stack: a store-to-load chain through
+ * every FMA of it, which ran the 1x1 loop at about half speed. Here the 12 accumulators take
+ * registers the asm names as operands and the weights and the broadcast use ymm13..15. Each
+ * FMA is the one the intrinsic form computes (x * w + c, one rounding), in the same order, so
+ * the bits are those of every other pixel count. */
+typedef struct __attribute__((may_alias)) f8 {
+    float v[8];
+} f8;
+#define LANE3_ASM(l, A, B, C, xa, xb, xc)                                                     \
+    __asm__("vmovups %[w0], %%ymm13\n\t"                                                       \
+            "vmovups %[w1], %%ymm14\n\t"                                                       \
+            "vbroadcastss %[x0], %%ymm15\n\t"                                                  \
+            "vfmadd231ps %%ymm13, %%ymm15, %[a0]\n\t"                                          \
+            "vfmadd231ps %%ymm14, %%ymm15, %[a1]\n\t"                                          \
+            "vbroadcastss %[x1], %%ymm15\n\t"                                                  \
+            "vfmadd231ps %%ymm13, %%ymm15, %[b0]\n\t"                                          \
+            "vfmadd231ps %%ymm14, %%ymm15, %[b1]\n\t"                                          \
+            "vbroadcastss %[x2], %%ymm15\n\t"                                                  \
+            "vfmadd231ps %%ymm13, %%ymm15, %[c0]\n\t"                                          \
+            "vfmadd231ps %%ymm14, %%ymm15, %[c1]"                                                \
+            : [a0] "+x"(c##A##0), [a1] "+x"(c##A##1), [b0] "+x"(c##B##0),                      \
+              [b1] "+x"(c##B##1), [c0] "+x"(c##C##0), [c1] "+x"(c##C##1)                       \
+            : [w0] "m"(*(const f8 *)(wp + (l) * 16)),                                          \
+              [w1] "m"(*(const f8 *)(wp + (l) * 16 + 8)), [x0] "m"(xa[off + (l)]),             \
+              [x1] "m"(xb[off + (l)]), [x2] "m"(xc[off + (l)])                                 \
+            : "xmm13", "xmm14", "xmm15")
+/* (pixels 0..2, then 3..5: one statement for all six would need more than the 30 operands an
+ * asm may have; the second half loads the two weight vectors again, from L1) */
+#define LANE6_ASM(l)                                                                           \
+    do {                                                                                       \
+        LANE3_ASM(l, 0, 1, 2, p0, p1, p2);                                                     \
+        LANE3_ASM(l, 3, 4, 5, p3, p4, p5);                                                     \
+    } while (0)
+
+/* A lane step of a blocked input: the assembly form for the full 6 x 16 tile. */
+#define LANEB(l)                                                                               \
+    do {                                                                                       \
+        if (np == 6 && two)                                                                    \
+            LANE6_ASM(l);                                                                      \
+        else                                                                                   \
+            LANE(l, 1);                                                                        \
+    } while (0)
+
 AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mode) {
     const int64_t oct = two ? 16 : 8;
     const __m256 b0 = _mm256_loadu_ps(t->bias), b1 = two ? _mm256_loadu_ps(t->bias + 8) : b0;
@@ -71,14 +116,14 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
         int64_t off = t->b0 * bs;
         const float *wp = t->w + t->b0 * wbs + (t->kh0 * KW + t->kw0) * 8 * oct;
         for (int64_t b = t->b0; b < t->b1; b++, off += bs, wp += wbs) {
-            LANE(0, 1);
-            LANE(1, 1);
-            LANE(2, 1);
-            LANE(3, 1);
-            LANE(4, 1);
-            LANE(5, 1);
-            LANE(6, 1);
-            LANE(7, 1);
+            LANEB(0);
+            LANEB(1);
+            LANEB(2);
+            LANEB(3);
+            LANEB(4);
+            LANEB(5);
+            LANEB(6);
+            LANEB(7);
         }
     } else
     for (int64_t b = t->b0; b < t->b1; b++) {
@@ -90,14 +135,14 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
             int64_t off = b * t->bs + kh * khs;
             for (int64_t kw = 0; kw < nkw; kw++, off += kws, wp += wkw) {
                 if (mode == IN_BLK) {
-                    LANE(0, 1);
-                    LANE(1, 1);
-                    LANE(2, 1);
-                    LANE(3, 1);
-                    LANE(4, 1);
-                    LANE(5, 1);
-                    LANE(6, 1);
-                    LANE(7, 1);
+                    LANEB(0);
+                    LANEB(1);
+                    LANEB(2);
+                    LANEB(3);
+                    LANEB(4);
+                    LANEB(5);
+                    LANEB(6);
+                    LANEB(7);
                 } else { /* any number of lanes (an NCHW input, or a run of taps x lanes) */
                     int64_t l = 0;
                     for (; l + 2 <= cb; l += 2) {
@@ -155,6 +200,9 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
                 t->out[c * t->obs + j] = tmp[j][c];
     }
 }
+#undef LANEB
+#undef LANE6_ASM
+#undef LANE3_ASM
 #undef LANE
 #undef PIX
 
