@@ -25,7 +25,7 @@ enum { IN_NCHW = 0, IN_BLK = 1, IN_RUN = 2 }; /* lanes: stride ls; 8 at stride 1
     } while (0)
 
 /* One lane step: the weights of lane l against input lane l of each pixel. */
-#define LANE(l, lstride)                                                                       \
+#define LANE_C(l, lstride)                                                                     \
     do {                                                                                       \
         const __m256 w0 = _mm256_loadu_ps(wp + (l) * oct);                                     \
         const __m256 w1 = two ? _mm256_loadu_ps(wp + (l) * oct + 8) : w0;                      \
@@ -38,7 +38,7 @@ enum { IN_NCHW = 0, IN_BLK = 1, IN_RUN = 2 }; /* lanes: stride ls; 8 at stride 1
         PIX(5, _mm256_broadcast_ss(p5 + o_));                                                  \
     } while (0)
 
-/* The full 6 x 16 lane step of a blocked input (lane stride 1) in inline assembly. GCC 12
+/* The full 6 x 16 lane step (input lanes at stride ls_) in inline assembly. GCC 12
  * keeps at most 11 of the 12 accumulators of the intrinsic form in registers (it loads the next
  * steps' weights and inputs early), the last one on the stack: a store-to-load chain through
  * every FMA of it, which ran the 1x1 loop at about half speed. Here the 12 accumulators take
@@ -48,7 +48,7 @@ enum { IN_NCHW = 0, IN_BLK = 1, IN_RUN = 2 }; /* lanes: stride ls; 8 at stride 1
 typedef struct __attribute__((may_alias)) f8 {
     float v[8];
 } f8;
-#define LANE3_ASM(l, A, B, C, xa, xb, xc)                                                     \
+#define LANE3_ASM(l, ls_, A, B, C, xa, xb, xc)                                                     \
     __asm__("vmovups %[w0], %%ymm13\n\t"                                                       \
             "vmovups %[w1], %%ymm14\n\t"                                                       \
             "vbroadcastss %[x0], %%ymm15\n\t"                                                  \
@@ -63,24 +63,24 @@ typedef struct __attribute__((may_alias)) f8 {
             : [a0] "+x"(c##A##0), [a1] "+x"(c##A##1), [b0] "+x"(c##B##0),                      \
               [b1] "+x"(c##B##1), [c0] "+x"(c##C##0), [c1] "+x"(c##C##1)                       \
             : [w0] "m"(*(const f8 *)(wp + (l) * 16)),                                          \
-              [w1] "m"(*(const f8 *)(wp + (l) * 16 + 8)), [x0] "m"(xa[off + (l)]),             \
-              [x1] "m"(xb[off + (l)]), [x2] "m"(xc[off + (l)])                                 \
+              [w1] "m"(*(const f8 *)(wp + (l) * 16 + 8)), [x0] "m"(xa[off + (l) * (ls_)]),             \
+              [x1] "m"(xb[off + (l) * (ls_)]), [x2] "m"(xc[off + (l) * (ls_)])                                 \
             : "xmm13", "xmm14", "xmm15")
 /* (pixels 0..2, then 3..5: one statement for all six would need more than the 30 operands an
  * asm may have; the second half loads the two weight vectors again, from L1) */
-#define LANE6_ASM(l)                                                                           \
+#define LANE6_ASM(l, ls_)                                                                           \
     do {                                                                                       \
-        LANE3_ASM(l, 0, 1, 2, p0, p1, p2);                                                     \
-        LANE3_ASM(l, 3, 4, 5, p3, p4, p5);                                                     \
+        LANE3_ASM(l, ls_, 0, 1, 2, p0, p1, p2);                                                     \
+        LANE3_ASM(l, ls_, 3, 4, 5, p3, p4, p5);                                                     \
     } while (0)
 
-/* A lane step of a blocked input: the assembly form for the full 6 x 16 tile. */
-#define LANEB(l)                                                                               \
+/* A lane step: the assembly form for the full 6 x 16 tile, else the intrinsics. */
+#define LANE(l, lstride)                                                                       \
     do {                                                                                       \
         if (np == 6 && two)                                                                    \
-            LANE6_ASM(l);                                                                      \
+            LANE6_ASM(l, lstride);                                                             \
         else                                                                                   \
-            LANE(l, 1);                                                                        \
+            LANE_C(l, lstride);                                                                \
     } while (0)
 
 AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mode) {
@@ -116,14 +116,14 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
         int64_t off = t->b0 * bs;
         const float *wp = t->w + t->b0 * wbs + (t->kh0 * KW + t->kw0) * 8 * oct;
         for (int64_t b = t->b0; b < t->b1; b++, off += bs, wp += wbs) {
-            LANEB(0);
-            LANEB(1);
-            LANEB(2);
-            LANEB(3);
-            LANEB(4);
-            LANEB(5);
-            LANEB(6);
-            LANEB(7);
+            LANE(0, 1);
+            LANE(1, 1);
+            LANE(2, 1);
+            LANE(3, 1);
+            LANE(4, 1);
+            LANE(5, 1);
+            LANE(6, 1);
+            LANE(7, 1);
         }
     } else
     for (int64_t b = t->b0; b < t->b1; b++) {
@@ -135,14 +135,14 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
             int64_t off = b * t->bs + kh * khs;
             for (int64_t kw = 0; kw < nkw; kw++, off += kws, wp += wkw) {
                 if (mode == IN_BLK) {
-                    LANEB(0);
-                    LANEB(1);
-                    LANEB(2);
-                    LANEB(3);
-                    LANEB(4);
-                    LANEB(5);
-                    LANEB(6);
-                    LANEB(7);
+                    LANE(0, 1);
+                    LANE(1, 1);
+                    LANE(2, 1);
+                    LANE(3, 1);
+                    LANE(4, 1);
+                    LANE(5, 1);
+                    LANE(6, 1);
+                    LANE(7, 1);
                 } else { /* any number of lanes (an NCHW input, or a run of taps x lanes) */
                     int64_t l = 0;
                     for (; l + 2 <= cb; l += 2) {
@@ -200,10 +200,10 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
                 t->out[c * t->obs + j] = tmp[j][c];
     }
 }
-#undef LANEB
 #undef LANE6_ASM
 #undef LANE3_ASM
 #undef LANE
+#undef LANE_C
 #undef PIX
 
 #define INST(np, two, mode)                                                                    \
