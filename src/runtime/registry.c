@@ -9,8 +9,8 @@
 #ifndef ETCH_MAX_KERNELS
 #define ETCH_MAX_KERNELS 2048
 #endif
-#ifndef ETCH_MAX_PREPARE
-#define ETCH_MAX_PREPARE 32
+#ifndef ETCH_MAX_KERNEL_HOOKS
+#define ETCH_MAX_KERNEL_HOOKS 64
 #endif
 #ifndef ETCH_MAX_BACKENDS
 #define ETCH_MAX_BACKENDS 16
@@ -24,18 +24,14 @@ typedef struct kernel_entry {
 
 static kernel_entry kernels[ETCH_MAX_KERNELS];
 static size_t num_kernels;
-typedef struct prepare_entry {
+/* What else is registered for a kernel function: its load-time prepare and layout functions. */
+typedef struct kernel_hooks {
     etch_kernel_fn kernel;
     etch_kernel_prepare_fn prepare;
-} prepare_entry;
-static prepare_entry prepares[ETCH_MAX_PREPARE];
-static size_t num_prepares;
-typedef struct layout_entry {
-    etch_kernel_fn kernel;
     etch_kernel_layout_fn layout;
-} layout_entry;
-static layout_entry layouts[ETCH_MAX_PREPARE];
-static size_t num_layouts;
+} kernel_hooks;
+static kernel_hooks hooks[ETCH_MAX_KERNEL_HOOKS];
+static size_t num_hooks;
 static const etch_backend *backends[ETCH_MAX_BACKENDS];
 static size_t num_backends;
 
@@ -90,52 +86,54 @@ size_t etch_kernels_count(void) { return num_kernels; }
 const etch_kernel *etch_kernels_at(size_t i) { return i < num_kernels ? kernels[i].k : NULL; }
 void etch_kernels_reset(void) {
     num_kernels = 0;
-    num_prepares = 0;
-    num_layouts = 0;
+    num_hooks = 0;
+}
+
+/* The hooks of `kernel`, added (all NULL) when `add` and absent; NULL when the table is full
+ * (error set) or, without `add`, when absent. */
+static kernel_hooks *hooks_of(etch_kernel_fn kernel, bool add, const char *what) {
+    for (size_t i = 0; kernel && i < num_hooks; i++)
+        if (hooks[i].kernel == kernel)
+            return &hooks[i];
+    if (!add || !kernel)
+        return NULL;
+    if (num_hooks == ETCH_MAX_KERNEL_HOOKS) {
+        etch_err(ETCH_ERR_OUT_OF_RESOURCES, "%s: registry of kernel hooks full (%d kernels)",
+                 what, ETCH_MAX_KERNEL_HOOKS);
+        return NULL;
+    }
+    hooks[num_hooks] = (kernel_hooks){kernel, NULL, NULL};
+    return &hooks[num_hooks++];
 }
 
 etch_status etch_kernels_register_prepare(etch_kernel_fn kernel, etch_kernel_prepare_fn prepare) {
     if (!kernel)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "kernels_register_prepare: NULL kernel");
-    for (size_t i = 0; i < num_prepares; i++)
-        if (prepares[i].kernel == kernel) {
-            prepares[i].prepare = prepare;
-            return ETCH_OK;
-        }
-    if (num_prepares == ETCH_MAX_PREPARE)
-        return etch_err(ETCH_ERR_OUT_OF_RESOURCES, "prepare registry full (%d entries)",
-                        ETCH_MAX_PREPARE);
-    prepares[num_prepares++] = (prepare_entry){kernel, prepare};
+    kernel_hooks *h = hooks_of(kernel, true, "kernels_register_prepare");
+    if (!h)
+        return ETCH_ERR_OUT_OF_RESOURCES;
+    h->prepare = prepare;
     return ETCH_OK;
 }
 
 etch_kernel_prepare_fn etch_kernels_prepare_of(etch_kernel_fn kernel) {
-    for (size_t i = 0; kernel && i < num_prepares; i++)
-        if (prepares[i].kernel == kernel)
-            return prepares[i].prepare;
-    return NULL;
+    const kernel_hooks *h = hooks_of(kernel, false, NULL);
+    return h ? h->prepare : NULL;
 }
 
 etch_status etch_kernels_register_layout(etch_kernel_fn kernel, etch_kernel_layout_fn layout) {
     if (!kernel)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "kernels_register_layout: NULL kernel");
-    for (size_t i = 0; i < num_layouts; i++)
-        if (layouts[i].kernel == kernel) {
-            layouts[i].layout = layout;
-            return ETCH_OK;
-        }
-    if (num_layouts == ETCH_MAX_PREPARE)
-        return etch_err(ETCH_ERR_OUT_OF_RESOURCES, "layout registry full (%d entries)",
-                        ETCH_MAX_PREPARE);
-    layouts[num_layouts++] = (layout_entry){kernel, layout};
+    kernel_hooks *h = hooks_of(kernel, true, "kernels_register_layout");
+    if (!h)
+        return ETCH_ERR_OUT_OF_RESOURCES;
+    h->layout = layout;
     return ETCH_OK;
 }
 
 etch_kernel_layout_fn etch_kernels_layout_of(etch_kernel_fn kernel) {
-    for (size_t i = 0; kernel && i < num_layouts; i++)
-        if (layouts[i].kernel == kernel)
-            return layouts[i].layout;
-    return NULL;
+    const kernel_hooks *h = hooks_of(kernel, false, NULL);
+    return h ? h->layout : NULL;
 }
 
 etch_status etch_backends_register(const etch_backend *b) {
