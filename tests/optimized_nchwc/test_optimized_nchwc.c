@@ -508,6 +508,14 @@ static void bench(int reps, const char *filter) {
         R("mbv2 1x1 960->160 7", 2, 960, 160, 7, 1, 1, 0, E_NONE, true),
         R("mbv2 1x1 960->320 7", 1, 960, 320, 7, 1, 1, 0, E_NONE, true),
         R("mbv2 1x1 320->1280 7", 1, 320, 1280, 7, 1, 1, 0, E_RELU6, true),
+        /* blocked input, NCHW output (what the runtime chooses in some blocks); count 0: not
+         * in the totals */
+#define RN(l, ci, co, hw)                                                                          \
+    {l, 0, {1, ci, co, hw, hw, 1, 1, 1, 1, 0, 0, 1, 1, true, E_RELU6, true, false}}
+        RN("mbv2 1x1 16->96 112 to NCHW", 16, 96, 112),
+        RN("mbv2 1x1 24->144 56 to NCHW", 24, 144, 56),
+        RN("mbv2 1x1 32->192 28 to NCHW", 32, 192, 28),
+#undef RN
 #undef R
     };
     double tot[2] = {0, 0}, flops[2] = {0, 0};

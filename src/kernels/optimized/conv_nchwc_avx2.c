@@ -83,6 +83,58 @@ typedef struct __attribute__((may_alias)) f8 {
             LANE_C(l, lstride);                                                                \
     } while (0)
 
+/* Pixels 0..np-1 (np <= 6) of 8 channels held as one vector per pixel (r0..r5; those past np
+ * are zero) to an NCHW output: an 8 x 8 transpose (pixels 6 and 7 zero), then channel c's np
+ * values stored at out + c * cs, for the first nc channels. Nothing past pixel np is written. */
+AI void store_nchw8(float *out, int64_t cs, int np, int nc, __m256 r0, __m256 r1, __m256 r2,
+                    __m256 r3, __m256 r4, __m256 r5) {
+    const __m256 z = _mm256_setzero_ps();
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 s4 = _mm256_shuffle_ps(t4, z, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 s5 = _mm256_shuffle_ps(t4, z, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 s6 = _mm256_shuffle_ps(t5, z, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 s7 = _mm256_shuffle_ps(t5, z, _MM_SHUFFLE(3, 2, 3, 2));
+    /* channel c: pixels 0-3 in the low half of row c, 4-5 in its high half */
+    const __m256 row[8] = {
+        _mm256_permute2f128_ps(s0, s4, 0x20), _mm256_permute2f128_ps(s1, s5, 0x20),
+        _mm256_permute2f128_ps(s2, s6, 0x20), _mm256_permute2f128_ps(s3, s7, 0x20),
+        _mm256_permute2f128_ps(s0, s4, 0x31), _mm256_permute2f128_ps(s1, s5, 0x31),
+        _mm256_permute2f128_ps(s2, s6, 0x31), _mm256_permute2f128_ps(s3, s7, 0x31)};
+    for (int c = 0; c < nc; c++) {
+        float *o = out + c * cs;
+        const __m128 lo = _mm256_castps256_ps128(row[c]), hi = _mm256_extractf128_ps(row[c], 1);
+        switch (np) {
+        case 1:
+            _mm_store_ss(o, lo);
+            break;
+        case 2:
+            _mm_storel_pi((__m64 *)o, lo);
+            break;
+        case 3:
+            _mm_storel_pi((__m64 *)o, lo);
+            _mm_store_ss(o + 2, _mm_movehl_ps(lo, lo));
+            break;
+        case 4:
+            _mm_storeu_ps(o, lo);
+            break;
+        case 5:
+            _mm_storeu_ps(o, lo);
+            _mm_store_ss(o + 4, hi);
+            break;
+        default:
+            _mm_storeu_ps(o, lo);
+            _mm_storel_pi((__m64 *)(o + 4), hi);
+            break;
+        }
+    }
+}
+
 AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mode) {
     const int64_t oct = two ? 16 : 8;
     const __m256 b0 = _mm256_loadu_ps(t->bias), b1 = two ? _mm256_loadu_ps(t->bias + 8) : b0;
@@ -187,17 +239,15 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
         STORE(4)
         STORE(5)
 #undef STORE
-    } else {
-        const __m256 acc[NCHWC_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
-                                         {c30, c31}, {c40, c41}, {c50, c51}};
-        float tmp[NCHWC_MR][16];
-        for (int j = 0; j < np; j++) {
-            _mm256_storeu_ps(tmp[j], acc[j][0]);
-            _mm256_storeu_ps(tmp[j] + 8, acc[j][1]);
-        }
-        for (int c = 0; c < t->oc_valid; c++)
-            for (int j = 0; j < np; j++)
-                t->out[c * t->obs + j] = tmp[j][c];
+    } else { /* NCHW output: each 8 channels transposed to rows of np pixels */
+        const __m256 z = _mm256_setzero_ps();
+        store_nchw8(t->out, t->obs, np, t->oc_valid < 8 ? t->oc_valid : 8, c00,
+                    np > 1 ? c10 : z, np > 2 ? c20 : z, np > 3 ? c30 : z, np > 4 ? c40 : z,
+                    np > 5 ? c50 : z);
+        if (two && t->oc_valid > 8)
+            store_nchw8(t->out + 8 * t->obs, t->obs, np, t->oc_valid - 8, c01,
+                        np > 1 ? c11 : z, np > 2 ? c21 : z, np > 3 ? c31 : z,
+                        np > 4 ? c41 : z, np > 5 ? c51 : z);
     }
 }
 #undef LANE6_ASM
