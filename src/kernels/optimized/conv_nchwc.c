@@ -166,6 +166,7 @@ static nchwc_tile_fn tile_fn(void) {
 typedef struct nchwc_job {
     const conv_shape *s; /* the call; or one image (N = 1) and its input copy (run_group) */
     nchwc_tile_fn fn;    /* NULL: tile_direct on s->w */
+    bool fn_reps;        /* fn runs nchwc_tile.reps repetitions itself (the AVX2 tile) */
     const float *wpack;  /* tiles [t0, t0 + nt) of the pack */
     int64_t t0, nt, Cp;
     int64_t items;             /* per (image, tile): pixel chunks (full) or output rows */
@@ -213,6 +214,7 @@ static float *tile_setup(const nchwc_job *j, nchwc_tile *tt, float bias[NCHWC_OC
         tt->KW = 1;
     }
     tt->out_nchw = !j->out_blocked;
+    tt->reps = 1;
     tt->act = j->act;
     tt->lo = j->lo;
     tt->hi = j->hi;
@@ -230,10 +232,22 @@ static float *tile_setup(const nchwc_job *j, nchwc_tile *tt, float bias[NCHWC_OC
 }
 
 static void run_tile(const nchwc_job *j, const nchwc_tile *tt, int64_t t) {
-    if (j->fn)
-        j->fn(tt);
-    else
-        tile_direct(tt, j->s->w, t * NCHWC_OCT, j->s->C_in, j->s->KH);
+    if (j->fn_reps || tt->reps <= 1) {
+        if (j->fn)
+            j->fn(tt);
+        else
+            tile_direct(tt, j->s->w, t * NCHWC_OCT, j->s->C_in, j->s->KH);
+        return;
+    }
+    /* a tile function without repetitions: one call per repetition */
+    nchwc_tile one = *tt;
+    one.reps = 1;
+    for (int64_t r = 0; r < tt->reps; r++) {
+        run_tile(j, &one, t);
+        for (int q = 0; q < one.np; q++)
+            one.px[q] += tt->pstep;
+        one.out += one.out_nchw ? one.np : one.np * 8;
+    }
 }
 
 /* The activation of output pixels [p0, p1) of one tile. */
@@ -299,6 +313,29 @@ static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
             tt.b1 = imin(tt.nb, b0 + j->depth_blocks);
             tt.accumulate = b0 > 0;
             tt.act = act && tt.b1 == tt.nb;
+            if (s->sh * s->IW == s->OW * s->sw) {
+                /* pixel p's window starts at p * sw * E (the output rows continue the input
+                 * rows: a 1x1 stride 1 without padding, or one on the padded copy): two runs
+                 * of equal tiles (sp.extra tiles of base + 1 pixels, then tiles of base) */
+                const int64_t ps = s->sw * E, ntl = (p1 - p0 + NCHWC_MR - 1) / NCHWC_MR;
+                int64_t p = p0;
+                for (int g = 0; g < 2; g++) {
+                    const int64_t np = g == 0 ? sp.base + 1 : sp.base;
+                    const int64_t reps = g == 0 ? sp.extra : ntl - sp.extra;
+                    if (reps <= 0 || np <= 0)
+                        continue;
+                    for (int64_t q = 0; q < np; q++)
+                        tt.px[q] = in_n + (p + q) * ps;
+                    tt.np = (int)np;
+                    tt.out = o + p * (j->out_blocked ? 8 : 1);
+                    tt.reps = reps;
+                    tt.pstep = np * ps;
+                    run_tile(j, &tt, j->t0 + tl);
+                    p += reps * np;
+                }
+                tt.reps = 1;
+                continue;
+            }
             int64_t oh = p0 / s->OW, ow = p0 % s->OW, k = 0;
             for (int64_t p = p0; p < p1; k++) {
                 const int64_t np = k < sp.extra ? sp.base + 1 : sp.base;
@@ -520,6 +557,9 @@ void etch_opt_conv_nchwc(etch_kernel_context *ctx, const conv_shape *s, bool in_
     const int64_t ntiles = (j.Cp + NCHWC_OCT - 1) / NCHWC_OCT;
     const int64_t tile_floats = NCHWC_OCT * s->C_in * s->KH * s->KW;
     j.fn = tile_fn();
+#if ETCH_OPT_X86
+    j.fn_reps = j.fn == etch_nchwc_tile_avx2;
+#endif
     j.wpack = etch_opt_conv_prep_nchwc(s);
     j.t0 = 0;
     j.nt = ntiles;
@@ -536,7 +576,7 @@ void etch_opt_conv_nchwc(etch_kernel_context *ctx, const conv_shape *s, bool in_
                                                 64);
         }
         if (!buf)
-            j.fn = NULL;
+            j.fn = NULL, j.fn_reps = false;
         const int64_t groups = (ntiles + g - 1) / g;
         g = (ntiles + groups - 1) / groups; /* balanced groups */
         j.wpack = buf;

@@ -58,6 +58,10 @@ typedef struct nchwc_tile {
     bool out_nchw;                /* NCHW output: pixel stride 1, channel stride obs */
     bool act;                     /* clamp to [lo, hi] */
     float lo, hi;
+    /* AVX2 tile only (conv_nchwc.c runs the repetitions itself for the others): the tile is
+     * run `reps` (>= 1) times, each time on the next np pixels: every px[j] advanced by pstep
+     * floats and out by np pixels */
+    int64_t reps, pstep;
 } nchwc_tile;
 
 typedef void (*nchwc_tile_fn)(const nchwc_tile *t);

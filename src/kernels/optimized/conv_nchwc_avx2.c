@@ -48,7 +48,7 @@ enum { IN_NCHW = 0, IN_BLK = 1, IN_RUN = 2 }; /* lanes: stride ls; 8 at stride 1
 typedef struct __attribute__((may_alias)) f8 {
     float v[8];
 } f8;
-#define LANE3_ASM(l, ls_, A, B, C, xa, xb, xc)                                                     \
+#define LANE3_ASM(l, ls_, A, B, C, xa, xb, xc)                                                 \
     __asm__("vmovups %[w0], %%ymm13\n\t"                                                       \
             "vmovups %[w1], %%ymm14\n\t"                                                       \
             "vbroadcastss %[x0], %%ymm15\n\t"                                                  \
@@ -59,19 +59,19 @@ typedef struct __attribute__((may_alias)) f8 {
             "vfmadd231ps %%ymm14, %%ymm15, %[b1]\n\t"                                          \
             "vbroadcastss %[x2], %%ymm15\n\t"                                                  \
             "vfmadd231ps %%ymm13, %%ymm15, %[c0]\n\t"                                          \
-            "vfmadd231ps %%ymm14, %%ymm15, %[c1]"                                                \
+            "vfmadd231ps %%ymm14, %%ymm15, %[c1]"                                              \
             : [a0] "+x"(c##A##0), [a1] "+x"(c##A##1), [b0] "+x"(c##B##0),                      \
               [b1] "+x"(c##B##1), [c0] "+x"(c##C##0), [c1] "+x"(c##C##1)                       \
             : [w0] "m"(*(const f8 *)(wp + (l) * 16)),                                          \
-              [w1] "m"(*(const f8 *)(wp + (l) * 16 + 8)), [x0] "m"(xa[off + (l) * (ls_)]),             \
-              [x1] "m"(xb[off + (l) * (ls_)]), [x2] "m"(xc[off + (l) * (ls_)])                                 \
+              [w1] "m"(*(const f8 *)(wp + (l) * 16 + 8)), [x0] "m"(xa[off + (l) * (ls_)]),     \
+              [x1] "m"(xb[off + (l) * (ls_)]), [x2] "m"(xc[off + (l) * (ls_)])                 \
             : "xmm13", "xmm14", "xmm15")
 /* (pixels 0..2, then 3..5: one statement for all six would need more than the 30 operands an
  * asm may have; the second half loads the two weight vectors again, from L1) */
-#define LANE6_ASM(l, ls_)                                                                           \
+#define LANE6_ASM(l, ls_)                                                                      \
     do {                                                                                       \
-        LANE3_ASM(l, ls_, 0, 1, 2, p0, p1, p2);                                                     \
-        LANE3_ASM(l, ls_, 3, 4, 5, p3, p4, p5);                                                     \
+        LANE3_ASM(l, ls_, 0, 1, 2, p0, p1, p2);                                                \
+        LANE3_ASM(l, ls_, 3, 4, 5, p3, p4, p5);                                                \
     } while (0)
 
 /* A lane step: the assembly form for the full 6 x 16 tile, else the intrinsics. */
@@ -85,7 +85,8 @@ typedef struct __attribute__((may_alias)) f8 {
 
 /* Pixels 0..np-1 (np <= 6) of 8 channels held as one vector per pixel (r0..r5; those past np
  * are zero) to an NCHW output: an 8 x 8 transpose (pixels 6 and 7 zero), then channel c's np
- * values stored at out + c * cs, for the first nc channels. Nothing past pixel np is written. */
+ * values stored at out + c * cs, for the first nc channels. Nothing past pixel np is
+ * written. */
 AI void store_nchw8(float *out, int64_t cs, int np, int nc, __m256 r0, __m256 r1, __m256 r2,
                     __m256 r3, __m256 r4, __m256 r5) {
     const __m256 z = _mm256_setzero_ps();
@@ -138,116 +139,123 @@ AI void store_nchw8(float *out, int64_t cs, int np, int nc, __m256 r0, __m256 r1
 AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mode) {
     const int64_t oct = two ? 16 : 8;
     const __m256 b0 = _mm256_loadu_ps(t->bias), b1 = two ? _mm256_loadu_ps(t->bias + 8) : b0;
-    __m256 c00 = b0, c01 = b1, c10 = b0, c11 = b1, c20 = b0, c21 = b1;
-    __m256 c30 = b0, c31 = b1, c40 = b0, c41 = b1, c50 = b0, c51 = b1;
-    if (t->accumulate) { /* blocked output: the partial sums of the blocks before b0 */
-        const float *o = t->out;
-#define LOADC(j)                                                                               \
-    if (np > (j)) {                                                                            \
-        c##j##0 = _mm256_loadu_ps(o + (j) * 8);                                                \
-        if (two)                                                                               \
-            c##j##1 = _mm256_loadu_ps(o + t->obs + (j) * 8);                                   \
-    }
-        LOADC(0)
-        LOADC(1)
-        LOADC(2)
-        LOADC(3)
-        LOADC(4)
-        LOADC(5)
-#undef LOADC
-    }
     /* pixels past np point at pixel 0 (never read) */
     const float *p0 = t->px[0], *p1 = np > 1 ? t->px[1] : p0, *p2 = np > 2 ? t->px[2] : p0;
     const float *p3 = np > 3 ? t->px[3] : p0, *p4 = np > 4 ? t->px[4] : p0;
     const float *p5 = np > 5 ? t->px[5] : p0;
-    const int64_t ls = mode == IN_NCHW ? t->ls : 1;
-    const int64_t cb_last = mode == IN_BLK ? 8 : t->cb_last;
-    const int64_t nkh = t->nkh, nkw = t->nkw, khs = t->khs, kws = t->kws, KW = t->KW;
-    if (mode == IN_BLK && nkh == 1 && nkw == 1) { /* one tap (1x1): one loop over the blocks */
-        const int64_t bs = t->bs, wbs = t->wbs;
-        int64_t off = t->b0 * bs;
-        const float *wp = t->w + t->b0 * wbs + (t->kh0 * KW + t->kw0) * 8 * oct;
-        for (int64_t b = t->b0; b < t->b1; b++, off += bs, wp += wbs) {
-            LANE(0, 1);
-            LANE(1, 1);
-            LANE(2, 1);
-            LANE(3, 1);
-            LANE(4, 1);
-            LANE(5, 1);
-            LANE(6, 1);
-            LANE(7, 1);
+    float *out = t->out;
+    const int64_t pstep = t->pstep, ostep = t->out_nchw ? np : np * 8;
+    for (int64_t rep = 0; rep < t->reps || rep == 0; rep++, out += ostep) {
+        if (rep > 0) {
+            p0 += pstep, p1 += pstep, p2 += pstep, p3 += pstep, p4 += pstep, p5 += pstep;
         }
-    } else
-    for (int64_t b = t->b0; b < t->b1; b++) {
-        const int64_t cb = b == t->nb - 1 ? cb_last : 8;
-        const float *wb = t->w + b * t->wbs + (t->kh0 * KW + t->kw0) * cb * oct;
-        const int64_t wkw = cb * oct, wkh = KW * cb * oct;
-        for (int64_t kh = 0; kh < nkh; kh++) {
-            const float *wp = wb + kh * wkh;
-            int64_t off = b * t->bs + kh * khs;
-            for (int64_t kw = 0; kw < nkw; kw++, off += kws, wp += wkw) {
-                if (mode == IN_BLK) {
-                    LANE(0, 1);
-                    LANE(1, 1);
-                    LANE(2, 1);
-                    LANE(3, 1);
-                    LANE(4, 1);
-                    LANE(5, 1);
-                    LANE(6, 1);
-                    LANE(7, 1);
-                } else { /* any number of lanes (an NCHW input, or a run of taps x lanes) */
-                    int64_t l = 0;
-                    for (; l + 2 <= cb; l += 2) {
-                        LANE(l, ls);
-                        LANE(l + 1, ls);
+        __m256 c00 = b0, c01 = b1, c10 = b0, c11 = b1, c20 = b0, c21 = b1;
+        __m256 c30 = b0, c31 = b1, c40 = b0, c41 = b1, c50 = b0, c51 = b1;
+        if (t->accumulate) { /* blocked output: the partial sums of the blocks before b0 */
+            const float *o = out;
+#define LOADC(j)                                                                               \
+        if (np > (j)) {                                                                        \
+            c##j##0 = _mm256_loadu_ps(o + (j) * 8);                                            \
+            if (two)                                                                           \
+                c##j##1 = _mm256_loadu_ps(o + t->obs + (j) * 8);                               \
+        }
+            LOADC(0)
+            LOADC(1)
+            LOADC(2)
+            LOADC(3)
+            LOADC(4)
+            LOADC(5)
+#undef LOADC
+        }
+        const int64_t ls = mode == IN_NCHW ? t->ls : 1;
+        const int64_t cb_last = mode == IN_BLK ? 8 : t->cb_last;
+        const int64_t nkh = t->nkh, nkw = t->nkw, khs = t->khs, kws = t->kws, KW = t->KW;
+        if (mode == IN_BLK && nkh == 1 && nkw == 1) { /* one tap (1x1): one loop over the blocks */
+            const int64_t bs = t->bs, wbs = t->wbs;
+            int64_t off = t->b0 * bs;
+            const float *wp = t->w + t->b0 * wbs + (t->kh0 * KW + t->kw0) * 8 * oct;
+            for (int64_t b = t->b0; b < t->b1; b++, off += bs, wp += wbs) {
+                LANE(0, 1);
+                LANE(1, 1);
+                LANE(2, 1);
+                LANE(3, 1);
+                LANE(4, 1);
+                LANE(5, 1);
+                LANE(6, 1);
+                LANE(7, 1);
+            }
+        } else
+        for (int64_t b = t->b0; b < t->b1; b++) {
+            const int64_t cb = b == t->nb - 1 ? cb_last : 8;
+            const float *wb = t->w + b * t->wbs + (t->kh0 * KW + t->kw0) * cb * oct;
+            const int64_t wkw = cb * oct, wkh = KW * cb * oct;
+            for (int64_t kh = 0; kh < nkh; kh++) {
+                const float *wp = wb + kh * wkh;
+                int64_t off = b * t->bs + kh * khs;
+                for (int64_t kw = 0; kw < nkw; kw++, off += kws, wp += wkw) {
+                    if (mode == IN_BLK) {
+                        LANE(0, 1);
+                        LANE(1, 1);
+                        LANE(2, 1);
+                        LANE(3, 1);
+                        LANE(4, 1);
+                        LANE(5, 1);
+                        LANE(6, 1);
+                        LANE(7, 1);
+                    } else { /* any number of lanes (an NCHW input, or a run of taps x lanes) */
+                        int64_t l = 0;
+                        for (; l + 2 <= cb; l += 2) {
+                            LANE(l, ls);
+                            LANE(l + 1, ls);
+                        }
+                        if (l < cb)
+                            LANE(l, ls);
                     }
-                    if (l < cb)
-                        LANE(l, ls);
                 }
             }
         }
-    }
-    if (t->act) {
-        const __m256 lo = _mm256_set1_ps(t->lo), hi = _mm256_set1_ps(t->hi);
-        /* max/min return their second operand when either is NaN: NaN passes through */
+        if (t->act) {
+            const __m256 lo = _mm256_set1_ps(t->lo), hi = _mm256_set1_ps(t->hi);
+            /* max/min return their second operand when either is NaN: NaN passes through */
 #define CLAMP(j)                                                                               \
-    if (np > (j)) {                                                                            \
-        c##j##0 = _mm256_min_ps(hi, _mm256_max_ps(lo, c##j##0));                               \
-        if (two)                                                                               \
-            c##j##1 = _mm256_min_ps(hi, _mm256_max_ps(lo, c##j##1));                           \
-    }
-        CLAMP(0)
-        CLAMP(1)
-        CLAMP(2)
-        CLAMP(3)
-        CLAMP(4)
-        CLAMP(5)
+        if (np > (j)) {                                                                        \
+            c##j##0 = _mm256_min_ps(hi, _mm256_max_ps(lo, c##j##0));                           \
+            if (two)                                                                           \
+                c##j##1 = _mm256_min_ps(hi, _mm256_max_ps(lo, c##j##1));                       \
+        }
+            CLAMP(0)
+            CLAMP(1)
+            CLAMP(2)
+            CLAMP(3)
+            CLAMP(4)
+            CLAMP(5)
 #undef CLAMP
-    }
-    if (!t->out_nchw) {
-        float *o = t->out;
+        }
+        if (!t->out_nchw) {
+            float *o = out;
 #define STORE(j)                                                                               \
-    if (np > (j)) {                                                                            \
-        _mm256_storeu_ps(o + (j) * 8, c##j##0);                                                \
-        if (two)                                                                               \
-            _mm256_storeu_ps(o + t->obs + (j) * 8, c##j##1);                                   \
-    }
-        STORE(0)
-        STORE(1)
-        STORE(2)
-        STORE(3)
-        STORE(4)
-        STORE(5)
+        if (np > (j)) {                                                                        \
+            _mm256_storeu_ps(o + (j) * 8, c##j##0);                                            \
+            if (two)                                                                           \
+                _mm256_storeu_ps(o + t->obs + (j) * 8, c##j##1);                               \
+        }
+            STORE(0)
+            STORE(1)
+            STORE(2)
+            STORE(3)
+            STORE(4)
+            STORE(5)
 #undef STORE
-    } else { /* NCHW output: each 8 channels transposed to rows of np pixels */
-        const __m256 z = _mm256_setzero_ps();
-        store_nchw8(t->out, t->obs, np, t->oc_valid < 8 ? t->oc_valid : 8, c00,
-                    np > 1 ? c10 : z, np > 2 ? c20 : z, np > 3 ? c30 : z, np > 4 ? c40 : z,
-                    np > 5 ? c50 : z);
-        if (two && t->oc_valid > 8)
-            store_nchw8(t->out + 8 * t->obs, t->obs, np, t->oc_valid - 8, c01,
-                        np > 1 ? c11 : z, np > 2 ? c21 : z, np > 3 ? c31 : z,
-                        np > 4 ? c41 : z, np > 5 ? c51 : z);
+        } else { /* NCHW output: each 8 channels transposed to rows of np pixels */
+            const __m256 z = _mm256_setzero_ps();
+            store_nchw8(out, t->obs, np, t->oc_valid < 8 ? t->oc_valid : 8, c00,
+                        np > 1 ? c10 : z, np > 2 ? c20 : z, np > 3 ? c30 : z, np > 4 ? c40 : z,
+                        np > 5 ? c50 : z);
+            if (two && t->oc_valid > 8)
+                store_nchw8(out + 8 * t->obs, t->obs, np, t->oc_valid - 8, c01,
+                            np > 1 ? c11 : z, np > 2 ? c21 : z, np > 3 ? c31 : z,
+                            np > 4 ? c41 : z, np > 5 ? c51 : z);
+        }
     }
 }
 #undef LANE6_ASM
@@ -269,7 +277,7 @@ INST_NP(1, 1)
 INST_NP(1, 2)
 
 #define ROW(two, mode)                                                                         \
-    {tile_1_##two##_##mode, tile_2_##two##_##mode, tile_3_##two##_##mode,                     \
+    {tile_1_##two##_##mode, tile_2_##two##_##mode, tile_3_##two##_##mode,                      \
      tile_4_##two##_##mode, tile_5_##two##_##mode, tile_6_##two##_##mode}
 static const nchwc_tile_fn tiles[2][3][NCHWC_MR] = {
     {ROW(0, 0), ROW(0, 1), ROW(0, 2)},
