@@ -402,12 +402,22 @@ static void gemm_packed(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int
             for (int64_t ic = i0; ic < i1; ic += mc) {
                 const int64_t mb = min64(mc, i1 - ic);
                 const float *ablk = apack;
+                /* the block's first B panel (nothing prefetched it: the tiles fetch the
+                 * next one) comes while A is packed, a share per A panel */
+                const char *pf0 = pb && isa->pf_b > 0 ? (const char *)bblk : NULL;
+                const int64_t pf0_lines = (int64_t)nr * kb / 16,
+                              pf0_step = (pf0_lines * mr + mb - 1) / mb;
+                int64_t pf0_at = 0;
                 if (pa)
                     ablk = pa + pc * mpad + ic * kb;
                 else
-                    for (int64_t ir = 0; ir < mb; ir += mr)
+                    for (int64_t ir = 0; ir < mb; ir += mr) {
+                        for (int64_t l = 0; pf0 && l < pf0_step && pf0_at < pf0_lines;
+                             l++, pf0_at++)
+                            PREFETCH(pf0 + pf0_at * 64);
                         pack_a_panel(d, isa, mr, ic + ir, min64(mr, mb - ir), pc, kb,
                                      apack + ir * kb);
+                    }
                 for (int64_t jr = 0; jr < nb; jr += nr) {
                     const int64_t nn = min64(nr, nb - jr);
                     /* a prepacked B (a weight, read once per run: from L3 or memory) is
