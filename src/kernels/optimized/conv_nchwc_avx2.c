@@ -38,40 +38,58 @@ enum { IN_NCHW = 0, IN_BLK = 1, IN_RUN = 2 }; /* lanes: stride ls; 8 at stride 1
         PIX(5, _mm256_broadcast_ss(p5 + o_));                                                  \
     } while (0)
 
-/* The full 6 x 16 lane step (input lanes at stride ls_) in inline assembly. GCC 12
- * keeps at most 11 of the 12 accumulators of the intrinsic form in registers (it loads the next
- * steps' weights and inputs early), the last one on the stack: a store-to-load chain through
- * every FMA of it, which ran the 1x1 loop at about half speed. Here the 12 accumulators take
- * registers the asm names as operands and the weights and the broadcast use ymm13..15. Each
- * FMA is the one the intrinsic form computes (x * w + c, one rounding), in the same order, so
- * the bits are those of every other pixel count. */
+/* The full 6 x 16 lane step in inline assembly. GCC 12 keeps at most 11 of the 12
+ * accumulators of the intrinsic form in registers (it loads the next steps' weights and inputs
+ * early), the last one on the stack: a store-to-load chain through every FMA of it, which ran
+ * the 1x1 loop at about half speed. Here the 12 accumulators are register operands of the
+ * asm, the two weight vectors two more, the broadcast ymm15. Each FMA is the one the intrinsic
+ * form computes (x * w + c, one rounding), in the same order, so the bits are those of every
+ * other pixel count. */
 typedef struct __attribute__((may_alias)) f8 {
     float v[8];
 } f8;
-#define LANE3_ASM(l, ls_, A, B, C, xa, xb, xc)                                                 \
-    __asm__("vmovups %[w0], %%ymm13\n\t"                                                       \
-            "vmovups %[w1], %%ymm14\n\t"                                                       \
+/* pixels 0..2 of lane l: loads the weights into wv0_, wv1_ (kept for pixels 3..5) */
+#define LANE3A_ASM(l, ls_)                                                                     \
+    __asm__("vmovups %[w0], %[wv0_]\n\t"                                                       \
+            "vmovups %[w1], %[wv1_]\n\t"                                                       \
             "vbroadcastss %[x0], %%ymm15\n\t"                                                  \
-            "vfmadd231ps %%ymm13, %%ymm15, %[a0]\n\t"                                          \
-            "vfmadd231ps %%ymm14, %%ymm15, %[a1]\n\t"                                          \
+            "vfmadd231ps %[wv0_], %%ymm15, %[a0]\n\t"                                          \
+            "vfmadd231ps %[wv1_], %%ymm15, %[a1]\n\t"                                          \
             "vbroadcastss %[x1], %%ymm15\n\t"                                                  \
-            "vfmadd231ps %%ymm13, %%ymm15, %[b0]\n\t"                                          \
-            "vfmadd231ps %%ymm14, %%ymm15, %[b1]\n\t"                                          \
+            "vfmadd231ps %[wv0_], %%ymm15, %[b0]\n\t"                                          \
+            "vfmadd231ps %[wv1_], %%ymm15, %[b1]\n\t"                                          \
             "vbroadcastss %[x2], %%ymm15\n\t"                                                  \
-            "vfmadd231ps %%ymm13, %%ymm15, %[c0]\n\t"                                          \
-            "vfmadd231ps %%ymm14, %%ymm15, %[c1]"                                              \
-            : [a0] "+x"(c##A##0), [a1] "+x"(c##A##1), [b0] "+x"(c##B##0),                      \
-              [b1] "+x"(c##B##1), [c0] "+x"(c##C##0), [c1] "+x"(c##C##1)                       \
+            "vfmadd231ps %[wv0_], %%ymm15, %[c0]\n\t"                                          \
+            "vfmadd231ps %[wv1_], %%ymm15, %[c1]"                                              \
+            : [wv0_] "=&x"(wv0_), [wv1_] "=&x"(wv1_), [a0] "+x"(c00), [a1] "+x"(c01),          \
+              [b0] "+x"(c10), [b1] "+x"(c11), [c0] "+x"(c20), [c1] "+x"(c21)                   \
             : [w0] "m"(*(const f8 *)(wp + (l) * 16)),                                          \
-              [w1] "m"(*(const f8 *)(wp + (l) * 16 + 8)), [x0] "m"(xa[off + (l) * (ls_)]),     \
-              [x1] "m"(xb[off + (l) * (ls_)]), [x2] "m"(xc[off + (l) * (ls_)])                 \
-            : "xmm13", "xmm14", "xmm15")
-/* (pixels 0..2, then 3..5: one statement for all six would need more than the 30 operands an
- * asm may have; the second half loads the two weight vectors again, from L1) */
+              [w1] "m"(*(const f8 *)(wp + (l) * 16 + 8)), [x0] "m"(p0[off + (l) * (ls_)]),     \
+              [x1] "m"(p1[off + (l) * (ls_)]), [x2] "m"(p2[off + (l) * (ls_)])                 \
+            : "xmm15")
+/* pixels 3..5 of lane l with the weights in wv0_, wv1_ */
+#define LANE3B_ASM(l, ls_)                                                                     \
+    __asm__("vbroadcastss %[x0], %%ymm15\n\t"                                                  \
+            "vfmadd231ps %[wv0_], %%ymm15, %[a0]\n\t"                                          \
+            "vfmadd231ps %[wv1_], %%ymm15, %[a1]\n\t"                                          \
+            "vbroadcastss %[x1], %%ymm15\n\t"                                                  \
+            "vfmadd231ps %[wv0_], %%ymm15, %[b0]\n\t"                                          \
+            "vfmadd231ps %[wv1_], %%ymm15, %[b1]\n\t"                                          \
+            "vbroadcastss %[x2], %%ymm15\n\t"                                                  \
+            "vfmadd231ps %[wv0_], %%ymm15, %[c0]\n\t"                                          \
+            "vfmadd231ps %[wv1_], %%ymm15, %[c1]"                                              \
+            : [a0] "+x"(c30), [a1] "+x"(c31), [b0] "+x"(c40), [b1] "+x"(c41),                  \
+              [c0] "+x"(c50), [c1] "+x"(c51)                                                   \
+            : [wv0_] "x"(wv0_), [wv1_] "x"(wv1_), [x0] "m"(p3[off + (l) * (ls_)]),             \
+              [x1] "m"(p4[off + (l) * (ls_)]), [x2] "m"(p5[off + (l) * (ls_)])                 \
+            : "xmm15")
+/* (two statements: one for all six pixels would need more than the 30 operands an asm may
+ * have) */
 #define LANE6_ASM(l, ls_)                                                                      \
     do {                                                                                       \
-        LANE3_ASM(l, ls_, 0, 1, 2, p0, p1, p2);                                                \
-        LANE3_ASM(l, ls_, 3, 4, 5, p3, p4, p5);                                                \
+        __m256 wv0_, wv1_;                                                                     \
+        LANE3A_ASM(l, ls_);                                                                    \
+        LANE3B_ASM(l, ls_);                                                                    \
     } while (0)
 
 /* A lane step: the assembly form for the full 6 x 16 tile, else the intrinsics. */
@@ -259,7 +277,8 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
     }
 }
 #undef LANE6_ASM
-#undef LANE3_ASM
+#undef LANE3A_ASM
+#undef LANE3B_ASM
 #undef LANE
 #undef LANE_C
 #undef PIX
