@@ -196,6 +196,17 @@ static bool aliased(const etch_method *m, const etch_value *x) {
                         if (idx <= last || !etch_instr_overwrites(m, in, t->u.tensor))
                             return true; /* a write into x's bytes while x lives, or part */
                         byte_range tr = range_of(t->u.tensor);
+                        /* kept as disjoint ranges: merged with those it overlaps or touches
+                         * (a large x is often replaced by many smaller writes) */
+                        for (int r = 0; r < ndone;) {
+                            if (done[r].lo <= tr.hi && tr.lo <= done[r].hi) {
+                                tr.lo = done[r].lo < tr.lo ? done[r].lo : tr.lo;
+                                tr.hi = done[r].hi > tr.hi ? done[r].hi : tr.hi;
+                                done[r] = done[--ndone];
+                            } else {
+                                r++;
+                            }
+                        }
                         if (tr.lo <= xr.lo && xr.hi <= tr.hi)
                             return false; /* all of x's bytes replaced: it is gone */
                         if (ndone == MAX_RANGES)
