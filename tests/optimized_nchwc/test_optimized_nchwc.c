@@ -335,16 +335,29 @@ static void test_fixed(void) {
         {1, 8, 8, 1, 1, 3, 3, 1, 1, 2, 2, 1, 1, true, E_NONE, true, true},
         /* a window wider than the image */
         {1, 8, 16, 3, 2, 3, 5, 1, 1, 1, 2, 1, 1, false, E_NONE, true, true},
+        /* runs of equal tiles (output pixel p at input pixel p * sw): 1x1 to an NCHW output
+         * (tiles of 6 and 5 pixels, a 5-channel last tile), 1x1 with padding (on the padded
+         * copy; the clipped rows without it), a 3x1 window, a 1-pixel run */
+        {1, 16, 21, 13, 17, 1, 1, 1, 1, 0, 0, 1, 1, true, E_RELU6, true, false},
+        {2, 24, 16, 2, 5, 1, 1, 1, 1, 0, 0, 1, 1, false, E_NONE, true, false},
+        {1, 16, 24, 5, 6, 1, 1, 1, 1, 1, 1, 1, 1, true, E_RELU, true, true},
+        {1, 8, 16, 9, 7, 3, 1, 1, 1, 0, 0, 1, 1, true, E_NONE, true, true},
+        {1, 8, 8, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, true, E_HARDTANH, true, false},
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         nchwc_check(&fixed[i]);
 }
 
-/* Odd heights and widths 1..13 (pixel tails of every length), 3x3 padding 1. */
+/* Odd heights and widths 1..13 (pixel tails of every length), 3x3 padding 1; blocked and NCHW
+ * outputs. */
 static void test_sizes(void) {
     for (int s = 1; s <= 13; s++) {
         nchwc_case c = {1, 8, 24, 1 + (s * 5) % 13, s, 3, 3, 1 + s % 2, 1, 1, 1, 1, 1,
                         s % 2 == 0, s % 3 ? E_RELU : E_NONE, true, true};
+        nchwc_check(&c);
+        /* the same widths to an NCHW output (its transposed stores for every tile width) */
+        c.out_blk = false;
+        c.Cout = 8 + s;
         nchwc_check(&c);
     }
 }
