@@ -1,7 +1,9 @@
 /* Shared helpers of the kernel tests: see kernel_test_util.h. */
 #include "kernel_test_util.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 etch_value kt_vtensor(etch_tensor *t) {
@@ -165,4 +167,43 @@ void kt_from_blocked(const float *blocked, float *nchw, int64_t N, int64_t C, in
             for (int64_t h = 0; h < H; h++)
                 for (int64_t w = 0; w < W; w++)
                     nchw[((n * C + c) * H + h) * W + w] = blocked[blocked_index(n, c, h, w, C, H, W)];
+}
+
+/* ---- random data, memory, reference activations ------------------------------------------ */
+
+uint32_t kt_rng_u32(kt_rng *r) {
+    r->s ^= r->s << 13;
+    r->s ^= r->s >> 7;
+    r->s ^= r->s << 17;
+    return (uint32_t)(r->s >> 32);
+}
+
+float kt_rng_float(kt_rng *r) { return (float)kt_rng_u32(r) / 4294967296.0f * 2.0f - 1.0f; }
+
+int kt_rng_int(kt_rng *r, int lo, int hi) {
+    return lo + (int)(kt_rng_u32(r) % (uint32_t)(hi - lo + 1));
+}
+
+void *kt_xmalloc(size_t n) {
+    void *p = calloc(1, n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+double kt_act_ref(const etch_epilogue *e, double x) {
+    if (!e)
+        return x;
+    switch (e->act) {
+    case ETCH_ACT_RELU: return x > 0 ? x : (x != x ? x : 0);
+    case ETCH_ACT_CLAMP: return x != x ? x : (x < e->lo ? e->lo : (x > e->hi ? e->hi : x));
+    case ETCH_ACT_GELU: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752));
+    case ETCH_ACT_GELU_TANH:
+        return 0.5 * x * (1.0 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x)));
+    case ETCH_ACT_SILU: return x / (1.0 + exp(-x));
+    case ETCH_ACT_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    default: return x;
+    }
 }

@@ -65,4 +65,21 @@ void kt_to_blocked(const float *nchw, float *blocked, int64_t N, int64_t C, int6
 void kt_from_blocked(const float *blocked, float *nchw, int64_t N, int64_t C, int64_t H,
                      int64_t W);
 
+/* ---- random data, memory, reference activations ------------------------------------------ */
+
+/* xorshift64 (the same sequence on every platform): start it with a non-zero seed. */
+typedef struct kt_rng {
+    uint64_t s;
+} kt_rng;
+uint32_t kt_rng_u32(kt_rng *r);
+float kt_rng_float(kt_rng *r);           /* uniform in [-1, 1) */
+int kt_rng_int(kt_rng *r, int lo, int hi); /* in [lo, hi] */
+
+/* calloc that never returns NULL (exits with status 2 when out of memory); n == 0 is fine. */
+void *kt_xmalloc(size_t n);
+
+/* The fused activation `e` (NULL: none) applied to x in double, as the kernels define it. */
+struct etch_epilogue;
+double kt_act_ref(const struct etch_epilogue *e, double x);
+
 #endif

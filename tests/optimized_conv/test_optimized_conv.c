@@ -34,43 +34,14 @@
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
-}
-static float frand(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
-static int irand(int lo, int hi) { return lo + (int)(rnd() % (uint32_t)(hi - lo + 1)); }
-
-static void *xmalloc(size_t n) {
-    void *p = calloc(1, n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    return p;
-}
+static kt_rng rng = {0x9e3779b97f4a7c15ull};
+static uint32_t rnd(void) { return kt_rng_u32(&rng); }
+static float frand(void) { return kt_rng_float(&rng); }
+static int irand(int lo, int hi) { return kt_rng_int(&rng, lo, hi); }
 
 /* The instruction sets run (the others are named as not run by kt_pick_isas). */
 static etch_isa isas[KT_N_ISAS];
 static int n_isas;
-
-static double act_ref(const etch_epilogue *e, double x) {
-    if (!e)
-        return x;
-    switch (e->act) {
-    case ETCH_ACT_RELU: return x > 0 ? x : (x != x ? x : 0);
-    case ETCH_ACT_CLAMP: return x != x ? x : (x < e->lo ? e->lo : (x > e->hi ? e->hi : x));
-    case ETCH_ACT_GELU: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752));
-    case ETCH_ACT_GELU_TANH:
-        return 0.5 * x * (1.0 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x)));
-    case ETCH_ACT_SILU: return x / (1.0 + exp(-x));
-    case ETCH_ACT_SIGMOID: return 1.0 / (1.0 + exp(-x));
-    default: return x;
-    }
-}
 
 static const etch_epilogue epilogues[] = {
     {ETCH_ACT_NONE, 0, 0},    {ETCH_ACT_RELU, 0, 0},          {ETCH_ACT_CLAMP, 0, 6},
@@ -138,10 +109,10 @@ static void conv_check(const conv_case *c) {
     int64_t cin_g = c->Cin / c->groups;
     int64_t nx = (int64_t)c->N * c->Cin * IH * c->W, nw = (int64_t)c->Cout * cin_g * KH * c->KW;
     int64_t no = (int64_t)c->N * c->Cout * OH * OW;
-    float *x = xmalloc((size_t)nx * 4), *w = xmalloc((size_t)nw * 4), *b = xmalloc((size_t)c->Cout * 4);
-    float *ax = xmalloc((size_t)nx * 4), *aw = xmalloc((size_t)nw * 4), *ab = xmalloc((size_t)c->Cout * 4);
-    float *ref = xmalloc((size_t)no * 4), *mag = xmalloc((size_t)no * 4);
-    float *o = xmalloc((size_t)no * 4), *o1 = xmalloc((size_t)no * 4);
+    float *x = kt_xmalloc((size_t)nx * 4), *w = kt_xmalloc((size_t)nw * 4), *b = kt_xmalloc((size_t)c->Cout * 4);
+    float *ax = kt_xmalloc((size_t)nx * 4), *aw = kt_xmalloc((size_t)nw * 4), *ab = kt_xmalloc((size_t)c->Cout * 4);
+    float *ref = kt_xmalloc((size_t)no * 4), *mag = kt_xmalloc((size_t)no * 4);
+    float *o = kt_xmalloc((size_t)no * 4), *o1 = kt_xmalloc((size_t)no * 4);
     for (int64_t i = 0; i < nx; i++)
         ax[i] = fabsf(x[i] = frand());
     for (int64_t i = 0; i < nw; i++)
@@ -208,7 +179,7 @@ static void conv_check(const conv_case *c) {
                 int bad = 0;
                 double worst = 0;
                 for (int64_t i = 0; i < no && bad < 3; i++) {
-                    double r = act_ref(e, ref[i]), m = (double)mag[i];
+                    double r = kt_act_ref(e, ref[i]), m = (double)mag[i];
                     double err = fabs((double)o[i] - r), tol = 1e-5 * m + 1e-6;
                     if (err / tol > worst)
                         worst = err / tol;
@@ -445,8 +416,8 @@ static void max_pool_check(const pool_case *c) {
     if (OH < 1 || OW < 1)
         return;
     int64_t nx = (int64_t)c->N * c->C * c->H * c->W, no = (int64_t)c->N * c->C * OH * OW;
-    float *x = xmalloc((size_t)nx * 4), *r = xmalloc((size_t)no * 4), *o = xmalloc((size_t)no * 4);
-    int64_t *ri = xmalloc((size_t)no * 8), *oi = xmalloc((size_t)no * 8);
+    float *x = kt_xmalloc((size_t)nx * 4), *r = kt_xmalloc((size_t)no * 4), *o = kt_xmalloc((size_t)no * 4);
+    int64_t *ri = kt_xmalloc((size_t)no * 8), *oi = kt_xmalloc((size_t)no * 8);
     fill_pool_input(x, nx);
     int64_t xs[4] = {c->N, c->C, c->H, c->W}, os[4] = {c->N, c->C, OH, OW};
     int off = c->batched ? 0 : 1;
@@ -492,7 +463,7 @@ static void avg_pool_check(const pool_case *c, bool include_pad, int64_t divisor
     if (OH < 1 || OW < 1)
         return;
     int64_t nx = (int64_t)c->N * c->C * c->H * c->W, no = (int64_t)c->N * c->C * OH * OW;
-    float *x = xmalloc((size_t)nx * 4), *r = xmalloc((size_t)no * 4), *o = xmalloc((size_t)no * 4);
+    float *x = kt_xmalloc((size_t)nx * 4), *r = kt_xmalloc((size_t)no * 4), *o = kt_xmalloc((size_t)no * 4);
     fill_pool_input(x, nx);
     int64_t xs[4] = {c->N, c->C, c->H, c->W}, os[4] = {c->N, c->C, OH, OW};
     int off = c->batched ? 0 : 1;
@@ -529,7 +500,7 @@ static void avg_pool_check(const pool_case *c, bool include_pad, int64_t divisor
 
 static void adaptive_check(int N, int C, int H, int W, int OH, int OW, bool batched) {
     int64_t nx = (int64_t)N * C * H * W, no = (int64_t)N * C * OH * OW;
-    float *x = xmalloc((size_t)nx * 4), *r = xmalloc((size_t)no * 4), *o = xmalloc((size_t)no * 4);
+    float *x = kt_xmalloc((size_t)nx * 4), *r = kt_xmalloc((size_t)no * 4), *o = kt_xmalloc((size_t)no * 4);
     fill_pool_input(x, nx);
     for (int64_t i = 0; i < nx; i++) /* NaN and inf would make every sum alike */
         if (!isfinite(x[i]))
@@ -611,7 +582,7 @@ static void test_pools(void) {
 
 int main(void) {
     n_isas = kt_pick_isas(isas);
-    big_temp = (uint8_t *)xmalloc(BIG_TEMP);
+    big_temp = (uint8_t *)kt_xmalloc(BIG_TEMP);
     CHECK_OK(etch_threadpool_create(2, &real_pool[2]));
     CHECK_OK(etch_threadpool_create(4, &real_pool[4]));
     test_conv_generated();

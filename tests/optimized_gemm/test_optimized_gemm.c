@@ -71,27 +71,6 @@ static const etch_epilogue epilogues[] = {
 };
 #define NUM_EPI ((int)(sizeof epilogues / sizeof epilogues[0]))
 
-static double act_ref(const etch_epilogue *e, double v) {
-    if (!e || isnan(v))
-        return v; /* NaN passes through every activation */
-    switch (e->act) {
-    case ETCH_ACT_RELU:
-        return v > 0 ? v : 0;
-    case ETCH_ACT_CLAMP:
-        return v < e->lo ? e->lo : v > e->hi ? e->hi : v;
-    case ETCH_ACT_GELU:
-        return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
-    case ETCH_ACT_GELU_TANH:
-        return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-    case ETCH_ACT_SILU:
-        return v / (1.0 + exp(-v));
-    case ETCH_ACT_SIGMOID:
-        return 1.0 / (1.0 + exp(-v));
-    default:
-        return v;
-    }
-}
-
 static double tol_of(int64_t K, double mag, double ref) {
     return 2.0 * (double)(K + 8) * FLT_EPSILON * mag + 8.0 * FLT_EPSILON * fabs(ref) + 1e-30;
 }
@@ -241,7 +220,7 @@ static void sgemm_case(const sg_case *t) {
                 v += bv;
                 mag += fabs(bv);
             }
-            const double ref = act_ref(d.epilogue, v);
+            const double ref = kt_act_ref(d.epilogue, v);
             const double got = c[i * ldc + j];
             const bool nan_ok = isnan(ref) && isnan(got);
             if (!nan_ok && !(fabs(got - ref) <= tol_of(t->K, mag, ref)) && bad++ < 3)
@@ -556,7 +535,7 @@ static void compare_kernel(const char *what, kfn opt, kfn port, etch_value **arg
     CHECK(etch_tensor_numel(&out_opt->t) == n);
     for (int64_t i = 0; i < n; i++) {
         const double v = tens_at(out_port, i);
-        const double ref = act_ref(e, v);
+        const double ref = kt_act_ref(e, v);
         const double got = tens_at(out_opt, i);
         /* the portable result is rounded to float once: one more ulp of it */
         const double tol = tol_of(K, tens_at(out_mag, i), ref) + 2.0 * FLT_EPSILON * fabs(v);

@@ -45,42 +45,13 @@
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
-}
-static float frand(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
-static int irand(int lo, int hi) { return lo + (int)(rnd() % (uint32_t)(hi - lo + 1)); }
-
-static void *xmalloc(size_t n) {
-    void *p = calloc(1, n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    return p;
-}
+static kt_rng rng = {0x2545f4914f6cdd1dull};
+static uint32_t rnd(void) { return kt_rng_u32(&rng); }
+static float frand(void) { return kt_rng_float(&rng); }
+static int irand(int lo, int hi) { return kt_rng_int(&rng, lo, hi); }
 
 static etch_isa isas[KT_N_ISAS];
 static int n_isas;
-
-static double act_ref(const etch_epilogue *e, double x) {
-    if (!e)
-        return x;
-    switch (e->act) {
-    case ETCH_ACT_RELU: return x > 0 ? x : (x != x ? x : 0);
-    case ETCH_ACT_CLAMP: return x != x ? x : (x < e->lo ? e->lo : (x > e->hi ? e->hi : x));
-    case ETCH_ACT_GELU: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752));
-    case ETCH_ACT_GELU_TANH:
-        return 0.5 * x * (1.0 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x)));
-    case ETCH_ACT_SILU: return x / (1.0 + exp(-x));
-    case ETCH_ACT_SIGMOID: return 1.0 / (1.0 + exp(-x));
-    default: return x;
-    }
-}
 
 enum { E_NONE, E_RELU, E_HARDTANH, E_RELU6, E_GELU, E_SILU, E_SIGMOID, N_EPI };
 static const etch_epilogue epilogues[N_EPI] = {
@@ -144,13 +115,13 @@ static void nchwc_check(const nchwc_case *c) {
     const int64_t nx = (int64_t)c->N * c->Cin * c->H * c->W;
     const int64_t nw = (int64_t)c->Cout * c->Cin * c->KH * c->KW;
     const int64_t no = (int64_t)c->N * c->Cout * OH * OW;
-    float *x = xmalloc((size_t)nx * 4), *w = xmalloc((size_t)nw * 4);
-    float *b = xmalloc((size_t)c->Cout * 4), *ax = xmalloc((size_t)nx * 4);
-    float *aw = xmalloc((size_t)nw * 4), *ab = xmalloc((size_t)c->Cout * 4);
-    float *ref = xmalloc((size_t)no * 4), *mag = xmalloc((size_t)no * 4);
-    float *xb = xmalloc((size_t)nx * 4), *o = xmalloc((size_t)no * 4);
-    float *on = xmalloc((size_t)no * 4), *first = xmalloc((size_t)no * 4);
-    float *first_direct = xmalloc((size_t)no * 4);
+    float *x = kt_xmalloc((size_t)nx * 4), *w = kt_xmalloc((size_t)nw * 4);
+    float *b = kt_xmalloc((size_t)c->Cout * 4), *ax = kt_xmalloc((size_t)nx * 4);
+    float *aw = kt_xmalloc((size_t)nw * 4), *ab = kt_xmalloc((size_t)c->Cout * 4);
+    float *ref = kt_xmalloc((size_t)no * 4), *mag = kt_xmalloc((size_t)no * 4);
+    float *xb = kt_xmalloc((size_t)nx * 4), *o = kt_xmalloc((size_t)no * 4);
+    float *on = kt_xmalloc((size_t)no * 4), *first = kt_xmalloc((size_t)no * 4);
+    float *first_direct = kt_xmalloc((size_t)no * 4);
     for (int64_t i = 0; i < nx; i++)
         ax[i] = fabsf(x[i] = frand());
     for (int64_t i = 0; i < nw; i++)
@@ -264,7 +235,7 @@ static void nchwc_check(const nchwc_case *c) {
                         memcpy(on, o, (size_t)no * 4);
                     int bad = 0;
                     for (int64_t i = 0; i < no; i++) {
-                        double rv = act_ref(e, ref[i]), m = (double)mag[i];
+                        double rv = kt_act_ref(e, ref[i]), m = (double)mag[i];
                         double err = fabs((double)on[i] - rv), tol = 1e-5 * m + 1e-6;
                         if (err / tol > worst_ratio)
                             worst_ratio = err / tol;
@@ -427,8 +398,8 @@ static double bench_one(const char *label, const nchwc_case *c, int reps, double
     const int64_t nx = (int64_t)c->N * c->Cin * c->H * c->W;
     const int64_t nw = (int64_t)c->Cout * c->Cin * c->KH * c->KW;
     const int64_t no = (int64_t)c->N * c->Cout * OH * OW;
-    float *x = xmalloc((size_t)nx * 4), *w = xmalloc((size_t)nw * 4);
-    float *b = xmalloc((size_t)c->Cout * 4), *o = xmalloc((size_t)no * 4);
+    float *x = kt_xmalloc((size_t)nx * 4), *w = kt_xmalloc((size_t)nw * 4);
+    float *b = kt_xmalloc((size_t)c->Cout * 4), *o = kt_xmalloc((size_t)no * 4);
     for (int64_t i = 0; i < nx; i++)
         x[i] = frand();
     for (int64_t i = 0; i < nw; i++)
@@ -549,7 +520,7 @@ static void bench(int reps, const char *filter) {
 }
 
 int main(int argc, char **argv) {
-    big_temp = (uint8_t *)xmalloc(BIG_TEMP);
+    big_temp = (uint8_t *)kt_xmalloc(BIG_TEMP);
     if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
         CHECK_OK(etch_opt_select_isa_from_env());
         int reps = argc > 2 ? atoi(argv[2]) : 20;

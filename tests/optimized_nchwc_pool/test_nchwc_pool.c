@@ -40,24 +40,10 @@
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
-}
-static float frand(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
-static int irand(int lo, int hi) { return lo + (int)(rnd() % (uint32_t)(hi - lo + 1)); }
-
-static void *xmalloc(size_t n) {
-    void *p = calloc(1, n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    return p;
-}
+static kt_rng rng = {0x2545f4914f6cdd1dull};
+static uint32_t rnd(void) { return kt_rng_u32(&rng); }
+static float frand(void) { return kt_rng_float(&rng); }
+static int irand(int lo, int hi) { return kt_rng_int(&rng, lo, hi); }
 
 static etch_isa isas[KT_N_ISAS];
 static int n_isas;
@@ -88,19 +74,6 @@ static etch_status run_kernel(etch_kernel_fn fn, etch_value **args, size_t nargs
     alloc_calls_seen += etch_alloc_calls;
     counted_calls++;
     return ctx.status;
-}
-
-static double act_ref(const etch_epilogue *e, double x) {
-    switch (e->act) {
-    case ETCH_ACT_RELU: return x > 0 ? x : (x != x ? x : 0);
-    case ETCH_ACT_CLAMP: return x != x ? x : (x < e->lo ? e->lo : (x > e->hi ? e->hi : x));
-    case ETCH_ACT_GELU: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752));
-    case ETCH_ACT_GELU_TANH:
-        return 0.5 * x * (1.0 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x)));
-    case ETCH_ACT_SILU: return x / (1.0 + exp(-x));
-    case ETCH_ACT_SIGMOID: return 1.0 / (1.0 + exp(-x));
-    default: return x;
-    }
 }
 
 static const etch_epilogue epilogues[] = {
@@ -139,11 +112,11 @@ static void dw_check(const dw_case *c) {
     const int64_t OW = out_size(c->W, c->KW, c->pw, c->sw, c->dw);
     const int64_t nx = (int64_t)c->N * c->C * c->H * c->W, nw = (int64_t)c->C * c->KH * c->KW;
     const int64_t no = (int64_t)c->N * c->C * OH * OW;
-    float *x = xmalloc((size_t)nx * 4), *ax = xmalloc((size_t)nx * 4), *xb = xmalloc((size_t)nx * 4);
-    float *w = xmalloc((size_t)nw * 4), *aw = xmalloc((size_t)nw * 4);
-    float *b = xmalloc((size_t)c->C * 4), *ab = xmalloc((size_t)c->C * 4);
-    float *ref = xmalloc((size_t)no * 4), *mag = xmalloc((size_t)no * 4);
-    float *ob = xmalloc((size_t)no * 4), *o = xmalloc((size_t)no * 4), *o1 = xmalloc((size_t)no * 4);
+    float *x = kt_xmalloc((size_t)nx * 4), *ax = kt_xmalloc((size_t)nx * 4), *xb = kt_xmalloc((size_t)nx * 4);
+    float *w = kt_xmalloc((size_t)nw * 4), *aw = kt_xmalloc((size_t)nw * 4);
+    float *b = kt_xmalloc((size_t)c->C * 4), *ab = kt_xmalloc((size_t)c->C * 4);
+    float *ref = kt_xmalloc((size_t)no * 4), *mag = kt_xmalloc((size_t)no * 4);
+    float *ob = kt_xmalloc((size_t)no * 4), *o = kt_xmalloc((size_t)no * 4), *o1 = kt_xmalloc((size_t)no * 4);
     for (int64_t i = 0; i < nx; i++)
         ax[i] = fabsf(x[i] = frand());
     for (int64_t i = 0; i < nw; i++)
@@ -202,7 +175,7 @@ static void dw_check(const dw_case *c) {
             kt_from_blocked(ob, o, c->N, c->C, OH, OW);
             int bad = 0;
             for (int64_t i = 0; i < no && bad < 3; i++) {
-                const double r = act_ref(e, ref[i]), tol = 1e-5 * (double)mag[i] + 1e-6;
+                const double r = kt_act_ref(e, ref[i]), tol = 1e-5 * (double)mag[i] + 1e-6;
                 const double err = fabs((double)o[i] - r);
                 if (err / tol > dw_worst)
                     dw_worst = err / tol;
@@ -355,11 +328,11 @@ static void mp_check(const mp_case *c) {
     const int64_t OH = pool_size(c->H, c->kh, c->ph, c->sh, c->dh, c->ceil_mode);
     const int64_t OW = pool_size(c->W, c->kw, c->pw, c->sw, c->dw, c->ceil_mode);
     const int64_t nx = (int64_t)c->N * c->C * c->H * c->W, no = (int64_t)c->N * c->C * OH * OW;
-    float *x = xmalloc((size_t)nx * 4), *xb = xmalloc((size_t)nx * 4);
-    float *r = xmalloc((size_t)no * 4), *ob = xmalloc((size_t)no * 4), *o = xmalloc((size_t)no * 4);
-    float *o1 = xmalloc((size_t)no * 4);
-    int64_t *ri = xmalloc((size_t)no * 8), *oib = xmalloc((size_t)no * 8), *oi = xmalloc((size_t)no * 8);
-    int64_t *oi1 = xmalloc((size_t)no * 8);
+    float *x = kt_xmalloc((size_t)nx * 4), *xb = kt_xmalloc((size_t)nx * 4);
+    float *r = kt_xmalloc((size_t)no * 4), *ob = kt_xmalloc((size_t)no * 4), *o = kt_xmalloc((size_t)no * 4);
+    float *o1 = kt_xmalloc((size_t)no * 4);
+    int64_t *ri = kt_xmalloc((size_t)no * 8), *oib = kt_xmalloc((size_t)no * 8), *oi = kt_xmalloc((size_t)no * 8);
+    int64_t *oi1 = kt_xmalloc((size_t)no * 8);
     for (int64_t i = 0; i < nx; i++) {
         int k = irand(0, 99);
         /* ties (few distinct values), NaN, +-inf */
@@ -470,8 +443,8 @@ static void test_maxpool(void) {
 static void mean_check(int N, int C, int H, int W, const int64_t dims[2], bool keep,
                        bool adaptive) {
     const int64_t nx = (int64_t)N * C * H * W, no = (int64_t)N * C;
-    float *x = xmalloc((size_t)nx * 4), *xb = xmalloc((size_t)nx * 4), *r = xmalloc((size_t)no * 4);
-    float *o = xmalloc((size_t)no * 4), *o1 = xmalloc((size_t)no * 4);
+    float *x = kt_xmalloc((size_t)nx * 4), *xb = kt_xmalloc((size_t)nx * 4), *r = kt_xmalloc((size_t)no * 4);
+    float *o = kt_xmalloc((size_t)no * 4), *o1 = kt_xmalloc((size_t)no * 4);
     for (int64_t i = 0; i < nx; i++)
         x[i] = frand() * (irand(0, 9) ? 1.0f : 1000.0f);
     kt_to_blocked(x, xb, N, C, H, W);
