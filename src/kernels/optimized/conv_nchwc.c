@@ -278,6 +278,66 @@ static tile_split split_pixels(int64_t n) {
     return t;
 }
 
+/* The packed weights the tiles of the next pass (or the next item's channel tile) will read,
+ * prefetched into L2 a slice per register tile of the current pass, spread over its window
+ * steps: with few pixels (resnet18's 7x7 layers: 9 register tiles per 32 KiB pass) the next
+ * pass's weights otherwise miss, from L3 or memory, at its start, in a burst. */
+typedef struct prefetch_plan {
+    const float *next; /* the next line to prefetch */
+    int64_t left;      /* floats still to prefetch from next on */
+    int64_t slice;     /* floats per register tile (whole lines) */
+    int64_t per_step;  /* lines per window step */
+} prefetch_plan;
+
+static prefetch_plan plan_prefetch(const nchwc_job *j, const nchwc_tile *tt, int64_t tl,
+                                   int64_t ch, int64_t ntl) {
+    prefetch_plan p = {NULL, 0, 0, 0};
+    if (!j->fn_reps || !tt->w || ntl <= 0)
+        return p;
+    const conv_shape *s = j->s;
+    const int64_t KK = s->KH * s->KW, tile_floats = NCHWC_OCT * s->C_in * KK;
+    /* the floats of the pack's tiles [0, nt) (the last one may be 8 wide) */
+    const int64_t oct_last = imin(NCHWC_OCT, j->Cp - (j->t0 + j->nt - 1) * NCHWC_OCT);
+    const int64_t pack_floats = (j->nt - 1) * tile_floats + oct_last * s->C_in * KK;
+    int64_t start = 0, len = 0; /* floats from j->wpack */
+    if (tt->b1 < tt->nb) { /* the next pass of this tile */
+        start = tl * tile_floats + tt->b1 * tt->wbs;
+        len = imin(j->depth_blocks, tt->nb - tt->b1) * tt->wbs;
+    } else if ((j->chunk_major || ch == j->items - 1) && tl + 1 < j->nt) {
+        /* the next channel tile's first pass */
+        const int64_t oct = imin(NCHWC_OCT, j->Cp - (j->t0 + tl + 1) * NCHWC_OCT);
+        start = (tl + 1) * tile_floats;
+        len = imin(j->depth_blocks, tt->nb) * 8 * KK * oct;
+    } else { /* nothing new: the next item is this tile's next chunk (its weights are near) */
+        return p;
+    }
+    len = imin(len, pack_floats - start);
+    if (len <= 0)
+        return p;
+    const int64_t lines = (len + 15) / 16, slice = (lines + ntl - 1) / ntl;
+    const int64_t steps =
+        (tt->b1 - tt->b0) * (j->in_blocked && tt->nkh * tt->nkw == 1 ? 1 : tt->nkh * tt->nkw);
+    p.next = j->wpack + start;
+    p.left = len;
+    p.slice = slice * 16;
+    p.per_step = (slice + steps - 1) / imax(steps, 1);
+    return p;
+}
+
+/* Hand the next `reps` register tiles' slices to tt. */
+static void prefetch_slice(prefetch_plan *p, nchwc_tile *tt, int64_t reps) {
+    tt->pf = tt->pf_end = NULL;
+    tt->pf_n = 0;
+    if (p->left <= 0)
+        return;
+    const int64_t n = imin(p->left, reps * p->slice);
+    tt->pf = p->next;
+    tt->pf_end = p->next + n;
+    tt->pf_n = p->per_step;
+    p->next += n;
+    p->left -= n;
+}
+
 /* Every window inside the input: items are ranges of about CHUNK pixels of the output plane,
  * in register tiles that may span output rows. */
 static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
@@ -308,11 +368,13 @@ static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
         /* the input-channel blocks in passes whose weights stay in L1, each pass over all
          * the pixels (the partial sums in the output between passes) */
         const bool act = tt.act;
+        const int64_t ntl_all = (p1 - p0 + NCHWC_MR - 1) / NCHWC_MR;
         for (int64_t b0 = 0; b0 < tt.nb; b0 += j->depth_blocks) {
             tt.b0 = b0;
             tt.b1 = imin(tt.nb, b0 + j->depth_blocks);
             tt.accumulate = b0 > 0;
             tt.act = act && tt.b1 == tt.nb;
+            prefetch_plan pf = plan_prefetch(j, &tt, tl, ch, ntl_all);
             if (s->sh * s->IW == s->OW * s->sw) {
                 /* pixel p's window starts at p * sw * E (the output rows continue the input
                  * rows: a 1x1 stride 1 without padding, or one on the padded copy): two runs
@@ -330,6 +392,7 @@ static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
                     tt.out = o + p * (j->out_blocked ? 8 : 1);
                     tt.reps = reps;
                     tt.pstep = np * ps;
+                    prefetch_slice(&pf, &tt, reps);
                     run_tile(j, &tt, j->t0 + tl);
                     p += reps * np;
                 }
@@ -348,6 +411,7 @@ static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
                 }
                 tt.np = (int)np;
                 tt.out = o + p * (j->out_blocked ? 8 : 1);
+                prefetch_slice(&pf, &tt, 1);
                 run_tile(j, &tt, j->t0 + tl);
                 p += np;
             }

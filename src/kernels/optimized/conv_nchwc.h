@@ -62,6 +62,12 @@ typedef struct nchwc_tile {
      * run `reps` (>= 1) times, each time on the next np pixels: every px[j] advanced by pstep
      * floats and out by np pixels */
     int64_t reps, pstep;
+    /* AVX2 tile only, a hint: prefetch (into L2) the lines [pf, pf_end), pf_n of them per
+     * window step (tap, or block of a 1x1); pf NULL: none. The driver points it at the packed
+     * weights of the next pass, a slice per tile, so that they stream in spread over the
+     * current pass instead of missing at its start. */
+    const float *pf, *pf_end;
+    int64_t pf_n;
 } nchwc_tile;
 
 typedef void (*nchwc_tile_fn)(const nchwc_tile *t);

@@ -163,6 +163,11 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
     const float *p5 = np > 5 ? t->px[5] : p0;
     float *out = t->out;
     const int64_t pstep = t->pstep, ostep = t->out_nchw ? np : np * 8;
+    const char *pf = (const char *)t->pf, *const pf_end = (const char *)t->pf_end;
+    const int64_t pf_n = t->pf_n;
+#define PREFETCH()                                                                             \
+        for (int64_t q_ = 0; q_ < pf_n && pf < pf_end; q_++, pf += 64)                          \
+            _mm_prefetch(pf, _MM_HINT_T1)
     for (int64_t rep = 0; rep < t->reps || rep == 0; rep++, out += ostep) {
         if (rep > 0) {
             p0 += pstep, p1 += pstep, p2 += pstep, p3 += pstep, p4 += pstep, p5 += pstep;
@@ -193,6 +198,7 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
             int64_t off = t->b0 * bs;
             const float *wp = t->w + t->b0 * wbs + (t->kh0 * KW + t->kw0) * 8 * oct;
             for (int64_t b = t->b0; b < t->b1; b++, off += bs, wp += wbs) {
+                PREFETCH();
                 LANE(0, 1);
                 LANE(1, 1);
                 LANE(2, 1);
@@ -211,6 +217,7 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
                 const float *wp = wb + kh * wkh;
                 int64_t off = b * t->bs + kh * khs;
                 for (int64_t kw = 0; kw < nkw; kw++, off += kws, wp += wkw) {
+                    PREFETCH();
                     if (mode == IN_BLK) {
                         LANE(0, 1);
                         LANE(1, 1);
@@ -276,6 +283,7 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
         }
     }
 }
+#undef PREFETCH
 #undef LANE6_ASM
 #undef LANE3A_ASM
 #undef LANE3B_ASM
