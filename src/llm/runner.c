@@ -213,6 +213,7 @@ etch_status etch_llm_runner_open(const char *model_path, etch_tokenizer *tok,
         mo.temp_size = o.temp_size;
     mo.num_threads = o.num_threads;
     mo.kernels = o.kernels;
+    mo.no_prepack = o.no_prepack;
     etch_status st = etch_module_open(model_path, &mo, &r->mod);
     if (st == ETCH_OK)
         r->num_threads = etch_module_num_threads(r->mod);

@@ -81,6 +81,19 @@ class GreedyTest(unittest.TestCase):
         self.assertEqual(a[1], b[1])
         self.assertNotEqual(a[1], c[1])
 
+    def test_no_prepack_same_text_less_memory(self):
+        """--no-prepack: the greedy text of a prompted run is unchanged, and without the packed
+        second copy of the weights the peak RSS is not larger."""
+        args = ["--model", str(model_path("bin")), "--tokenizer", tok(), "--prompt",
+                "Once upon a time, Tom", "--max-new-tokens", "30", "--temperature", "0"]
+        a = run(*args)
+        b = run(*args, "--no-prepack")
+        self.assertEqual(a[0], 0, a[2])
+        self.assertEqual(b[0], 0, b[2])
+        self.assertEqual(a[1], b[1])
+        self.assertLessEqual(stats_lines(b[2])[0]["peak_rss_bytes"],
+                             stats_lines(a[2])[0]["peak_rss_bytes"])
+
     def test_prefill_only(self):
         rc, out, err = run("--model", str(model_path("bin")), "--tokenizer", tok(),
                            "--max-new-tokens", "0", "--cpu-threads", "2")

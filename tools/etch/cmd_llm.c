@@ -40,6 +40,8 @@ void cmd_llm_usage(FILE *out) {
             "                         ends with a newline on stdout\n"
             "  --load-mode MODE       mmap (default) or read\n"
             CLI_HELP_THREADS_KERNELS
+            "  --no-prepack           do not prepack the weights at load: slower prefill, no\n"
+            "                         second copy of the matrix weights in memory\n"
             "  -h, --help             show this help\n"
             "\n"
             "Exit status: 0 success, 1 failure, 2 bad usage.\n");
@@ -50,7 +52,7 @@ typedef struct llm_opts {
     const char *stop_ids_s, *threads, *load_mode, *kernels_s;
     etch_module_kernels kernels;
     int nthreads;
-    bool chat, ignore_eos;
+    bool chat, ignore_eos, no_prepack;
     long long max_new_tokens, k, s;
     double temp, p;
     int32_t stop_ids[MAX_STOP_IDS];
@@ -91,7 +93,8 @@ static int parse_args(int argc, char **argv, llm_opts *o) {
             (r = cli_opt_value("llm", argc, argv, &i, "--load-mode", &o->load_mode)) ||
             (r = cli_opt_value("llm", argc, argv, &i, "--kernels", &o->kernels_s)) ||
             (r = cli_opt_flag("llm", argv, i, "--chat", &o->chat)) ||
-            (r = cli_opt_flag("llm", argv, i, "--ignore-eos", &o->ignore_eos))) {
+            (r = cli_opt_flag("llm", argv, i, "--ignore-eos", &o->ignore_eos)) ||
+            (r = cli_opt_flag("llm", argv, i, "--no-prepack", &o->no_prepack))) {
             if (r < 0)
                 return CLI_USAGE;
             continue;
@@ -239,6 +242,7 @@ int cmd_llm(int argc, char **argv) {
     ro.load_mode = o.mode;
     ro.num_threads = o.nthreads;
     ro.kernels = o.kernels;
+    ro.no_prepack = o.no_prepack;
     ro.sampler.temperature = (float)o.temp;
     ro.sampler.top_k = (int32_t)o.k;
     ro.sampler.top_p = (float)o.p;
