@@ -144,8 +144,8 @@ typedef struct etch_llm_runner_options {
     etch_sampler_params sampler; /* etch_sampler_default_params() */
     /* Do not prepack the constant weights at load (etch_method_options.no_prepack). Packing
      * makes prefill faster but keeps a second copy of the matrix weights in memory (the
-     * 110M-parameter bench model: 911 MB peak RSS with it, ~590 MB without); decode reads
-     * the original weights either way. Default false. */
+     * 110M-parameter model of bench/llm: 827 MiB peak RSS with it, 504 MiB without); decode
+     * reads the original weights either way. Default false. */
     bool no_prepack;
 } etch_llm_runner_options;
 
