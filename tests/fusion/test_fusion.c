@@ -557,6 +557,23 @@ static void mutate_all(const char *dir, size_t per_site) {
     rob_stats_print(&stats, "  ");
     CHECK(cases > 0);
     CHECK_MSG(violations == 0, "%lu mutated programs broke the error contract", violations);
+
+    /* the convolutional programs again with the optimized kernels: fusion, the blocked-layout
+     * pass (layout functions asked about odd calls) and the blocked kernels on whatever the
+     * mutated programs make of them */
+    register_kernels(REG_OPTIMIZED);
+    memset(&stats, 0, sizeof stats);
+    unsigned long conv_cases = 0, conv_violations = 0;
+    for (size_t i = 0; i < NCASES; i++)
+        if (strstr(CASES[i].name, "conv") || strstr(CASES[i].name, "cnn"))
+            mutate_file(dir, CASES[i].name, per_site, &rng, &o, &stats, &conv_cases,
+                        &conv_violations);
+    printf("mutations: %lu convolutional programs run with the optimized kernels (channel-"
+           "blocked layout on), %lu violations\n", conv_cases, conv_violations);
+    rob_stats_print(&stats, "  ");
+    CHECK(conv_cases > 0);
+    CHECK_MSG(conv_violations == 0, "%lu mutated programs broke the error contract (optimized)",
+              conv_violations);
 }
 
 int main(int argc, char **argv) {
