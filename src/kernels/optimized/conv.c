@@ -600,7 +600,8 @@ ETCH_OPT_KERNEL(convolution_out) {
     }
     if (blocked && (!ok || in->dim != 4)) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
-                         "channel-blocked convolution: arguments changed since load");
+                         "channel-blocked convolution: arguments its fast path cannot take "
+                         "(dtype, shape, alignment or options differ from load)");
         return;
     }
     if (!ok || overlaps(out, in) || overlaps(out, w) || overlaps(out, bias)) {

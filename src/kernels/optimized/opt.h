@@ -26,7 +26,8 @@ etch_status etch_opt_select_isa_from_env(void);
 
 /* The tensor behind `v` when a fast path may index it with plain int64 arithmetic: a tensor
  * of `dtype` (contiguous when asked), every size in [0, ETCH_OPT_SIZE_LIMIT], fewer than 2^50
- * elements, data present unless empty; NULL otherwise (the caller takes the portable path). */
+ * elements, data present unless empty and aligned to the element size; NULL otherwise (the
+ * caller takes the portable path). */
 #define ETCH_OPT_SIZE_LIMIT 0x3fffffffLL /* as the portable kernels: larger sizes go there */
 etch_tensor *etch_opt_fast_tensor(etch_value *v, int dtype, bool contiguous);
 

@@ -18,5 +18,8 @@ etch_tensor *etch_opt_fast_tensor(etch_value *v, int dtype, bool contiguous) {
         return NULL;
     if (!t->data && etch_tensor_numel(t) > 0)
         return NULL;
+    /* element loads need natural alignment (a program may place data anywhere) */
+    if ((uintptr_t)t->data % etch_dtype_size((etch_dtype)dtype) != 0)
+        return NULL;
     return t;
 }
