@@ -28,6 +28,21 @@ static inline __m256 tail_vec(const etch_sgemm_tail *t, __m256 v, const float *c
         hi = tail_vec(t, hi, (t)->col ? (t)->col + 8 : NULL, i);                               \
     } while (0)
 
+/* Row i of a 6 x 16 tile (lo, hi: its two vectors) to c: added to what is there when
+ * accumulating, the register tail (bias, alpha, relu/clamp) applied, stored. */
+#define STORE_ROW(i, lo, hi)                                                                   \
+    do {                                                                                       \
+        float *r = c + (i) * ldc;                                                              \
+        if (accumulate) {                                                                      \
+            lo = _mm256_add_ps(lo, _mm256_loadu_ps(r));                                        \
+            hi = _mm256_add_ps(hi, _mm256_loadu_ps(r + 8));                                    \
+        }                                                                                      \
+        if (tail)                                                                              \
+            TAIL_ROW(tail, lo, hi, i);                                                         \
+        _mm256_storeu_ps(r, lo);                                                               \
+        _mm256_storeu_ps(r + 8, hi);                                                           \
+    } while (0)
+
 static void ukr_avx2(int64_t kc, const float *ap, const float *bp, int64_t ldb, float *c,
                      int64_t ldc, int accumulate, const etch_sgemm_tail *tail, const char *pf) {
     for (int i = 0; i < MR; i++)
@@ -77,25 +92,12 @@ static void ukr_avx2(int64_t kc, const float *ap, const float *bp, int64_t ldb, 
         bp += ldb;
     }
 #undef STEP
-#define OUT(i, lo, hi)                                                                         \
-    do {                                                                                       \
-        float *r = c + (i) * ldc;                                                              \
-        if (accumulate) {                                                                      \
-            lo = _mm256_add_ps(lo, _mm256_loadu_ps(r));                                        \
-            hi = _mm256_add_ps(hi, _mm256_loadu_ps(r + 8));                                    \
-        }                                                                                      \
-        if (tail)                                                                              \
-            TAIL_ROW(tail, lo, hi, i);                                                       \
-        _mm256_storeu_ps(r, lo);                                                               \
-        _mm256_storeu_ps(r + 8, hi);                                                           \
-    } while (0)
-    OUT(0, c00, c01);
-    OUT(1, c10, c11);
-    OUT(2, c20, c21);
-    OUT(3, c30, c31);
-    OUT(4, c40, c41);
-    OUT(5, c50, c51);
-#undef OUT
+    STORE_ROW(0, c00, c01);
+    STORE_ROW(1, c10, c11);
+    STORE_ROW(2, c20, c21);
+    STORE_ROW(3, c30, c31);
+    STORE_ROW(4, c40, c41);
+    STORE_ROW(5, c50, c51);
 }
 
 /* The microkernel for the bottom panel's mm < MR rows (M = 64 = 10 x 6 + 4): only those rows
@@ -148,28 +150,15 @@ static ALWAYS_INLINE void ukr_rows_body(const int R, int64_t kc, const float *ap
         ap += MR;
         bp += ldb;
     }
-#define OUT(i, lo, hi)                                                                         \
-    do {                                                                                       \
-        float *r = c + (i) * ldc;                                                              \
-        if (accumulate) {                                                                      \
-            lo = _mm256_add_ps(lo, _mm256_loadu_ps(r));                                        \
-            hi = _mm256_add_ps(hi, _mm256_loadu_ps(r + 8));                                    \
-        }                                                                                      \
-        if (tail)                                                                              \
-            TAIL_ROW(tail, lo, hi, i);                                                         \
-        _mm256_storeu_ps(r, lo);                                                               \
-        _mm256_storeu_ps(r + 8, hi);                                                           \
-    } while (0)
-    OUT(0, c00, c01);
+    STORE_ROW(0, c00, c01);
     if (R > 1)
-        OUT(1, c10, c11);
+        STORE_ROW(1, c10, c11);
     if (R > 2)
-        OUT(2, c20, c21);
+        STORE_ROW(2, c20, c21);
     if (R > 3)
-        OUT(3, c30, c31);
+        STORE_ROW(3, c30, c31);
     if (R > 4)
-        OUT(4, c40, c41);
-#undef OUT
+        STORE_ROW(4, c40, c41);
 }
 
 #define UKR_ROWS(R)                                                                            \
