@@ -152,21 +152,26 @@ static int64_t blocked_index(int64_t n, int64_t c, int64_t h, int64_t w, int64_t
            c % ETCH_BLOCK_C;
 }
 
-void kt_to_blocked(const float *nchw, float *blocked, int64_t N, int64_t C, int64_t H, int64_t W) {
+/* Copy between NCHW and blocked order, one way or the other. */
+static void blocked_copy(const float *src, float *dst, int64_t N, int64_t C, int64_t H,
+                         int64_t W, bool to_blocked) {
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++)
             for (int64_t h = 0; h < H; h++)
-                for (int64_t w = 0; w < W; w++)
-                    blocked[blocked_index(n, c, h, w, C, H, W)] = nchw[((n * C + c) * H + h) * W + w];
+                for (int64_t w = 0; w < W; w++) {
+                    const int64_t b = blocked_index(n, c, h, w, C, H, W);
+                    const int64_t p = ((n * C + c) * H + h) * W + w;
+                    dst[to_blocked ? b : p] = src[to_blocked ? p : b];
+                }
+}
+
+void kt_to_blocked(const float *nchw, float *blocked, int64_t N, int64_t C, int64_t H, int64_t W) {
+    blocked_copy(nchw, blocked, N, C, H, W, true);
 }
 
 void kt_from_blocked(const float *blocked, float *nchw, int64_t N, int64_t C, int64_t H,
                      int64_t W) {
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t h = 0; h < H; h++)
-                for (int64_t w = 0; w < W; w++)
-                    nchw[((n * C + c) * H + h) * W + w] = blocked[blocked_index(n, c, h, w, C, H, W)];
+    blocked_copy(blocked, nchw, N, C, H, W, false);
 }
 
 /* ---- random data, memory, reference activations ------------------------------------------ */
@@ -206,4 +211,24 @@ double kt_act_ref(const etch_epilogue *e, double x) {
     case ETCH_ACT_SIGMOID: return 1.0 / (1.0 + exp(-x));
     default: return x;
     }
+}
+
+kt_window kt_rand_window(kt_rng *r, const int *ks, int nks, int square_odds, int max_h,
+                         int max_w) {
+    kt_window g;
+    g.KW = ks[kt_rng_int(r, 0, nks - 1)];
+    g.KH = kt_rng_int(r, 0, square_odds - 1) ? g.KW : ks[kt_rng_int(r, 0, nks - 1)];
+    g.sh = kt_rng_int(r, 1, 3);
+    g.sw = kt_rng_int(r, 0, 2) ? g.sh : kt_rng_int(r, 1, 3);
+    g.dh = kt_rng_int(r, 0, 3) ? 1 : 2;
+    g.dw = kt_rng_int(r, 0, 3) ? 1 : 2;
+    g.ph = kt_rng_int(r, 0, g.KH / 2 + 1);
+    g.pw = kt_rng_int(r, 0, g.KW / 2 + 1);
+    g.H = kt_rng_int(r, 1, max_h);
+    g.W = kt_rng_int(r, 1, max_w);
+    if (g.H + 2 * g.ph < g.dh * (g.KH - 1) + 1)
+        g.H = g.dh * (g.KH - 1) + 1;
+    if (g.W + 2 * g.pw < g.dw * (g.KW - 1) + 1)
+        g.W = g.dw * (g.KW - 1) + 1;
+    return g;
 }

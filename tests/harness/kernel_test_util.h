@@ -82,4 +82,14 @@ void *kt_xmalloc(size_t n);
 struct etch_epilogue;
 double kt_act_ref(const struct etch_epilogue *e, double x);
 
+/* A random 2-D convolution / pooling window: KW from ks[0, nks), KH the same unless
+ * kt_rng_int(0, square_odds - 1) draws 0 (then from ks), strides 1..3 (sw == sh two times in
+ * three), dilations 1 (three times in four) or 2, padding 0..K/2+1, H in 1..max_h, W in
+ * 1..max_w, each grown to hold one dilated window of the padded input. */
+typedef struct kt_window {
+    int H, W, KH, KW, sh, sw, ph, pw, dh, dw;
+} kt_window;
+kt_window kt_rand_window(kt_rng *r, const int *ks, int nks, int square_odds, int max_h,
+                         int max_w);
+
 #endif

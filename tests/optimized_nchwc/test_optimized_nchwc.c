@@ -345,20 +345,9 @@ static void test_random(int count) {
         c.out_blk = kind != 2;
         c.Cin = c.in_blk ? 8 * irand(1, 8) : irand(1, 20);
         c.Cout = c.out_blk ? couts[irand(0, 4)] : irand(1, 40);
-        c.KW = ks[irand(0, 6)];
-        c.KH = irand(0, 3) ? c.KW : ks[irand(0, 6)];
-        c.sh = irand(1, 3);
-        c.sw = irand(0, 2) ? c.sh : irand(1, 3);
-        c.dh = irand(0, 3) ? 1 : 2;
-        c.dw = irand(0, 3) ? 1 : 2;
-        c.ph = irand(0, c.KH / 2 + 1);
-        c.pw = irand(0, c.KW / 2 + 1);
-        c.H = irand(1, 14);
-        c.W = irand(1, 20);
-        if (c.H + 2 * c.ph < c.dh * (c.KH - 1) + 1)
-            c.H = c.dh * (c.KH - 1) + 1;
-        if (c.W + 2 * c.pw < c.dw * (c.KW - 1) + 1)
-            c.W = c.dw * (c.KW - 1) + 1;
+        const kt_window g = kt_rand_window(&rng, ks, 7, 4, 14, 20);
+        c.H = g.H, c.W = g.W, c.KH = g.KH, c.KW = g.KW, c.sh = g.sh, c.sw = g.sw;
+        c.ph = g.ph, c.pw = g.pw, c.dh = g.dh, c.dw = g.dw;
         c.bias = irand(0, 1);
         c.epi = irand(0, N_EPI - 1);
         nchwc_check(&c);
