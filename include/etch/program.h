@@ -210,9 +210,11 @@ typedef struct etch_method_options {
     bool no_fusion;
     /* Kernels with a load-time prepare function (etch_kernels_register_prepare; the
      * optimized GEMM and convolution pack constant weights into the layout their inner loops
-     * read, so that no call repacks them) get it at load, in the method pool
-     * (etch_method_meta_pool_size counts it; a smaller pool skips it). Outputs equal the
-     * unprepared ones within float rounding. true: prepare nothing. */
+     * read, so that no call repacks them; the channel-blocked 3x3 stride-1 convolutions
+     * with enough output pixels get their Winograd transform instead, 4x the weight's size)
+     * get it at load, in the method pool (etch_method_meta_pool_size counts it; a smaller
+     * pool skips it). Outputs equal the unprepared ones within float rounding (Winograd:
+     * within 3e-5 of the sum of the products' magnitudes). true: prepare nothing. */
     bool no_prepack;
     /* Channel-blocked intermediate tensors (see etch/kernel.h, "blocked channel layout"),
      * chosen at load where every kernel that touches a tensor can read or write it so (the

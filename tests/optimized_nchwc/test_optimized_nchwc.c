@@ -13,6 +13,11 @@
  * prepared at load (etch_opt_convolution_prepare called with the blocked bits, as the runtime
  * does).
  *
+ * A prepared 3x3 stride-1 call with at least 16 output tiles gets the Winograd pack, and then
+ * runs Winograd F(4x4, 3x3) wherever scratch holds one tile's transforms (the direct path
+ * otherwise); its tolerance is 3e-5 instead of 1e-5, and its runs give the same bits as each
+ * other (not as the direct ones).
+ *
  * Tolerance: |opt - ref| <= 1e-5 * (sum |w||x| + |b|) + 1e-6 per element, where ref is the
  * activation applied (in double) to the portable kernel's result and the sum of magnitudes
  * comes from the portable kernel run on |x|, |w|, |b|. Under one ISA, every run with scratch
@@ -39,6 +44,7 @@
 #include "alloc_wrap.h"
 #include "etch_test.h"
 #include "kernel_test_util.h"
+#include "kernels/optimized/conv_nchwc.h"
 #include "kernels/optimized/opt_conv.h"
 #include "kernels/portable/portable.h"
 #include "runtime/context.h"
@@ -71,7 +77,11 @@ static int64_t conv_out(int in, int k, int p, int s, int d) {
     return (in + 2 * p - d * (k - 1) - 1) / s + 1;
 }
 
-static double worst_ratio;
+/* Winograd F(4x4, 3x3) runs: |opt - ref| <= WINO_TOL * (sum |w||x| + |b|) + 1e-6 (its
+ * transforms scale values by up to 8^2 and 1/24^2 before rounding) */
+#define WINO_TOL 3e-5
+static double worst_ratio, worst_wino;
+static long wino_cases, wino_runs;
 static long runs, alloc_calls_seen, counted_calls;
 static etch_threadpool *real_pool2;
 
@@ -121,7 +131,14 @@ static void nchwc_check(const nchwc_case *c) {
     float *ref = kt_xmalloc((size_t)no * 4), *mag = kt_xmalloc((size_t)no * 4);
     float *xb = kt_xmalloc((size_t)nx * 4), *o = kt_xmalloc((size_t)no * 4);
     float *on = kt_xmalloc((size_t)no * 4), *first = kt_xmalloc((size_t)no * 4);
-    float *first_direct = kt_xmalloc((size_t)no * 4);
+    float *first_direct = kt_xmalloc((size_t)no * 4), *first_wino = kt_xmalloc((size_t)no * 4);
+    /* a prepared weight of a call etch_wino_eligible takes is the Winograd pack: the runs
+     * with it and scratch for one tile's transforms take that path */
+    const bool wino = c->in_blk && c->out_blk &&
+                      etch_wino_eligible(c->Cin, c->Cout, c->KH, c->KW, OH, OW, c->sh, c->sw,
+                                         c->dh, c->dw);
+    const size_t wino_tile_bytes = (size_t)WINO_POINTS * (size_t)(c->Cin + c->Cout) * 4 + 64;
+    wino_cases += wino;
     for (int64_t i = 0; i < nx; i++)
         ax[i] = fabsf(x[i] = frand());
     for (int64_t i = 0; i < nw; i++)
@@ -211,7 +228,7 @@ static void nchwc_check(const nchwc_case *c) {
     const etch_epilogue *e = &epilogues[c->epi];
     for (int ii = 0; ii < n_isas; ii++) {
         CHECK_OK(etch_isa_set(isas[ii]));
-        bool have_first = false, have_direct = false;
+        bool have_first = false, have_direct = false, have_wino = false;
         for (int ti = 0; ti < 4; ti++)
             for (int pi = 0; pi < 2; pi++)
                 for (int th = 0; th < 6; th++) {
@@ -233,12 +250,16 @@ static void nchwc_check(const nchwc_case *c) {
                         kt_from_blocked(o, on, c->N, c->Cout, OH, OW);
                     else
                         memcpy(on, o, (size_t)no * 4);
+                    const bool wino_ran = wino && pi && temps[ti] >= wino_tile_bytes;
+                    wino_runs += wino_ran;
                     int bad = 0;
                     for (int64_t i = 0; i < no; i++) {
                         double rv = kt_act_ref(e, ref[i]), m = (double)mag[i];
-                        double err = fabs((double)on[i] - rv), tol = 1e-5 * m + 1e-6;
-                        if (err / tol > worst_ratio)
-                            worst_ratio = err / tol;
+                        double err = fabs((double)on[i] - rv);
+                        double tol = (wino_ran ? WINO_TOL : 1e-5) * m + 1e-6;
+                        double *worst = wino_ran ? &worst_wino : &worst_ratio;
+                        if (err / tol > *worst)
+                            *worst = err / tol;
                         if (!(err <= tol) && bad++ < 3)
                             CHECK_MSG(err <= tol,
                                       "%s [%s, %d threads, temp %zu, prep %d]: element %lld = "
@@ -249,9 +270,10 @@ static void nchwc_check(const nchwc_case *c) {
                     if (!bad)
                         CHECK(1);
                     /* the same bits whatever the split, the scratch (but none) and prep */
-                    bool direct = temps[ti] == 0 && pi == 0;
-                    float *keep = direct ? first_direct : first;
-                    bool *have = direct ? &have_direct : &have_first;
+                    /* (a prepared Winograd pack without scratch: the unpacked loop) */
+                    bool direct = temps[ti] == 0 && (pi == 0 || wino);
+                    float *keep = wino_ran ? first_wino : direct ? first_direct : first;
+                    bool *have = wino_ran ? &have_wino : direct ? &have_direct : &have_first;
                     if (!*have) {
                         memcpy(keep, on, (size_t)no * 4);
                         *have = true;
@@ -265,7 +287,7 @@ static void nchwc_check(const nchwc_case *c) {
     }
     free(prep);
     free(x), free(w), free(b), free(ax), free(aw), free(ab), free(ref), free(mag), free(xb),
-        free(o), free(on), free(first), free(first_direct);
+        free(o), free(on), free(first), free(first_direct), free(first_wino);
 }
 
 /* ---- cases ---------------------------------------------------------------------------------- */
@@ -314,6 +336,17 @@ static void test_fixed(void) {
         {1, 16, 24, 5, 6, 1, 1, 1, 1, 1, 1, 1, 1, true, E_RELU, true, true},
         {1, 8, 16, 9, 7, 3, 1, 1, 1, 0, 0, 1, 1, true, E_NONE, true, true},
         {1, 8, 8, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, true, E_HARDTANH, true, false},
+        /* Winograd F(4x4, 3x3) (3x3 stride 1, both blocked, at least 16 output tiles): whole
+         * tiles, partial tiles at the right and bottom, no padding and padding 2, several
+         * 16-channel output tiles and an 8-wide last one, input channels in several passes
+         * (528 > 512), two images, activations in registers and after */
+        {1, 16, 32, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, true, E_RELU, true, true},
+        {2, 8, 24, 15, 18, 3, 3, 1, 1, 1, 1, 1, 1, false, E_HARDTANH, true, true},
+        {1, 24, 8, 19, 21, 3, 3, 1, 1, 0, 0, 1, 1, true, E_GELU, true, true},
+        {1, 8, 16, 13, 14, 3, 3, 1, 1, 2, 2, 1, 1, true, E_NONE, true, true},
+        {1, 64, 40, 28, 28, 3, 3, 1, 1, 1, 1, 1, 1, true, E_RELU6, true, true},
+        {1, 528, 16, 13, 13, 3, 3, 1, 1, 1, 1, 1, 1, true, E_SILU, true, true},
+        {1, 16, 16, 14, 30, 3, 3, 1, 1, 1, 0, 1, 1, true, E_RELU, true, true},
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         nchwc_check(&fixed[i]);
@@ -525,8 +558,10 @@ int main(int argc, char **argv) {
     test_random(40);
     CHECK_MSG(alloc_calls_seen == 0, "%ld allocations inside %ld kernel calls", alloc_calls_seen,
               counted_calls);
-    printf("%ld blocked convolution runs (worst error = %.3g of the tolerance)\n", runs,
-           worst_ratio);
+    printf("%ld blocked convolution runs (worst error = %.3g of the tolerance); %ld of them "
+           "Winograd, in %ld cases (worst error = %.3g of its tolerance)\n",
+           runs, worst_ratio, wino_runs, wino_cases, worst_wino);
+    CHECK_MSG(wino_runs > 0, "no Winograd run");
     etch_threadpool_destroy(real_pool2);
     free(big_temp);
     return etch_test_finish();

@@ -34,10 +34,12 @@
  *   kind PREP_GEMM:  for the NCHW paths, per group the packed [cout_g, K] A operand, `gstride`
  *                    floats apart;
  *   kind PREP_NCHWC: for the channel-blocked path (a call site given blocked arguments at
- *                    load), the NCHWc pack of conv_nchwc.h. */
+ *                    load), the NCHWc pack of conv_nchwc.h;
+ *   kind PREP_WINO:  for a blocked call etch_wino_eligible takes, the Winograd pack
+ *                    (conv_nchwc.h). */
 #define PREP_MAGIC 0x65504357u
 #define PREP_DATA 192
-enum { PREP_GEMM = 0, PREP_NCHWC = 1 };
+enum { PREP_GEMM = 0, PREP_NCHWC = 1, PREP_WINO = 2 };
 typedef struct conv_prep {
     uint32_t magic;
     uint32_t kind;
@@ -392,6 +394,45 @@ const float *etch_opt_conv_prep_nchwc(const conv_shape *s) {
     return (const float *)(const void *)((const uint8_t *)pr + PREP_DATA);
 }
 
+const float *etch_opt_conv_prep_wino(const conv_shape *s) {
+    const conv_prep *pr = (const conv_prep *)s->prep;
+    if (!pr || pr->kind != PREP_WINO || pr->groups != 1 || pr->dim != 4 ||
+        pr->sizes[0] != s->C_out || pr->sizes[1] != s->C_in || pr->sizes[2] != s->KH ||
+        pr->sizes[3] != s->KW)
+        return NULL;
+    return (const float *)(const void *)((const uint8_t *)pr + PREP_DATA);
+}
+
+/* Whether a call site takes the Winograd path: its geometry (etch_wino_eligible) from the
+ * bound arguments, input and output blocked. At measuring time (blocked unknown, the lists
+ * None) whether it may: the output's size and a 3x3 kernel. */
+static bool wino_site(etch_value **args, const etch_tensor *w, bool measuring) {
+    const etch_tensor *in = args[0] && args[0]->tag == ETCH_VALUE_TENSOR ? args[0]->u.tensor
+                                                                         : NULL;
+    const etch_tensor *out = args[9] && args[9]->tag == ETCH_VALUE_TENSOR ? args[9]->u.tensor
+                                                                          : NULL;
+    if (!in || !out || in->dim != 4 || out->dim != 4 || w->dim != 4 || !args[8] ||
+        args[8]->tag != ETCH_VALUE_INT || args[8]->u.i != 1 || in->sizes[1] != w->sizes[1] ||
+        out->sizes[1] != w->sizes[0])
+        return false;
+    int64_t stride[2] = {1, 1}, dil[2] = {1, 1};
+    if (!measuring && (!int_list(args[3], 2, 1, stride) || !int_list(args[5], 2, 1, dil)))
+        return false;
+    return etch_wino_eligible(w->sizes[1], w->sizes[0], w->sizes[2], w->sizes[3],
+                              out->sizes[2], out->sizes[3], stride[0], stride[1], dil[0], dil[1]);
+}
+
+typedef struct wino_pack_job {
+    const float *w;
+    int64_t C_out, C_in;
+    float *dst;
+} wino_pack_job;
+
+static void wino_pack_range(void *arg, int64_t oc0, int64_t oc1) {
+    const wino_pack_job *j = (const wino_pack_job *)arg;
+    etch_wino_pack(j->w, j->C_out, j->C_in, oc0, oc1, j->dst);
+}
+
 /* The weight is packed for the channel-blocked path (etch_opt_conv_nchwc) when the call site
  * has blocked arguments (the runtime says so at load) and groups == 1, else as the GEMM's A
  * operand. When the runtime measures (blocked == 0, nothing bound), the size asked for covers
@@ -422,6 +463,28 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
     const int64_t cout_g = C_out / groups, K = cin_g * KH * KW;
     const bool may_block = groups == 1 && w->dim == 4 && (C_out % 8 == 0 || cin_g % 8 == 0);
     const size_t nchwc = may_block ? etch_nchwc_packed_floats(C_out, cin_g, KH, KW) : 0;
+    if (blocked && groups == 1 && (blocked & 1u) && ((blocked >> 9) & 1u) &&
+        wino_site(args, w, false)) { /* the Winograd path */
+        const size_t floats = etch_wino_packed_floats(C_out, cin_g);
+        const size_t bytes = floats ? PREP_DATA + floats * sizeof(float) : 0;
+        if (!buf || !bytes)
+            return bytes;
+        if (cap < bytes || ((uintptr_t)buf & 63))
+            return 0;
+        conv_prep *h = (conv_prep *)buf;
+        memset(buf, 0, PREP_DATA);
+        h->magic = PREP_MAGIC;
+        h->kind = PREP_WINO;
+        h->w = w->data;
+        for (unsigned i = 0; i < 4; i++)
+            h->sizes[i] = w->sizes[i];
+        h->dim = 4;
+        h->groups = 1;
+        wino_pack_job pj = {(const float *)w->data, C_out, cin_g,
+                            (float *)(void *)((uint8_t *)buf + PREP_DATA)};
+        etch_kernel_parallel_for(ctx, (C_out + 7) / 8 * 8, 8, wino_pack_range, &pj);
+        return bytes;
+    }
     if (blocked && groups == 1) { /* the channel-blocked path */
         if (!nchwc || w->dim != 4)
             return 0;
@@ -456,6 +519,11 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
         /* measuring (the weight unbound): the call may turn out blocked */
         if (!w->data && nchwc && PREP_DATA + nchwc * sizeof(float) > bytes)
             bytes = PREP_DATA + nchwc * sizeof(float);
+        const size_t wino = !w->data && may_block && wino_site(args, w, true)
+                                ? etch_wino_packed_floats(C_out, cin_g)
+                                : 0;
+        if (wino && PREP_DATA + wino * sizeof(float) > bytes)
+            bytes = PREP_DATA + wino * sizeof(float);
         return bytes;
     }
     if (!bytes || cap < bytes || ((uintptr_t)buf & 63))

@@ -47,6 +47,16 @@ static inline v8f v8_fma(v8f a, v8f b, v8f c) {
         r.v[l] = a.v[l] * b.v[l] + c.v[l];
     return r;
 }
+static inline v8f v8_add(v8f a, v8f b) {
+    for (int l = 0; l < 8; l++)
+        a.v[l] += b.v[l];
+    return a;
+}
+static inline v8f v8_sub(v8f a, v8f b) {
+    for (int l = 0; l < 8; l++)
+        a.v[l] -= b.v[l];
+    return a;
+}
 static inline v8f v8_maxn(v8f c, v8f x) {
     v8f r;
     for (int l = 0; l < 8; l++)

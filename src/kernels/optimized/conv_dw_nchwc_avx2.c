@@ -15,6 +15,8 @@ static inline v8f v8_load(const float *p) { return _mm256_loadu_ps(p); }
 static inline void v8_store(float *p, v8f x) { _mm256_storeu_ps(p, x); }
 static inline v8f v8_set1(float x) { return _mm256_set1_ps(x); }
 static inline v8f v8_fma(v8f a, v8f b, v8f c) { return _mm256_fmadd_ps(a, b, c); }
+static inline v8f v8_add(v8f a, v8f b) { return _mm256_add_ps(a, b); }
+static inline v8f v8_sub(v8f a, v8f b) { return _mm256_sub_ps(a, b); }
 /* max_ps / min_ps return the second operand when either is NaN */
 static inline v8f v8_maxn(v8f c, v8f x) { return _mm256_max_ps(c, x); }
 static inline v8f v8_minn(v8f c, v8f x) { return _mm256_min_ps(c, x); }

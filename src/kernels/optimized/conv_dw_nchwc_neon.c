@@ -24,6 +24,8 @@ static inline v8f v8_set1(float x) { return (v8f){vdupq_n_f32(x), vdupq_n_f32(x)
 static inline v8f v8_fma(v8f a, v8f b, v8f c) {
     return (v8f){vfmaq_f32(c.a, a.a, b.a), vfmaq_f32(c.b, a.b, b.b)};
 }
+static inline v8f v8_add(v8f a, v8f b) { return (v8f){vaddq_f32(a.a, b.a), vaddq_f32(a.b, b.b)}; }
+static inline v8f v8_sub(v8f a, v8f b) { return (v8f){vsubq_f32(a.a, b.a), vsubq_f32(a.b, b.b)}; }
 /* NaN when either operand is NaN (c never is) */
 static inline v8f v8_maxn(v8f c, v8f x) { return (v8f){vmaxq_f32(c.a, x.a), vmaxq_f32(c.b, x.b)}; }
 static inline v8f v8_minn(v8f c, v8f x) { return (v8f){vminq_f32(c.a, x.a), vminq_f32(c.b, x.b)}; }

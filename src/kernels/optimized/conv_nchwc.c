@@ -6,6 +6,8 @@
  * broadcasting each input value straight from the input (lane stride 1 in a blocked input,
  * H*W in an NCHW one) against vectors of packed weights.
  *
+ *   Winograd    a call whose weight was prepared as the Winograd pack (3x3 stride 1 with
+ *               enough output tiles: conv_wino.c) goes there when scratch allows
  *   weights     the NCHWc pack (conv_nchwc.h) prepared at load (conv.c), else packed per call
  *               into scratch: all tiles at once, or groups of tiles as scratch allows; without
  *               any scratch, a scalar loop on the OIHW weight (slow, needs nothing)
@@ -144,11 +146,13 @@ static void tile_direct(const nchwc_tile *t, const float *w_oihw, int64_t oc0, i
 
 /* ---- the driver ------------------------------------------------------------------------------ */
 
-static nchwc_tile_fn tile_fn(void) {
+nchwc_tile_fn etch_nchwc_tile_active(bool *reps) {
+    *reps = false;
     switch (etch_isa_active()) {
 #if ETCH_OPT_X86
     case ETCH_ISA_AVX512: /* no AVX-512 kernel: the AVX2 one */
     case ETCH_ISA_AVX2:
+        *reps = true;
         return etch_nchwc_tile_avx2;
 #endif
 #if ETCH_OPT_NEON
@@ -618,12 +622,12 @@ void etch_opt_conv_nchwc(etch_kernel_context *ctx, const conv_shape *s, bool in_
     } else if (e && e->act != ETCH_ACT_NONE) {
         j.post = e;
     }
+    const float *wino = in_blocked && out_blocked ? etch_opt_conv_prep_wino(s) : NULL;
+    if (wino && etch_wino_conv(ctx, s, wino, j.act ? 2 : 0, j.lo, j.hi, j.post))
+        return;
     const int64_t ntiles = (j.Cp + NCHWC_OCT - 1) / NCHWC_OCT;
     const int64_t tile_floats = NCHWC_OCT * s->C_in * s->KH * s->KW;
-    j.fn = tile_fn();
-#if ETCH_OPT_X86
-    j.fn_reps = j.fn == etch_nchwc_tile_avx2;
-#endif
+    j.fn = etch_nchwc_tile_active(&j.fn_reps);
     j.wpack = etch_opt_conv_prep_nchwc(s);
     j.t0 = 0;
     j.nt = ntiles;

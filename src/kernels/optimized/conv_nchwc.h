@@ -25,6 +25,8 @@ void etch_nchwc_pack(const float *w, int64_t C_out, int64_t C_in, int64_t KH, in
 /* The NCHWc pack conv.c's prepare function made for this call (checked against it), or NULL
  * (conv.c). */
 const float *etch_opt_conv_prep_nchwc(const conv_shape *s);
+/* The Winograd pack conv.c's prepare function made for this call, or NULL (conv.c). */
+const float *etch_opt_conv_prep_wino(const conv_shape *s);
 
 /* One register tile: np (1..NCHWC_MR) output pixels, consecutive in the output (p0 + j),
  * times the oct (16 or 8) output channels of one tile; every pixel shares the window taps
@@ -72,8 +74,41 @@ typedef struct nchwc_tile {
 
 typedef void (*nchwc_tile_fn)(const nchwc_tile *t);
 
+/* The tile function of the active ISA; *reps: whether it runs nchwc_tile.reps itself. */
+nchwc_tile_fn etch_nchwc_tile_active(bool *reps);
+
 void etch_nchwc_tile_scalar(const nchwc_tile *t);
 void etch_nchwc_tile_avx2(const nchwc_tile *t);
 void etch_nchwc_tile_neon(const nchwc_tile *t);
+
+/* ---- Winograd F(4x4, 3x3) (conv_wino.c) -----------------------------------------------------
+ * A 3x3 convolution, stride 1, dilation 1, groups 1, input and output blocked, as 36
+ * products in the transform domain (nchwc.h: the input and output transforms): 4 multiplies
+ * per output where the direct convolution has 9, at the cost of rounding error a few times
+ * larger (the transforms' coefficients reach 8 and 1/24) and 4x the packed weight.
+ *
+ * Transformed weight ("Winograd pack"): for each point k of 36 the NCHWc pack of the
+ * [C_out, C_in, 1, 1] matrix U_k, U = G g G^T per output and input channel (computed in
+ * double, rounded once). */
+#define WINO_POINTS 36
+/* Output tiles (4x4) a call needs at least: with fewer (resnet18's 7x7 layers have 4) the
+ * transformed weight costs more to stream from memory than the multiplications it saves. */
+#define WINO_MIN_TILES 16
+
+/* Whether a convolution of this geometry takes the Winograd path (its weight is then prepared
+ * as the Winograd pack). */
+bool etch_wino_eligible(int64_t C_in, int64_t C_out, int64_t KH, int64_t KW, int64_t OH,
+                        int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw);
+/* Floats of the Winograd pack; 0 when it would not fit in memory. */
+size_t etch_wino_packed_floats(int64_t C_out, int64_t C_in);
+/* Write the output channels [oc0, oc1) (of the padded count) of the Winograd pack of the
+ * [C_out, C_in, 3, 3] weight w into dst (the whole pack's buffer). */
+void etch_wino_pack(const float *w, int64_t C_out, int64_t C_in, int64_t oc0, int64_t oc1,
+                    float *dst);
+/* Run the call s (eligible; input and output blocked) on the Winograd pack u, with relu /
+ * clamp (act 1 / 2, [lo, hi]) or another activation (post) applied. Returns false, having
+ * written nothing, when scratch cannot hold the transforms of one output tile. */
+bool etch_wino_conv(etch_kernel_context *ctx, const conv_shape *s, const float *u, int act,
+                    float lo, float hi, const etch_epilogue *post);
 
 #endif

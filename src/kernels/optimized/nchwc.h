@@ -50,10 +50,36 @@ typedef struct nchwc_mean_job {
     bool chunked;
 } nchwc_mean_job;
 
+/* ---- Winograd F(4x4, 3x3) transforms (conv_wino.c) -----------------------------------------
+ * Output tile t = ty * TW + tx covers output rows 4ty..4ty+3, columns 4tx..4tx+3 and reads
+ * the 6x6 input patch from row 4ty - ph, column 4tx - pw on (zeros outside the image). A
+ * group holds the tiles [t0, t0 + nt); point k = 6 * i + j of the 6x6 transform domain is a
+ * blocked "image" of nt pixels:
+ *   v: [36][CB][nt][8]   input transform  B^T d B of each tile and input-channel block
+ *   m: [36][KB][nt][8]   its product with the transformed weights (per point a 1x1 conv)
+ * wino_in item r = cb * nt + (t - t0): one tile of one input block into v;
+ * wino_out item r = kb * nt + (t - t0): A^T m A of one tile of one output block, plus the
+ * bias, then the activation (act 1 relu / 2 clamp in registers, else post over the stored
+ * rows), stored to the output pixels that exist. Each value depends only on its inputs and
+ * the ISA. */
+typedef struct nchwc_wino_job {
+    int64_t IH, IW, OH, OW, ph, pw, TW, t0, nt, CB, KB;
+    const float *in; /* one image, blocked [CB][IH][IW][8] */
+    float *v;
+    const float *m;
+    float *out; /* one image, blocked [KB][OH][OW][8] */
+    const float *bias; /* [KB * 8] or NULL */
+    int act;
+    float lo, hi;
+    const etch_epilogue *post;
+} nchwc_wino_job;
+
 typedef struct nchwc_rows {
     void (*dw)(const nchwc_dw_job *j, int64_t r0, int64_t r1);
     void (*maxpool)(const nchwc_maxpool_job *j, int64_t r0, int64_t r1);
     void (*mean)(const nchwc_mean_job *j, int64_t p0, int64_t p1);
+    void (*wino_in)(const nchwc_wino_job *j, int64_t r0, int64_t r1);
+    void (*wino_out)(const nchwc_wino_job *j, int64_t r0, int64_t r1);
 } nchwc_rows;
 
 extern const nchwc_rows etch_opt_nchwc_rows_scalar;

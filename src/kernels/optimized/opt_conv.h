@@ -42,7 +42,8 @@ void etch_opt_convolution_layout(etch_kernel_context *ctx, etch_value **args, si
  * (out_blocked; C_out % 8 == 0) or NCHW (then in_blocked is true); s->bias and s->epi applied.
  * s->prep is whatever etch_opt_convolution_prepare made for this call site at load (it sees
  * etch_kernel_blocked_args(ctx) then, so it can pack for this path) or NULL: the path checks
- * it before use. Records a failure on ctx (never reads or writes out of bounds) when it
+ * it before use. A Winograd pack (conv_nchwc.h: 3x3 stride 1 with enough output tiles) runs
+ * the Winograd convolution, or the direct one when scratch cannot hold its transforms. Records a failure on ctx (never reads or writes out of bounds) when it
  * cannot run, e.g. too little scratch. */
 void etch_opt_conv_nchwc(etch_kernel_context *ctx, const conv_shape *s, bool in_blocked,
                          bool out_blocked);

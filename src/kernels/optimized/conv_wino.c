@@ -1,0 +1,243 @@
+/*
+ * Winograd F(4x4, 3x3) convolution on channel-blocked tensors (contract: conv_nchwc.h). Each
+ * 4x4 output tile is A^T [U (.) (B^T d B)] A over its 6x6 input patch d; the element-wise
+ * product, summed over input channels, is for each of the 36 transform points a 1x1
+ * convolution of the tiles, run by the blocked convolution's register tile (nchwc_tile).
+ *
+ * Per group of tiles (every tile of an image when scratch allows), three parallel loops:
+ *   1. the input transform, per (input block, tile), into v  [36][C/8][tiles][8]
+ *   2. per (point, 16-channel output tile, pixel chunk), the 1x1 product into m
+ *      [36][K/8][tiles][8], its input channels in passes whose weights stay in L1
+ *   3. the output transform, per (output block, tile), plus the bias and the activation
+ * Every value is computed the same way whatever the thread split, the group size or the ISA's
+ * register tile width.
+ */
+#include <string.h>
+
+#include "kernels/optimized/conv_nchwc.h"
+#include "kernels/optimized/nchwc.h"
+
+#define WINO_CHUNK 96          /* tiles per work item of the products */
+#define WINO_DEPTH_BYTES 32768 /* packed weight of one channel tile summed per pass, at most */
+
+static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+bool etch_wino_eligible(int64_t C_in, int64_t C_out, int64_t KH, int64_t KW, int64_t OH,
+                        int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw) {
+    return C_in > 0 && C_out > 0 && C_in % 8 == 0 && C_out % 8 == 0 && KH == 3 && KW == 3 &&
+           sh == 1 && sw == 1 && dh == 1 && dw == 1 && OH > 0 && OW > 0 &&
+           ((OH + 3) / 4) * ((OW + 3) / 4) >= WINO_MIN_TILES;
+}
+
+size_t etch_wino_packed_floats(int64_t C_out, int64_t C_in) {
+    const size_t one = etch_nchwc_packed_floats(C_out, C_in, 1, 1);
+    if (!one || (double)one * WINO_POINTS > 0x1p38)
+        return 0;
+    return one * WINO_POINTS;
+}
+
+/* G, 6x3: the weight transform U = G g G^T */
+static const double wino_g[6][3] = {
+    {1.0 / 4, 0, 0},
+    {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+    {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+    {1.0 / 24, 1.0 / 12, 1.0 / 6},
+    {1.0 / 24, -1.0 / 12, 1.0 / 6},
+    {0, 0, 1},
+};
+
+void etch_wino_pack(const float *w, int64_t C_out, int64_t C_in, int64_t oc0, int64_t oc1,
+                    float *dst) {
+    const int64_t Cp = (C_out + 7) / 8 * 8, per = Cp * C_in; /* floats per point */
+    for (int64_t oc = oc0; oc < oc1 && oc < Cp; oc++) {
+        const int64_t t = oc / NCHWC_OCT, c = oc % NCHWC_OCT;
+        const int64_t oct = imin(NCHWC_OCT, Cp - t * NCHWC_OCT);
+        for (int64_t ic = 0; ic < C_in; ic++) {
+            double u[6][6];
+            if (oc < C_out) {
+                const float *g = w + (oc * C_in + ic) * 9;
+                double gt[6][3]; /* G g */
+                for (int a = 0; a < 6; a++)
+                    for (int q = 0; q < 3; q++)
+                        gt[a][q] = wino_g[a][0] * g[q] + wino_g[a][1] * g[3 + q] +
+                                   wino_g[a][2] * g[6 + q];
+                for (int a = 0; a < 6; a++)
+                    for (int b = 0; b < 6; b++)
+                        u[a][b] = gt[a][0] * wino_g[b][0] + gt[a][1] * wino_g[b][1] +
+                                  gt[a][2] * wino_g[b][2];
+            } else {
+                memset(u, 0, sizeof u);
+            }
+            /* the NCHWc pack of a 1x1 weight: tile t, block ic / 8, lane ic % 8, channel c */
+            const int64_t off = t * NCHWC_OCT * C_in + (ic / 8) * 8 * oct + (ic % 8) * oct + c;
+            for (int k = 0; k < WINO_POINTS; k++)
+                dst[k * per + off] = (float)u[k / 6][k % 6];
+        }
+    }
+}
+
+/* ---- the products: per point, a 1x1 convolution of the tiles ------------------------------- */
+
+typedef struct wino_job {
+    nchwc_wino_job tj; /* the transforms' view of the group */
+    const float *u;    /* the Winograd pack */
+    int64_t C, Cp, ntk, chunks, depth_blocks;
+    nchwc_tile_fn fn;
+    bool fn_reps;
+} wino_job;
+
+static const float wino_zeros[NCHWC_OCT];
+
+static void wino_products(void *arg, int64_t i0, int64_t i1) {
+    const wino_job *j = (const wino_job *)arg;
+    const int64_t nt = j->tj.nt, CB = j->tj.CB, KB = j->tj.KB;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t ch = i % j->chunks, r = i / j->chunks, tl = r % j->ntk, k = r / j->ntk;
+        const int64_t oct = imin(NCHWC_OCT, j->Cp - tl * NCHWC_OCT);
+        const int64_t base = nt / j->chunks, rem = nt % j->chunks;
+        const int64_t p0 = ch * base + imin(ch, rem), p1 = p0 + base + (ch < rem ? 1 : 0);
+        const float *in = j->tj.v + k * CB * nt * 8;
+        float *out = (float *)j->tj.m + (k * KB + tl * 2) * nt * 8;
+        nchwc_tile tt;
+        memset(&tt, 0, sizeof tt);
+        tt.w = j->u + k * j->Cp * j->C + tl * NCHWC_OCT * j->C;
+        tt.bias = wino_zeros;
+        tt.ls = 1;
+        tt.bs = nt * 8;
+        tt.nb = CB;
+        tt.cb_last = 8;
+        tt.KW = 1;
+        tt.wbs = 8 * oct;
+        tt.nkh = tt.nkw = 1;
+        tt.obs = nt * 8;
+        tt.oct = (int)oct;
+        tt.oc_valid = (int)oct;
+        /* the pixels in runs of equal register tiles: `extra` of base + 1, then of base */
+        const int64_t n = p1 - p0, ntl = (n + NCHWC_MR - 1) / NCHWC_MR;
+        const int64_t tb = ntl ? n / ntl : 0, extra = ntl ? n % ntl : 0;
+        /* The next item's weights, when they differ from these, prefetched into L2 over this
+         * item's register tiles: with few tiles (a 14x14 output has 16) each weight is used
+         * by 3 register tiles, and its first use otherwise waits on memory. */
+        const float *pf = NULL;
+        int64_t pf_left = 0, pf_slice = 0, pf_step = 0;
+        if (j->fn_reps && ch == j->chunks - 1 && (tl + 1 < j->ntk || k + 1 < WINO_POINTS)) {
+            const int64_t nk = tl + 1 < j->ntk ? k : k + 1, ntl2 = tl + 1 < j->ntk ? tl + 1 : 0;
+            pf = j->u + nk * j->Cp * j->C + ntl2 * NCHWC_OCT * j->C;
+            pf_left = imin(NCHWC_OCT, j->Cp - ntl2 * NCHWC_OCT) * j->C;
+            const int64_t calls = ntl * ((CB + j->depth_blocks - 1) / j->depth_blocks);
+            const int64_t lines = (pf_left + 15) / 16, slice = (lines + calls - 1) / calls;
+            pf_slice = slice * 16;
+            pf_step = (slice + j->depth_blocks - 1) / j->depth_blocks;
+        }
+        for (int64_t b0 = 0; b0 < CB; b0 += j->depth_blocks) {
+            tt.b0 = b0;
+            tt.b1 = imin(CB, b0 + j->depth_blocks);
+            tt.accumulate = b0 > 0;
+            int64_t p = p0;
+            for (int g = 0; g < 2; g++) {
+                const int64_t np = g == 0 ? tb + 1 : tb, reps = g == 0 ? extra : ntl - extra;
+                if (reps <= 0 || np <= 0)
+                    continue;
+                for (int64_t q = 0; q < np; q++)
+                    tt.px[q] = in + (p + q) * 8;
+                tt.np = (int)np;
+                tt.out = out + p * 8;
+                tt.pstep = np * 8;
+                if (j->fn_reps) {
+                    tt.reps = reps;
+                    const int64_t pn = imin(pf_left, reps * pf_slice);
+                    tt.pf = pn > 0 ? pf : NULL;
+                    tt.pf_end = pn > 0 ? pf + pn : NULL;
+                    tt.pf_n = pf_step;
+                    pf += pn;
+                    pf_left -= pn;
+                    j->fn(&tt);
+                } else {
+                    tt.reps = 1;
+                    for (int64_t rr = 0; rr < reps; rr++) {
+                        j->fn(&tt);
+                        for (int64_t q = 0; q < np; q++)
+                            tt.px[q] += np * 8;
+                        tt.out += np * 8;
+                    }
+                }
+                p += reps * np;
+            }
+        }
+    }
+}
+
+static void wino_in(void *arg, int64_t r0, int64_t r1) {
+    const wino_job *j = (const wino_job *)arg;
+    etch_opt_nchwc_rows()->wino_in(&j->tj, r0, r1);
+}
+
+static void wino_out(void *arg, int64_t r0, int64_t r1) {
+    const wino_job *j = (const wino_job *)arg;
+    etch_opt_nchwc_rows()->wino_out(&j->tj, r0, r1);
+}
+
+bool etch_wino_conv(etch_kernel_context *ctx, const conv_shape *s, const float *u, int act,
+                    float lo, float hi, const etch_epilogue *post) {
+    if (!etch_wino_eligible(s->C_in, s->C_out, s->KH, s->KW, s->OH, s->OW, s->sh, s->sw, s->dh,
+                            s->dw) ||
+        s->groups != 1 || s->N <= 0)
+        return false;
+    const int64_t TW = (s->OW + 3) / 4, T = (s->OH + 3) / 4 * TW;
+    const int64_t CB = s->C_in / 8, KB = s->C_out / 8;
+    /* scratch: v and m for a group of tiles, the whole image if it fits */
+    const double per_tile = (double)WINO_POINTS * (double)(s->C_in + s->C_out) * sizeof(float);
+    int64_t G = T;
+    float *v = NULL;
+    while (!v) {
+        if ((double)G * per_tile < 0x1p40)
+            v = (float *)etch_kernel_temp_try(ctx, (size_t)((double)G * per_tile), 64);
+        if (!v && G == 1)
+            return false;
+        if (!v)
+            G = (G + 1) / 2;
+    }
+    float *m = v + G * WINO_POINTS * s->C_in;
+    const int64_t groups = (T + G - 1) / G;
+    G = (T + groups - 1) / groups; /* balanced groups */
+
+    wino_job j;
+    memset(&j, 0, sizeof j);
+    j.tj.IH = s->IH;
+    j.tj.IW = s->IW;
+    j.tj.OH = s->OH;
+    j.tj.OW = s->OW;
+    j.tj.ph = s->ph;
+    j.tj.pw = s->pw;
+    j.tj.TW = TW;
+    j.tj.CB = CB;
+    j.tj.KB = KB;
+    j.tj.v = v;
+    j.tj.m = m;
+    j.tj.bias = s->bias;
+    j.tj.act = act;
+    j.tj.lo = lo;
+    j.tj.hi = hi;
+    j.tj.post = post;
+    j.u = u;
+    j.C = s->C_in;
+    j.Cp = s->C_out;
+    j.ntk = (s->C_out + NCHWC_OCT - 1) / NCHWC_OCT;
+    j.fn = etch_nchwc_tile_active(&j.fn_reps);
+    const int64_t per_pass = imin(CB, WINO_DEPTH_BYTES / (8 * NCHWC_OCT * 4));
+    const int64_t passes = (CB + per_pass - 1) / per_pass;
+    j.depth_blocks = (CB + passes - 1) / passes;
+    for (int64_t n = 0; n < s->N; n++) {
+        j.tj.in = s->in + n * s->C_in * s->IH * s->IW;
+        j.tj.out = s->out + n * s->C_out * s->OH * s->OW;
+        for (int64_t t0 = 0; t0 < T; t0 += G) {
+            j.tj.t0 = t0;
+            j.tj.nt = imin(G, T - t0);
+            j.chunks = (j.tj.nt + WINO_CHUNK - 1) / WINO_CHUNK;
+            etch_kernel_parallel_for(ctx, CB * j.tj.nt, 16, wino_in, &j);
+            etch_kernel_parallel_for(ctx, WINO_POINTS * j.ntk * j.chunks, 1, wino_products, &j);
+            etch_kernel_parallel_for(ctx, KB * j.tj.nt, 16, wino_out, &j);
+        }
+    }
+    return true;
+}
