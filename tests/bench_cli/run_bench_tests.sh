@@ -106,6 +106,17 @@ assert sum(o["calls"] for o in conv) == 2, conv
 assert sum(ms) <= obj["max_ms"] * 1.05 + 0.05, (sum(ms), obj["max_ms"])
 ' "bench --json keys and values"
 if [ "$(wc -l <"$OUT")" -eq 1 ]; then pass; else fail "--json printed more than one line"; fi
+expect 0 "$ETCH" bench "$LENET" --iterations 3 --per-instruction --json
+py_check '
+ops = obj["ops"]
+where = [(o["chain"], o["pc"]) for o in ops]
+assert where == sorted(where) and len(set(where)) == len(where), where  # execution order, once each
+conv = [o for o in ops if o["op"] == "aten::convolution.out"]
+assert len(conv) == 2 and all(o["calls"] == 1 for o in conv), conv
+assert abs(sum(o["pct"] for o in ops) - 100) < 0.1
+' "bench --per-instruction --json: one row per instruction"
+expect 0 "$ETCH" bench "$LENET" --iterations 2 --per-instruction
+has_out '^chain:pc +operator'; has_out '^0:0 '
 expect 0 "$ETCH" bench "$LENET" --iterations 3 --kernels portable --json
 py_check 'assert obj["kernels"] == "portable" and obj["isa"] == "none"
 assert all(o["impl"] in ("portable", "runtime") for o in obj["ops"]), obj["ops"]' \

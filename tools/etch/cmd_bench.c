@@ -42,12 +42,14 @@ void cmd_bench_usage(FILE *out) {
             CLI_HELP_NO_FUSION
             "  --warmup W             untimed executions first (default 3)\n"
             "  --iterations K         timed executions (default 20)\n"
+            "  --per-instruction      one row per instruction, in execution order (chain:pc),\n"
+            "                         instead of one per operator\n"
             "  --json                 print one JSON object instead: file, method, threads,\n"
             "                         kernels, isa, warmup, iterations, median_ms, min_ms,\n"
             "                         max_ms, load_ms, peak_rss_kb, ops: [{op, impl, fused\n"
             "                         (operator name or null), blocked (true when it reads or\n"
             "                         writes channel-blocked tensors), calls, ms_per_run,\n"
-            "                         pct}],\n"
+            "                         pct; with --per-instruction also chain, pc}],\n"
             "                         times_ms (each timed execution, in order)\n"
             "  -h, --help             show this help\n"
             "\n"
@@ -57,7 +59,7 @@ void cmd_bench_usage(FILE *out) {
 typedef struct bench_opts {
     const char *path, *warmup_s, *iters_s;
     cli_module_args ma; /* --method, --inputs, --data, --cpu-threads, --kernels, --no-fusion */
-    bool json;
+    bool json, per_instruction;
     long long warmup, iterations;
 } bench_opts;
 
@@ -68,7 +70,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         if ((r = cli_module_args_take("bench", argc, argv, &i, &o->ma)) ||
             (r = cli_opt_value("bench", argc, argv, &i, "--warmup", &o->warmup_s)) ||
             (r = cli_opt_value("bench", argc, argv, &i, "--iterations", &o->iters_s)) ||
-            (r = cli_opt_flag("bench", argv, i, "--json", &o->json))) {
+            (r = cli_opt_flag("bench", argv, i, "--json", &o->json)) ||
+            (r = cli_opt_flag("bench", argv, i, "--per-instruction", &o->per_instruction))) {
             if (r < 0)
                 return CLI_USAGE;
             continue;
@@ -103,6 +106,7 @@ typedef struct prof_row {
     bool blocked;      /* some argument is stored channel-blocked */
     int64_t ns;
     uint64_t calls;
+    size_t chain, pc; /* the instruction (--per-instruction), or its first one */
 } prof_row;
 
 /* Everything the observer touches is allocated before the timed runs: it only indexes. */
@@ -145,7 +149,7 @@ static void profile_free(profile *p) {
     memset(p, 0, sizeof *p);
 }
 
-static int profile_init(profile *p, const etch_method *m) {
+static int profile_init(profile *p, const etch_method *m, bool per_instruction) {
     memset(p, 0, sizeof *p);
     p->nchains = etch_method_num_chains(m);
     p->chain_start = calloc(p->nchains + 1, sizeof *p->chain_start);
@@ -166,10 +170,11 @@ static int profile_init(profile *p, const etch_method *m) {
                 profile_free(p);
                 return cli_fail(st);
             }
-            prof_row key = {info.op_name, info.impl, info.fused, info.blocked_args != 0, 0, 0};
+            prof_row key = {info.op_name, info.impl, info.fused, info.blocked_args != 0, 0, 0,
+                            c, pc};
             if (!info.op_name || !info.impl || info.skipped)
-                key = (prof_row){"(other instructions)", "runtime", NULL, false, 0, 0};
-            size_t r = 0;
+                key = (prof_row){"(other instructions)", "runtime", NULL, false, 0, 0, c, pc};
+            size_t r = per_instruction ? p->nrows : 0;
             while (r < p->nrows && !(same(p->rows[r].op, key.op) &&
                                      same(p->rows[r].impl, key.impl) &&
                                      same(p->rows[r].fused, key.fused) &&
@@ -245,7 +250,8 @@ static void print_human(const bench_opts *o, const bench_result *r, const profil
     int64_t total = 0;
     for (size_t i = 0; i < p->nrows; i++)
         total += p->rows[i].ns;
-    printf("\n%-36s %-22s %9s %10s %7s\n", "operator", "impl", "calls/run", "ms/run", "%");
+    printf("\n%s%-36s %-22s %9s %10s %7s\n", o->per_instruction ? "chain:pc   " : "",
+           "operator", "impl", "calls/run", "ms/run", "%");
     for (size_t i = 0; i < p->nrows; i++) {
         const prof_row *row = &p->rows[i];
         char impl[96], fused[48];
@@ -255,6 +261,11 @@ static void print_human(const bench_opts *o, const bench_result *r, const profil
             short_op(row->fused, fused + 1, sizeof fused - 1);
         }
         snprintf(impl, sizeof impl, "%s%s%s", row->impl, fused, row->blocked ? "/8c" : "");
+        if (o->per_instruction) {
+            char at[32];
+            snprintf(at, sizeof at, "%zu:%zu", row->chain, row->pc);
+            printf("%-10s ", at);
+        }
         printf("%-36s %-22s %9.4g %10.4f %7.2f\n", row->op, impl,
                (double)row->calls / (double)o->iterations,
                (double)row->ns / 1e6 / (double)o->iterations,
@@ -285,6 +296,8 @@ static void print_json(const bench_opts *o, const char *method, const bench_resu
         fputs(", \"fused\": ", stdout);
         json_string(row->fused);
         printf(", \"blocked\": %s", row->blocked ? "true" : "false");
+        if (o->per_instruction)
+            printf(", \"chain\": %zu, \"pc\": %zu", row->chain, row->pc);
         printf(", \"calls\": %.6g, \"ms_per_run\": %.6f, \"pct\": %.4f}",
                (double)row->calls / (double)o->iterations,
                (double)row->ns / 1e6 / (double)o->iterations,
@@ -327,7 +340,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if ((rc = cli_inputs_set(in, "bench", o.ma.inputs, CLI_FILL_RANDOM, m)) != CLI_OK)
         goto done;
-    if ((rc = profile_init(&prof, m)) != CLI_OK)
+    if ((rc = profile_init(&prof, m, o.per_instruction)) != CLI_OK)
         goto done;
     etch_method_set_observer(m, observe, &prof);
     for (long long k = 0; k < o.warmup + o.iterations; k++) {
@@ -361,7 +374,8 @@ int cmd_bench(int argc, char **argv) {
     r.peak_rss_kb = (long)(etch_llm_peak_rss_bytes() / 1024u);
     r.isa = o.ma.kernels == ETCH_MODULE_KERNELS_OPTIMIZED ? etch_isa_name(etch_isa_active())
                                                        : "none";
-    qsort(prof.rows, prof.nrows, sizeof *prof.rows, by_time_desc);
+    if (!o.per_instruction)
+        qsort(prof.rows, prof.nrows, sizeof *prof.rows, by_time_desc);
     if (o.json)
         print_json(&o, o.ma.method, &r, &prof);
     else
