@@ -26,9 +26,9 @@
  * copy adds products 0 * w where the clipped windows skip them: the same bits but for the
  * sign of an exact zero sum, or a non-finite weight; the random data has neither.)
  *
- * `test_optimized_nchwc --bench [REPS [FILTER]]` instead times the kernel on resnet18's and mobilenet_v2's
- * convolution shapes (1 thread, the active ISA, prepared weights) and prints GFLOP/s; it
- * checks nothing.
+ * `test_optimized_nchwc --bench [REPS [FILTER [THREADS]]]` instead times the kernel on
+ * resnet18's and mobilenet_v2's convolution shapes (the active ISA, prepared weights; 1 thread:
+ * thread CPU time, else wall time on the library's pool) and prints GFLOP/s; it checks nothing.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <math.h>
@@ -408,9 +408,12 @@ static void test_refused(void) {
 
 /* ---- timing (--bench) ------------------------------------------------------------------------ */
 
+static etch_threadpool *bench_pool; /* --bench with THREADS > 1 */
+
 static double now_s(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts); /* 1 thread: CPU time, not wall */
+    /* 1 thread: CPU time, not wall; with a pool, wall time */
+    clock_gettime(bench_pool ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -450,7 +453,8 @@ static double bench_one(const char *label, const nchwc_case *c, int reps, double
     const uint64_t blocked = ctx.blocked;
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
-        etch_kernel_context_init(&ctx, "op", big_temp, BIG_TEMP, NULL);
+        etch_kernel_context_init(&ctx, "op", big_temp, BIG_TEMP,
+                                 etch_threadpool_get_iface(bench_pool));
         ctx.blocked = blocked;
         ctx.prepared = prep;
         ctx.prepared_size = got;
@@ -473,8 +477,12 @@ static double bench_one(const char *label, const nchwc_case *c, int reps, double
 }
 
 static void bench(int reps, const char *filter) {
-    printf("ISA %s, 1 thread, prepared weights, best of %d (thread CPU time)\n",
-           etch_isa_name(etch_isa_active()), reps);
+    if (bench_pool)
+        printf("ISA %s, %d threads, prepared weights, best of %d (wall time)\n",
+               etch_isa_name(etch_isa_active()), etch_threadpool_num_threads(bench_pool), reps);
+    else
+        printf("ISA %s, 1 thread, prepared weights, best of %d (thread CPU time)\n",
+               etch_isa_name(etch_isa_active()), reps);
     /* every groups == 1 convolution of the two networks, with how often it occurs */
     static const struct {
         const char *label;
@@ -546,7 +554,11 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--bench") == 0) {
         CHECK_OK(etch_opt_select_isa_from_env());
         int reps = argc > 2 ? atoi(argv[2]) : 20;
+        int threads = argc > 4 ? atoi(argv[4]) : 1;
+        if (threads > 1)
+            CHECK_OK(etch_threadpool_create(threads, &bench_pool));
         bench(reps > 0 ? reps : 20, argc > 3 ? argv[3] : NULL);
+        etch_threadpool_destroy(bench_pool);
         free(big_temp);
         return 0;
     }
