@@ -36,43 +36,56 @@ size_t etch_wino_packed_floats(int64_t C_out, int64_t C_in) {
     return one * WINO_POINTS;
 }
 
-/* G, 6x3: the weight transform U = G g G^T */
-static const double wino_g[6][3] = {
-    {1.0 / 4, 0, 0},
-    {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-    {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-    {1.0 / 24, 1.0 / 12, 1.0 / 6},
-    {1.0 / 24, -1.0 / 12, 1.0 / 6},
-    {0, 0, 1},
-};
+/* y = G x for one column x of a 3x3 kernel: G, 6x3, is
+ *   [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1] */
+static void wino_g(double x0, double x1, double x2, double *y) {
+    const double s = x0 + x2;
+    y[0] = x0 / 4;
+    y[1] = -(s + x1) / 6;
+    y[2] = -(s - x1) / 6;
+    y[3] = x0 / 24 + x1 / 12 + x2 / 6;
+    y[4] = x0 / 24 - x1 / 12 + x2 / 6;
+    y[5] = x2;
+}
+
+/* U = G g G^T of one 3x3 kernel, in double, point k = 6 * a + b at u[k] */
+static void wino_u(const float *g, double *u) {
+    double gt[3][6]; /* column q of G g at gt[q] */
+    for (int q = 0; q < 3; q++)
+        wino_g(g[q], g[3 + q], g[6 + q], gt[q]);
+    for (int a = 0; a < 6; a++) {
+        double row[6];
+        wino_g(gt[0][a], gt[1][a], gt[2][a], row);
+        for (int b = 0; b < 6; b++)
+            u[a * 6 + b] = row[b];
+    }
+}
 
 void etch_wino_pack(const float *w, int64_t C_out, int64_t C_in, int64_t oc0, int64_t oc1,
                     float *dst) {
     const int64_t Cp = (C_out + 7) / 8 * 8, per = Cp * C_in; /* floats per point */
-    for (int64_t oc = oc0; oc < oc1 && oc < Cp; oc++) {
-        const int64_t t = oc / NCHWC_OCT, c = oc % NCHWC_OCT;
+    oc1 = imin(oc1, Cp);
+    double u[NCHWC_OCT][WINO_POINTS];
+    /* a run of output channels within one 16-channel tile at a time, so that each point
+     * receives whole runs of consecutive floats */
+    for (int64_t oc = oc0; oc < oc1;) {
+        const int64_t t = oc / NCHWC_OCT, c0 = oc % NCHWC_OCT;
         const int64_t oct = imin(NCHWC_OCT, Cp - t * NCHWC_OCT);
+        const int64_t n = imin(oct - c0, oc1 - oc);
         for (int64_t ic = 0; ic < C_in; ic++) {
-            double u[6][6];
-            if (oc < C_out) {
-                const float *g = w + (oc * C_in + ic) * 9;
-                double gt[6][3]; /* G g */
-                for (int a = 0; a < 6; a++)
-                    for (int q = 0; q < 3; q++)
-                        gt[a][q] = wino_g[a][0] * g[q] + wino_g[a][1] * g[3 + q] +
-                                   wino_g[a][2] * g[6 + q];
-                for (int a = 0; a < 6; a++)
-                    for (int b = 0; b < 6; b++)
-                        u[a][b] = gt[a][0] * wino_g[b][0] + gt[a][1] * wino_g[b][1] +
-                                  gt[a][2] * wino_g[b][2];
-            } else {
-                memset(u, 0, sizeof u);
+            for (int64_t c = 0; c < n; c++) {
+                if (oc + c < C_out)
+                    wino_u(w + ((oc + c) * C_in + ic) * 9, u[c]);
+                else
+                    memset(u[c], 0, sizeof u[c]);
             }
             /* the NCHWc pack of a 1x1 weight: tile t, block ic / 8, lane ic % 8, channel c */
-            const int64_t off = t * NCHWC_OCT * C_in + (ic / 8) * 8 * oct + (ic % 8) * oct + c;
+            float *d = dst + t * NCHWC_OCT * C_in + (ic / 8) * 8 * oct + (ic % 8) * oct + c0;
             for (int k = 0; k < WINO_POINTS; k++)
-                dst[k * per + off] = (float)u[k / 6][k % 6];
+                for (int64_t c = 0; c < n; c++)
+                    d[k * per + c] = (float)u[c][k];
         }
+        oc += n;
     }
 }
 
