@@ -2,7 +2,7 @@
  * addmm / linear kernels against the portable ones, under every instruction set this CPU
  * supports (the others are reported as "not run").
  *
- * Coverage: sizes 0..70 with every tail, M = 1 decode shapes, K = 0, K up to 2048, blocks
+ * Coverage: sizes 0..70 with every tail, M = 1 decode shapes (B unpacked and prepacked), K = 0, K up to 2048, blocks
  * larger than the cache blocking, transposed and strided A and B, padded C rows, bias as a
  * row, a column, a matrix (either order) or a scalar, alpha/beta, every fused activation,
  * 1..4 threads (a test pool that runs the chunks serially in a shuffled order, and the real
@@ -334,6 +334,26 @@ static void sgemm_tests(void) {
             t.threads = 1 + s % 4;
             t.real_pool = s % 2;
             t.bias_mode = 1;
+            sgemm_case(&t);
+        }
+    /* M = 1 with B prepacked (gemv_p: decode reads the packed copy): several depth blocks
+     * (K > kc), N with partial panels and groups of panels, every B layout, strided A, bias,
+     * alpha, beta and activations, 1-4 threads */
+    static const int64_t decode_p[][2] = {{768, 200}, {2048, 97}, {300, 64}, {1100, 16},
+                                          {33, 1030}, {5, 7}};
+    for (int s = 0; s < 6; s++)
+        for (int bl = 0; bl < 3; bl++) {
+            sg_case t = base_case(1, decode_p[s][1], decode_p[s][0]);
+            t.b_lay = bl;
+            t.a_lay = (s + bl) % 3;
+            t.prepack = 1 + 2 * (bl == 2);
+            t.threads = 1 + (s + bl) % 4;
+            t.real_pool = bl % 2;
+            t.bias_mode = (s + bl) % 3;
+            t.alpha = bl == 1 ? 0.5f : 1.0f;
+            t.beta = s == 2 ? -0.75f : 1.0f;
+            t.epi = (s * 3 + bl) % NUM_EPI;
+            t.scratch = bl == 2 ? SCRATCH_SHORT : SCRATCH_AMPLE;
             sgemm_case(&t);
         }
     /* large K, and blocks larger than every cache block (mc, kc, nc) */
@@ -807,8 +827,10 @@ int main(void) {
     CHECK_OK(etch_isa_set(ETCH_ISA_SCALAR));
     const etch_sgemm_isa *sc = etch_sgemm_isa_for(ETCH_ISA_SCALAR);
     const etch_sgemm_isa emus[2] = {
-        {"scalar 12x32 (avx512 shape)", 12, 32, 192, 256, 1024, ukr_12x32, sc->gemv_n, sc->gemv_t, NULL, 1, NULL},
-        {"scalar 5x24", 5, 24, 40, 96, 264, ukr_5x24, sc->gemv_n, sc->gemv_t, NULL, 1, NULL}};
+        {"scalar 12x32 (avx512 shape)", 12, 32, 192, 256, 1024, ukr_12x32, sc->gemv_n, sc->gemv_t,
+         NULL, 1, NULL, sc->gemv_p},
+        {"scalar 5x24", 5, 24, 40, 96, 264, ukr_5x24, sc->gemv_n, sc->gemv_t, NULL, 1, NULL,
+         sc->gemv_p}};
     for (int i = 0; i < 2; i++) {
         isa_override = &emus[i];
         isa_now = emus[i].name;

@@ -462,7 +462,7 @@ int main(int argc, char **argv) {
     CHECK_OK(etch_isa_set(ETCH_ISA_SCALAR));
     const etch_sgemm_isa *sc = etch_sgemm_isa_for(ETCH_ISA_SCALAR);
     emu = (etch_sgemm_isa){"scalar 5x24", 5, 24, 40, 96, 264, ukr_5x24, sc->gemv_n, sc->gemv_t,
-                           NULL, 1, NULL};
+                           NULL, 1, NULL, sc->gemv_p};
     isa_override = &emu;
     const int before = gemm_cases;
     gemm_tests();

@@ -86,6 +86,26 @@ static void gemv_n_scalar(int64_t K, int64_t n, const float *x, int64_t x_s, con
     }
 }
 
+static void gemv_p_scalar(int nr, int64_t K, int64_t kc, int64_t npad, int64_t j0, int64_t n,
+                          const float *x, int64_t x_s, const float *bp, float *y) {
+    float acc[ETCH_SGEMM_MAX_NR];
+    for (int64_t jp = j0; jp < j0 + n; jp += nr) {
+        for (int l = 0; l < nr; l++)
+            acc[l] = 0.0f;
+        for (int64_t pc = 0; pc < K; pc += kc) {
+            const int64_t kb = K - pc < kc ? K - pc : kc;
+            const float *b = bp + pc * npad + jp * kb;
+            for (int64_t k = 0; k < kb; k++, b += nr) {
+                const float xv = x[(pc + k) * x_s];
+                for (int l = 0; l < nr; l++)
+                    acc[l] += xv * b[l];
+            }
+        }
+        for (int64_t l = 0; l < nr && jp + l < j0 + n; l++)
+            y[jp - j0 + l] = acc[l];
+    }
+}
+
 static void gemv_t_scalar(int64_t K, int64_t n, const float *x, const float *b, int64_t ldb,
                           float *y) {
     for (int64_t j = 0; j < n; j++) {
@@ -103,7 +123,8 @@ static void gemv_t_scalar(int64_t K, int64_t n, const float *x, const float *b, 
 }
 
 const etch_sgemm_isa etch_sgemm_isa_scalar = {
-    "scalar", S_MR, S_NR, 128, 256, 1024, ukr_scalar, gemv_n_scalar, gemv_t_scalar, NULL, 0, NULL};
+    "scalar", S_MR, S_NR, 128, 256, 1024, ukr_scalar, gemv_n_scalar, gemv_t_scalar, NULL, 0, NULL,
+    gemv_p_scalar};
 
 const etch_sgemm_isa *etch_sgemm_isa_for(int isa) {
     switch (isa) {
@@ -522,7 +543,7 @@ static void gemv_cols(const etch_sgemm_desc *d, const etch_sgemm_isa *isa, int64
 
 /* ---- planning and tasks ------------------------------------------------------------------- */
 
-typedef enum { RUN_GEMV, RUN_DIRECT, RUN_PACKED } run_kind;
+typedef enum { RUN_GEMV, RUN_GEMV_P, RUN_DIRECT, RUN_PACKED } run_kind;
 
 typedef struct plan {
     const etch_sgemm_desc *d;
@@ -551,6 +572,11 @@ static void run_task(const plan *p, int64_t t) {
     switch (p->kind) {
     case RUN_GEMV:
         gemv_cols(d, p->isa, j0, j1);
+        break;
+    case RUN_GEMV_P:
+        p->isa->gemv_p(p->isa->nr, d->K, p->kc, round_up(d->N, p->isa->nr), j0, j1 - j0, d->a, d->a_cs,
+                       p->pb, d->c + j0);
+        finish(d, 0, 1, j0, j1);
         break;
     case RUN_DIRECT:
         gemm_direct(d, p->isa, i0, i1, j0, j1);
@@ -621,7 +647,11 @@ void etch_opt_sgemm_isa(etch_kernel_context *ctx, const etch_sgemm_desc *d,
         xb->kc == kc0)
         p.pb = xb->data;
 
-    if (gemv_ok(d)) {
+    if (d->M == 1 && p.pb && isa->gemv_p) {
+        p.kind = RUN_GEMV_P;
+        p.kc = kc0;
+        split(&p, d->N, 4 * (int64_t)nr, want); /* groups of 4 panels, as the kernel reads them */
+    } else if (gemv_ok(d)) {
         p.kind = RUN_GEMV;
         split(&p, d->N, 16, want); /* whole cache lines of the output per task */
     } else {

@@ -1,6 +1,7 @@
 /* AVX2 + FMA building blocks of the float32 GEMM (see gemm_isa.h): a 6 x 16 register
  * microkernel (12 accumulators, 2 B vectors, 1 broadcast) and the matrix-vector kernels. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels/optimized/gemm_isa.h"
 
@@ -328,7 +329,63 @@ static void gemv_t_avx2(int64_t K, int64_t n, const float *x, const float *b, in
     }
 }
 
+/* gemv_p (gemm_isa.h) over 16-wide panels: four panels (64 columns, 8 accumulators, four
+ * weight streams) at a time, then single panels; each accumulator sums its column in k order. */
+static void gemv_p_avx2(int nr, int64_t K, int64_t kc, int64_t npad, int64_t j0, int64_t n,
+                        const float *x, int64_t x_s, const float *bp, float *y) {
+    (void)nr; /* NR (16) */
+    int64_t jp = j0;
+    const int64_t j1 = j0 + n;
+    for (; jp + 64 <= j1; jp += 64) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+               a7 = a0;
+        for (int64_t pc = 0; pc < K; pc += kc) {
+            const int64_t kb = K - pc < kc ? K - pc : kc;
+            const float *b0 = bp + pc * npad + jp * kb, *b1 = b0 + 16 * kb;
+            const float *b2 = b1 + 16 * kb, *b3 = b2 + 16 * kb;
+            for (int64_t k = 0; k < kb; k++, b0 += 16, b1 += 16, b2 += 16, b3 += 16) {
+                const __m256 xv = _mm256_set1_ps(x[(pc + k) * x_s]);
+                a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b0), a0);
+                a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b0 + 8), a1);
+                a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b1), a2);
+                a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b1 + 8), a3);
+                a4 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b2), a4);
+                a5 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b2 + 8), a5);
+                a6 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b3), a6);
+                a7 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b3 + 8), a7);
+            }
+        }
+        float *o = y + (jp - j0);
+        _mm256_storeu_ps(o, a0);
+        _mm256_storeu_ps(o + 8, a1);
+        _mm256_storeu_ps(o + 16, a2);
+        _mm256_storeu_ps(o + 24, a3);
+        _mm256_storeu_ps(o + 32, a4);
+        _mm256_storeu_ps(o + 40, a5);
+        _mm256_storeu_ps(o + 48, a6);
+        _mm256_storeu_ps(o + 56, a7);
+    }
+    for (; jp < j1; jp += 16) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        for (int64_t pc = 0; pc < K; pc += kc) {
+            const int64_t kb = K - pc < kc ? K - pc : kc;
+            const float *b0 = bp + pc * npad + jp * kb;
+            for (int64_t k = 0; k < kb; k++, b0 += 16) {
+                const __m256 xv = _mm256_set1_ps(x[(pc + k) * x_s]);
+                a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b0), a0);
+                a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(b0 + 8), a1);
+            }
+        }
+        float t[16];
+        _mm256_storeu_ps(t, a0);
+        _mm256_storeu_ps(t + 8, a1);
+        const int64_t m = j1 - jp < 16 ? j1 - jp : 16;
+        memcpy(y + (jp - j0), t, (size_t)m * sizeof(float));
+    }
+}
+
 /* kc 512, mc 96: the A block (192 KiB) stays in L2, a B micro-panel (32 KiB) streams
  * through L1 (the best of the settings tried on a Zen core; see bench/gemm/RESULTS.md). */
 const etch_sgemm_isa etch_sgemm_isa_avx2 = {
-    "avx2", MR, NR, 96, 512, 1024, ukr_avx2, gemv_n_avx2, gemv_t_avx2, pack_a_rm_avx2, 1, ukr_rows_avx2};
+    "avx2", MR, NR, 96, 512, 1024, ukr_avx2, gemv_n_avx2, gemv_t_avx2, pack_a_rm_avx2, 1, ukr_rows_avx2,
+    gemv_p_avx2};

@@ -134,4 +134,5 @@ static void gemv_t_avx512(int64_t K, int64_t n, const float *x, const float *b, 
 
 /* kc 256: a B micro-panel (32 KiB) streams through L1/L2; mc 192: the A block in L2. */
 const etch_sgemm_isa etch_sgemm_isa_avx512 = {
-    "avx512", MR, NR, 192, 256, 1024, ukr_avx512, gemv_n_avx512, gemv_t_avx512, NULL, 1, NULL};
+    "avx512", MR, NR, 192, 256, 1024, ukr_avx512, gemv_n_avx512, gemv_t_avx512, NULL, 1, NULL,
+    NULL};

@@ -13,7 +13,14 @@
  *   memory then arrive spread over the tiles, not in a burst when the panel starts).
  * Matrix-vector kernels (M == 1):
  *   gemv_n: y[j] = sum_k x[k * x_s] * b[k * ldb + j], j < n   (B rows contiguous)
- *   gemv_t: y[j] = sum_k x[k] * b[j * ldb + k],       j < n   (B columns contiguous) */
+ *   gemv_t: y[j] = sum_k x[k] * b[j * ldb + k],       j < n   (B columns contiguous)
+ *   gemv_p (optional): the same over a B prepacked by etch_opt_sgemm_pack_b, so that decode
+ *           reads the packed copy prefill reads too (and the original weight can be left
+ *           unread): y[j] = sum_k x[k * x_s] * B(k, j0 + j), j < n, the sum in k order; B's
+ *           depth block from row pc (kb = min(kc, K - pc) rows) holds column panel jp (a
+ *           multiple of nr) at bp + pc * npad + jp * kb as [kb][nr] (npad = N rounded up to
+ *           nr; columns past N are zeros); j0 is a multiple of nr. nr is the ISA's own
+ *           (the scalar one takes any nr <= ETCH_SGEMM_MAX_NR, for tests of other shapes). */
 #ifndef ETCH_KERNELS_OPTIMIZED_GEMM_ISA_H
 #define ETCH_KERNELS_OPTIMIZED_GEMM_ISA_H
 
@@ -70,6 +77,10 @@ typedef void (*etch_sgemv_n_fn)(int64_t K, int64_t n, const float *x, int64_t x_
 typedef void (*etch_sgemv_t_fn)(int64_t K, int64_t n, const float *x, const float *b,
                                 int64_t ldb, float *y);
 
+typedef void (*etch_sgemv_p_fn)(int nr, int64_t K, int64_t kc, int64_t npad, int64_t j0,
+                                int64_t n, const float *x, int64_t x_s, const float *bp,
+                                float *y);
+
 typedef struct etch_sgemm_isa {
     const char *name;
     int mr, nr;           /* microkernel tile */
@@ -80,6 +91,7 @@ typedef struct etch_sgemm_isa {
     etch_sgemm_pack_a_fn pack_a_rm; /* optional */
     int pf_b; /* prepacked B: prefetch (pf) this many column panels ahead (0: none) */
     etch_sgemm_ukr_rows_fn ukr_rows; /* optional */
+    etch_sgemv_p_fn gemv_p;          /* optional (NULL: M == 1 reads the unpacked B) */
 } etch_sgemm_isa;
 
 #define ETCH_SGEMM_PF_K 4

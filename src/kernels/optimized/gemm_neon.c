@@ -118,4 +118,4 @@ static void gemv_t_neon(int64_t K, int64_t n, const float *x, const float *b, in
 
 /* kc 256: a B micro-panel (12 KiB) stays in L1; mc 128: the A block (128 KiB) in L2. */
 const etch_sgemm_isa etch_sgemm_isa_neon = {
-    "neon", MR, NR, 128, 256, 1020, ukr_neon, gemv_n_neon, gemv_t_neon, NULL, 0, NULL};
+    "neon", MR, NR, 128, 256, 1020, ukr_neon, gemv_n_neon, gemv_t_neon, NULL, 0, NULL, NULL};
