@@ -99,6 +99,12 @@ void etch_kernels_reset(void);
  * preparation is skipped (see etch_method_options.no_prepack). */
 typedef size_t (*etch_kernel_prepare_fn)(etch_kernel_context *ctx, etch_value **args,
                                          size_t nargs, void *buf, size_t cap);
+/* For a prepare function filling its buffer: at execute the kernel reads the buffer in place
+ * of the constant tensors `args` (bit k: args[k]; e.g. a weight it packed), so the runtime
+ * may give back the memory of those constants' pages when the program is a mapped file
+ * (ETCH_LOAD_MMAP): nothing else changes, and a later read of them (a fallback path, another
+ * operator using the same constant) reads them back from the file. A hint about memory only. */
+void etch_kernel_prepared_replaces(etch_kernel_context *ctx, uint64_t args);
 /* Give call sites of kernels whose function is `kernel` (any registered name) the prepare
  * function `prepare` (a later registration for the same kernel replaces it; NULL removes
  * it). Register at start-up. */

@@ -15,6 +15,8 @@ struct etch_kernel_context {
     const void *prepared;          /* the call site's prepared data (NULL: none) */
     size_t prepared_size;
     uint64_t blocked; /* arguments stored channel-blocked (etch_kernel_blocked_args) */
+    uint64_t replaces; /* prepare: constant arguments its buffer stands in for
+                          (etch_kernel_prepared_replaces) */
 };
 
 /* A context over optional scratch memory (tests and runners calling kernels directly). */

@@ -1,6 +1,9 @@
 #if !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
 #endif
+#if !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE /* madvise's MADV_DONTNEED (glibc's posix_madvise ignores DONTNEED) */
+#endif
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +112,26 @@ etch_status etch_image_open_file(const char *path, etch_load_mode mode, const et
     if (st == ETCH_OK)
         *out = img;
     return st;
+}
+
+size_t etch_image_release(const etch_image *img, const void *p, size_t n) {
+#if ETCH_HAVE_MMAP && defined(MADV_DONTNEED)
+    const uintptr_t base = (uintptr_t)img->map_base, a = (uintptr_t)p;
+    if (!img->map_base || !p || a < base || a - base > img->map_len ||
+        n > img->map_len - (a - base))
+        return 0;
+    const long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0)
+        return 0;
+    const uintptr_t page = (uintptr_t)pg, lo = (a + page - 1) / page * page;
+    const uintptr_t hi = (a + n) / page * page;
+    if (hi <= lo || madvise((void *)lo, hi - lo, MADV_DONTNEED) != 0)
+        return 0;
+    return hi - lo;
+#else
+    (void)img, (void)p, (void)n;
+    return 0;
+#endif
 }
 
 etch_status etch_image_from_buffer(const void *data, size_t size, const etch_allocator *a,

@@ -19,5 +19,9 @@ etch_status etch_image_open_file(const char *path, etch_load_mode mode, const et
 etch_status etch_image_from_buffer(const void *data, size_t size, const etch_allocator *a,
                                    etch_image *out);
 void etch_image_close(etch_image *img);
+/* Let the pages wholly inside [p, p + n) go when the image is a mapped file and the range
+ * lies in it (the kernel reads them back from the file if they are touched again: a read-only
+ * private mapping is never written); otherwise nothing. Returns the bytes given back. */
+size_t etch_image_release(const etch_image *img, const void *p, size_t n);
 
 #endif

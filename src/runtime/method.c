@@ -687,8 +687,23 @@ static size_t prepare_measure(const plan_view *v) {
     return total;
 }
 
+/* The pages of a constant a prepared buffer stands in for (etch_kernel_prepared_replaces),
+ * given back when they lie in the program's or the external data's mapped file. */
+static void release_constant(const etch_method *m, const etch_value *v) {
+    if (!v || v->tag != ETCH_VALUE_TENSOR || !v->u.tensor)
+        return;
+    const etch_tensor *t = v->u.tensor;
+    if (!(t->flags & ETCH_TENSOR_CONSTANT) || !t->data)
+        return;
+    const size_t n = etch_tensor_nbytes(t);
+    if (!etch_image_release(&m->program->image, t->data, n) && m->external_data)
+        etch_image_release(&m->external_data->image, t->data, n);
+}
+
 /* Call each call site's prepare function into the pool, keeping `reserve` bytes free; a call
- * site that does not fit (or whose prepare fails) runs unprepared. */
+ * site that does not fit (or whose prepare fails) runs unprepared. Constants a prepared
+ * buffer stands in for have their mapped pages given back right away, so that loading does
+ * not hold both copies at once. */
 static void prepare_calls(etch_method *m, size_t reserve) {
     for (uint32_t c = 0; c < m->nchains; c++) {
         for (uint32_t k = 0; k < m->chains[c].n; k++) {
@@ -711,11 +726,15 @@ static void prepare_calls(etch_method *m, size_t reserve) {
                 continue;
             }
             m->ctx.blocked = in->blocked;
+            m->ctx.replaces = 0;
             size_t got = fn(&m->ctx, in->args, in->nargs, buf, want);
             if (!got || got > want || m->ctx.status != ETCH_OK) {
                 m->pool.used = mark;
                 continue;
             }
+            for (uint32_t a = 0; a < in->nargs && a < 64; a++)
+                if ((m->ctx.replaces >> a) & 1u)
+                    release_constant(m, in->args[a]);
             in->prepared = buf;
             in->prepared_size = got;
             /* call sites sharing a weight (repeated layers) share one copy */

@@ -177,6 +177,12 @@ void etch_kernel_context_init(etch_kernel_context *ctx, const char *op_name, voi
     ctx->prepared = NULL;
     ctx->prepared_size = 0;
     ctx->blocked = 0;
+    ctx->replaces = 0;
+}
+
+void etch_kernel_prepared_replaces(etch_kernel_context *ctx, uint64_t args) {
+    if (ctx)
+        ctx->replaces |= args;
 }
 
 uint64_t etch_kernel_blocked_args(const etch_kernel_context *ctx) { return ctx->blocked; }

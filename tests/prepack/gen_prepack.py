@@ -91,6 +91,8 @@ def main():
         ("mlp3d", Mlp(), torch.randn(2, 33, 48)),  # linear over 3-d input, M = 66
         ("mlp5", Mlp(), torch.randn(5, 48)),      # few rows: packed only with a packed B
         ("shared", Shared(), torch.randn(30, 40)),
+        # one 8 MiB weight: the mapped pages of a packed weight are given back at load
+        ("big", torch.nn.Linear(1024, 2048), torch.randn(4, 1024)),
     ]
     lines = []
     for name, model, x in models:

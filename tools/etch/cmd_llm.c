@@ -40,8 +40,9 @@ void cmd_llm_usage(FILE *out) {
             "                         ends with a newline on stdout\n"
             "  --load-mode MODE       mmap (default) or read\n"
             CLI_HELP_THREADS_KERNELS
-            "  --no-prepack           do not prepack the weights at load: slower prefill, no\n"
-            "                         second copy of the matrix weights in memory\n"
+            "  --no-prepack           do not prepack the weights at load: slower prefill and\n"
+            "                         decode; saves memory only with --load-mode read (mmap\n"
+            "                         gives the packed weights' pages back)\n"
             "  -h, --help             show this help\n"
             "\n"
             "Exit status: 0 success, 1 failure, 2 bad usage.\n");

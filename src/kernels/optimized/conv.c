@@ -483,6 +483,7 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
         wino_pack_job pj = {(const float *)w->data, C_out, cin_g,
                             (float *)(void *)((uint8_t *)buf + PREP_DATA)};
         etch_kernel_parallel_for(ctx, (C_out + 7) / 8 * 8, 8, wino_pack_range, &pj);
+        etch_kernel_prepared_replaces(ctx, 1u << 1);
         return bytes;
     }
     if (blocked && groups == 1) { /* the channel-blocked path */
@@ -505,6 +506,7 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
         etch_nchwc_pack((const float *)w->data, C_out, cin_g, KH, KW, 0,
                         ((C_out + 7) / 8 * 8 + NCHWC_OCT - 1) / NCHWC_OCT,
                         (float *)(void *)((uint8_t *)buf + PREP_DATA));
+        etch_kernel_prepared_replaces(ctx, 1u << 1);
         return bytes;
     }
     if (blocked)
@@ -548,6 +550,7 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
             h->pk = pk;
     }
     h->pk.data = NULL; /* position-independent: equal buffers can be shared */
+    etch_kernel_prepared_replaces(ctx, 1u << 1); /* the NCHW paths read the packed copy */
     return bytes;
 }
 

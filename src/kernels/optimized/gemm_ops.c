@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/optimized/epilogue.h"
+#include "kernels/optimized/gemm_isa.h"
 #include "kernels/optimized/opt_gemm.h"
 #include "kernels/portable/portable.h"
 #include "kernels/portable/portable_nn.h"
@@ -78,10 +79,9 @@ static bool one_row(etch_value *xv, bool all_leading) {
 }
 
 /* B = the weight in wv (2-d, b(k,j) = w[k,j], or w[j,k] when `transposed`) */
-static size_t prepare_b(etch_kernel_context *ctx, etch_value *wv, bool transposed, void *buf,
-                        size_t cap) {
-    (void)ctx;
-    etch_tensor *w = float_tensor(wv);
+static size_t prepare_b(etch_kernel_context *ctx, etch_value **args, int wi, bool transposed,
+                        void *buf, size_t cap) {
+    etch_tensor *w = float_tensor(args[wi]);
     if (!w || w->dim != 2 || !(w->flags & ETCH_TENSOR_CONSTANT) ||
         w->dynamism != ETCH_SHAPE_STATIC || (buf && !w->data))
         return 0;
@@ -105,6 +105,10 @@ static size_t prepare_b(etch_kernel_context *ctx, etch_value *wv, bool transpose
     etch_opt_sgemm_pack_b(NULL, (const float *)w->data, w->strides[transposed ? 1 : 0],
                           w->strides[transposed ? 0 : 1], K, N, dst, &h->pk);
     h->pk.data = NULL; /* position-independent: equal buffers can be shared */
+    /* every path of the call then reads the packed copy (single rows too, where the ISA has
+     * a matrix-vector kernel over it): the weight's own pages may go */
+    if (etch_sgemm_isa_for((int)etch_isa_active())->gemv_p)
+        etch_kernel_prepared_replaces(ctx, 1u << wi);
     return PREP_DATA + bytes;
 }
 
@@ -127,21 +131,21 @@ size_t etch_opt_mm_prepare(etch_kernel_context *ctx, etch_value **args, size_t n
                            size_t cap) {
     if (nargs < 3 || one_row(args[0], false))
         return 0;
-    return prepare_b(ctx, args[1], false, buf, cap);
+    return prepare_b(ctx, args, 1, false, buf, cap);
 }
 
 size_t etch_opt_addmm_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs,
                               void *buf, size_t cap) {
     if (nargs < 6 || one_row(args[1], false))
         return 0;
-    return prepare_b(ctx, args[2], false, buf, cap);
+    return prepare_b(ctx, args, 2, false, buf, cap);
 }
 
 size_t etch_opt_linear_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs,
                                void *buf, size_t cap) {
     if (nargs < 4 || one_row(args[0], true))
         return 0;
-    return prepare_b(ctx, args[1], true, buf, cap);
+    return prepare_b(ctx, args, 1, true, buf, cap);
 }
 
 static void desc_init(etch_sgemm_desc *d, etch_kernel_context *ctx) {
