@@ -385,22 +385,33 @@ static bool run_im2col(etch_kernel_context *ctx, conv_shape *s) {
 
 /* ---- load-time prepare --------------------------------------------------------------------- */
 
-const float *etch_opt_conv_prep_nchwc(const conv_shape *s) {
+/* The data of a channel-blocked prepared weight of this kind, when it fits the call. */
+static const float *prep_blocked(const conv_shape *s, uint32_t kind) {
     const conv_prep *pr = (const conv_prep *)s->prep;
-    if (!pr || pr->kind != PREP_NCHWC || pr->groups != 1 || pr->dim != 4 ||
+    if (!pr || pr->kind != kind || pr->groups != 1 || pr->dim != 4 ||
         pr->sizes[0] != s->C_out || pr->sizes[1] != s->C_in || pr->sizes[2] != s->KH ||
         pr->sizes[3] != s->KW)
         return NULL;
     return (const float *)(const void *)((const uint8_t *)pr + PREP_DATA);
 }
 
-const float *etch_opt_conv_prep_wino(const conv_shape *s) {
-    const conv_prep *pr = (const conv_prep *)s->prep;
-    if (!pr || pr->kind != PREP_WINO || pr->groups != 1 || pr->dim != 4 ||
-        pr->sizes[0] != s->C_out || pr->sizes[1] != s->C_in || pr->sizes[2] != s->KH ||
-        pr->sizes[3] != s->KW)
-        return NULL;
-    return (const float *)(const void *)((const uint8_t *)pr + PREP_DATA);
+const float *etch_opt_conv_prep_nchwc(const conv_shape *s) { return prep_blocked(s, PREP_NCHWC); }
+
+const float *etch_opt_conv_prep_wino(const conv_shape *s) { return prep_blocked(s, PREP_WINO); }
+
+/* The header of a prepared weight at buf (zeroed up to PREP_DATA: buffers compare bytewise);
+ * returns where its data goes. */
+static float *prep_header(void *buf, uint32_t kind, const etch_tensor *w, int64_t groups) {
+    conv_prep *h = (conv_prep *)buf;
+    memset(buf, 0, PREP_DATA);
+    h->magic = PREP_MAGIC;
+    h->kind = kind;
+    h->w = w->data;
+    for (unsigned i = 0; i < w->dim; i++)
+        h->sizes[i] = w->sizes[i];
+    h->dim = w->dim;
+    h->groups = groups;
+    return (float *)(void *)((uint8_t *)buf + PREP_DATA);
 }
 
 /* Whether a call site takes the Winograd path: its geometry (etch_wino_eligible) from the
@@ -471,17 +482,8 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
             return bytes;
         if (cap < bytes || ((uintptr_t)buf & 63))
             return 0;
-        conv_prep *h = (conv_prep *)buf;
-        memset(buf, 0, PREP_DATA);
-        h->magic = PREP_MAGIC;
-        h->kind = PREP_WINO;
-        h->w = w->data;
-        for (unsigned i = 0; i < 4; i++)
-            h->sizes[i] = w->sizes[i];
-        h->dim = 4;
-        h->groups = 1;
         wino_pack_job pj = {(const float *)w->data, C_out, cin_g,
-                            (float *)(void *)((uint8_t *)buf + PREP_DATA)};
+                            prep_header(buf, PREP_WINO, w, 1)};
         etch_kernel_parallel_for(ctx, (C_out + 7) / 8 * 8, 8, wino_pack_range, &pj);
         etch_kernel_prepared_replaces(ctx, 1u << 1);
         return bytes;
@@ -494,18 +496,9 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
             return bytes;
         if (cap < bytes || ((uintptr_t)buf & 63))
             return 0;
-        conv_prep *h = (conv_prep *)buf;
-        memset(buf, 0, PREP_DATA);
-        h->magic = PREP_MAGIC;
-        h->kind = PREP_NCHWC;
-        h->w = w->data;
-        for (unsigned i = 0; i < 4; i++)
-            h->sizes[i] = w->sizes[i];
-        h->dim = 4;
-        h->groups = 1;
         etch_nchwc_pack((const float *)w->data, C_out, cin_g, KH, KW, 0,
                         ((C_out + 7) / 8 * 8 + NCHWC_OCT - 1) / NCHWC_OCT,
-                        (float *)(void *)((uint8_t *)buf + PREP_DATA));
+                        prep_header(buf, PREP_NCHWC, w, 1));
         etch_kernel_prepared_replaces(ctx, 1u << 1);
         return bytes;
     }
@@ -530,17 +523,9 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
     }
     if (!bytes || cap < bytes || ((uintptr_t)buf & 63))
         return 0;
+    float *dst = prep_header(buf, PREP_GEMM, w, groups);
     conv_prep *h = (conv_prep *)buf;
-    memset(buf, 0, PREP_DATA); /* header and the gap after it: buffers compare bytewise */
-    h->magic = PREP_MAGIC;
-    h->kind = PREP_GEMM;
-    h->w = w->data;
-    for (unsigned i = 0; i < w->dim; i++)
-        h->sizes[i] = w->sizes[i];
-    h->dim = w->dim;
-    h->groups = groups;
     h->gstride = (int64_t)(per / sizeof(float));
-    float *dst = (float *)(void *)((uint8_t *)buf + PREP_DATA);
     const float *wd = (const float *)w->data;
     for (int64_t g = 0; g < groups; g++) {
         etch_sgemm_packed pk;
