@@ -116,6 +116,58 @@ static void gemv_t_neon(int64_t K, int64_t n, const float *x, const float *b, in
     }
 }
 
+/* gemv_p (gemm_isa.h) over 12-wide panels: two panels (24 columns, 6 accumulators, two weight
+ * streams) at a time, then single panels; each accumulator sums its columns in k order. */
+static void gemv_p_neon(int nr, int64_t K, int64_t kc, int64_t npad, int64_t j0, int64_t n,
+                        const float *x, int64_t x_s, const float *bp, float *y) {
+    (void)nr; /* NR (12) */
+    int64_t jp = j0;
+    const int64_t j1 = j0 + n;
+    for (; jp + 2 * NR <= j1; jp += 2 * NR) {
+        float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
+        for (int64_t pc = 0; pc < K; pc += kc) {
+            const int64_t kb = K - pc < kc ? K - pc : kc;
+            const float *b0 = bp + pc * npad + jp * kb, *b1 = b0 + NR * kb;
+            for (int64_t k = 0; k < kb; k++, b0 += NR, b1 += NR) {
+                const float xv = x[(pc + k) * x_s];
+                a0 = vfmaq_n_f32(a0, vld1q_f32(b0), xv);
+                a1 = vfmaq_n_f32(a1, vld1q_f32(b0 + 4), xv);
+                a2 = vfmaq_n_f32(a2, vld1q_f32(b0 + 8), xv);
+                a3 = vfmaq_n_f32(a3, vld1q_f32(b1), xv);
+                a4 = vfmaq_n_f32(a4, vld1q_f32(b1 + 4), xv);
+                a5 = vfmaq_n_f32(a5, vld1q_f32(b1 + 8), xv);
+            }
+        }
+        float *o = y + (jp - j0);
+        vst1q_f32(o, a0);
+        vst1q_f32(o + 4, a1);
+        vst1q_f32(o + 8, a2);
+        vst1q_f32(o + 12, a3);
+        vst1q_f32(o + 16, a4);
+        vst1q_f32(o + 20, a5);
+    }
+    for (; jp < j1; jp += NR) {
+        float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0;
+        for (int64_t pc = 0; pc < K; pc += kc) {
+            const int64_t kb = K - pc < kc ? K - pc : kc;
+            const float *b0 = bp + pc * npad + jp * kb;
+            for (int64_t k = 0; k < kb; k++, b0 += NR) {
+                const float xv = x[(pc + k) * x_s];
+                a0 = vfmaq_n_f32(a0, vld1q_f32(b0), xv);
+                a1 = vfmaq_n_f32(a1, vld1q_f32(b0 + 4), xv);
+                a2 = vfmaq_n_f32(a2, vld1q_f32(b0 + 8), xv);
+            }
+        }
+        float t[NR];
+        vst1q_f32(t, a0);
+        vst1q_f32(t + 4, a1);
+        vst1q_f32(t + 8, a2);
+        for (int64_t l = 0; l < NR && jp + l < j1; l++)
+            y[jp - j0 + l] = t[l];
+    }
+}
+
 /* kc 256: a B micro-panel (12 KiB) stays in L1; mc 128: the A block (128 KiB) in L2. */
 const etch_sgemm_isa etch_sgemm_isa_neon = {
-    "neon", MR, NR, 128, 256, 1020, ukr_neon, gemv_n_neon, gemv_t_neon, NULL, 0, NULL, NULL};
+    "neon", MR, NR, 128, 256, 1020, ukr_neon, gemv_n_neon, gemv_t_neon, NULL, 0, NULL,
+    gemv_p_neon};
