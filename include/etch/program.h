@@ -213,8 +213,11 @@ typedef struct etch_method_options {
      * read, so that no call repacks them; the channel-blocked 3x3 stride-1 convolutions
      * with enough output pixels get their Winograd transform instead, 4x the weight's size)
      * get it at load, in the method pool (etch_method_meta_pool_size counts it; a smaller
-     * pool skips it). Outputs equal the unprepared ones within float rounding (Winograd:
-     * within 3e-5 of the sum of the products' magnitudes). true: prepare nothing. */
+     * pool skips it). A constant a prepared buffer stands in for (etch_kernel_prepared_
+     * replaces) has its pages of a mapped program given back right after packing, so with
+     * ETCH_LOAD_MMAP the packed copy replaces the original in memory rather than adding to it.
+     * Outputs equal the unprepared ones within float rounding (Winograd: within 3e-5 of the
+     * sum of the products' magnitudes). true: prepare nothing. */
     bool no_prepack;
     /* Channel-blocked intermediate tensors (see etch/kernel.h, "blocked channel layout"),
      * chosen at load where every kernel that touches a tensor can read or write it so (the
