@@ -185,6 +185,13 @@ def export_cases(cases):
          ["aten::hardtanh.out", "aten::hardtanh.out", "aten::relu.out", "aten::hardtanh.out",
           "aten::relu.out", "aten::gelu.out"]),
         ("output_too", OutputToo(), [torch.randn(4, 6)], []),
+        # the middle convolution takes the Winograd path with the optimized kernels (3x3
+        # stride 1, input and output channel-blocked, 16 output tiles), so the mutation replay
+        # below also feeds malformed programs to its prepare and kernel
+        ("wino_cnn", Seq(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(),
+                         torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
+                         torch.nn.Conv2d(16, 8, 1)),
+         [torch.randn(1, 8, 16, 16)], ["aten::relu.out", "aten::relu.out"]),
     ]
     for name, model, inputs, fused in models:
         model = model.eval()
