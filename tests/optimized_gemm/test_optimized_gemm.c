@@ -2,9 +2,10 @@
  * addmm / linear kernels against the portable ones, under every instruction set this CPU
  * supports (the others are reported as "not run").
  *
- * Coverage: sizes 0..70 with every tail, M = 1 decode shapes (B unpacked and prepacked), K = 0, K up to 2048, blocks
- * larger than the cache blocking, transposed and strided A and B, padded C rows, bias as a
- * row, a column, a matrix (either order) or a scalar, alpha/beta, every fused activation,
+ * Coverage: sizes 0..70 with every tail, M = 1 decode shapes (B unpacked and prepacked),
+ * K = 0, K up to 2048, blocks larger than the cache blocking, transposed and strided A and B,
+ * padded C rows, bias as a row, a column, a matrix (either order) or a scalar, alpha/beta,
+ * every fused activation,
  * 1..4 threads (a test pool that runs the chunks serially in a shuffled order, and the real
  * pthread pool), and scratch that is ample, short (smaller blocks) or absent (direct path).
  *

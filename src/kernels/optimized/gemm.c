@@ -574,8 +574,8 @@ static void run_task(const plan *p, int64_t t) {
         gemv_cols(d, p->isa, j0, j1);
         break;
     case RUN_GEMV_P:
-        p->isa->gemv_p(p->isa->nr, d->K, p->kc, round_up(d->N, p->isa->nr), j0, j1 - j0, d->a, d->a_cs,
-                       p->pb, d->c + j0);
+        p->isa->gemv_p(p->isa->nr, d->K, p->kc, round_up(d->N, p->isa->nr), j0, j1 - j0, d->a,
+                       d->a_cs, p->pb, d->c + j0);
         finish(d, 0, 1, j0, j1);
         break;
     case RUN_DIRECT:

@@ -387,5 +387,5 @@ static void gemv_p_avx2(int nr, int64_t K, int64_t kc, int64_t npad, int64_t j0,
 /* kc 512, mc 96: the A block (192 KiB) stays in L2, a B micro-panel (32 KiB) streams
  * through L1 (the best of the settings tried on a Zen core; see bench/gemm/RESULTS.md). */
 const etch_sgemm_isa etch_sgemm_isa_avx2 = {
-    "avx2", MR, NR, 96, 512, 1024, ukr_avx2, gemv_n_avx2, gemv_t_avx2, pack_a_rm_avx2, 1, ukr_rows_avx2,
-    gemv_p_avx2};
+    "avx2", MR, NR, 96, 512, 1024, ukr_avx2, gemv_n_avx2, gemv_t_avx2, pack_a_rm_avx2, 1,
+    ukr_rows_avx2, gemv_p_avx2};
