@@ -8,8 +8,11 @@
  * is reported.
  *
  * Usage: bench_gemm [--quick] [--isa scalar|avx2|avx512] [--shape MxKxN] [--threads 1|2]
- *                   [--temp KiB] [--mhz F]
+ *                   [--temp KiB] [--mhz F] [--prepacked-b]
  *   --shape MxKxN: that shape only; --threads 1|2: that thread count only
+ *   --prepacked-b: B packed once beforehand (etch_opt_sgemm_pack_b, as the runtime prepares
+ *     a constant weight at load), so etch reads the packed copy: the packed path without
+ *     packing B, and for M = 1 the matrix-vector kernel over packed panels (gemv_p)
  *   --temp KiB: kernel scratch handed to etch (default 16384; the module API's is 1024)
  *   --mhz: clock for the peak (default: the first "cpu MHz" of /proc/cpuinfo). */
 #include <cblas.h>
@@ -61,13 +64,15 @@ static void fill(float *x, size_t n, unsigned seed) {
 }
 
 int main(int argc, char **argv) {
-    int quick = 0, only_threads = 0;
+    int quick = 0, only_threads = 0, prepacked = 0;
     size_t temp_size = 16u << 20;
     int64_t only[3] = {0, 0, 0};
     double mhz = 0.0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
+        } else if (strcmp(argv[i], "--prepacked-b") == 0) {
+            prepacked = 1;
         } else if (strcmp(argv[i], "--isa") == 0 && i + 1 < argc) {
             etch_isa isa;
             if (etch_isa_parse(argv[++i], &isa) != ETCH_OK || etch_isa_set(isa) != ETCH_OK) {
@@ -110,7 +115,8 @@ int main(int argc, char **argv) {
             }
         } else {
             fprintf(stderr, "usage: bench_gemm [--quick] [--isa scalar|avx2|avx512] "
-                            "[--shape MxKxN] [--threads 1|2] [--temp KiB] [--mhz F]\n");
+                            "[--shape MxKxN] [--threads 1|2] [--temp KiB] [--mhz F] "
+                            "[--prepacked-b]\n");
             return 2;
         }
     }
@@ -120,8 +126,9 @@ int main(int argc, char **argv) {
     const double lanes = isa == ETCH_ISA_AVX512 ? 16 : isa == ETCH_ISA_SCALAR ? 1 : 8;
     const double peak = mhz * 1e-3 * lanes * 2 /* FMA units */ * 2 /* flops per FMA */;
     printf("isa %s, clock %.0f MHz (/proc/cpuinfo unless --mhz), one-core peak %.1f GFLOP/s "
-           "(clock x %g lanes x 2 FMA units x 2 flops)\n\n",
-           etch_isa_name(isa), mhz, peak, lanes);
+           "(clock x %g lanes x 2 FMA units x 2 flops)%s\n\n",
+           etch_isa_name(isa), mhz, peak, lanes,
+           prepacked ? "; etch's B prepacked once (--prepacked-b)" : "");
 
     static const int64_t kn[][2] = {{768, 768},  {768, 2048}, {2048, 768},
                                     {768, 32000}, {288, 288},  {288, 768}};
@@ -179,6 +186,13 @@ int main(int argc, char **argv) {
             d.ldc = N;
             d.alpha = 1.0f;
             d.beta = 0.0f;
+            etch_sgemm_packed pk;
+            float *bpack = NULL;
+            if (prepacked) {
+                bpack = aligned_alloc(64, etch_opt_sgemm_packed_size(NULL, false, N, K) + 64);
+                etch_opt_sgemm_pack_b(NULL, b, N, 1, K, N, bpack, &pk);
+                d.b_packed = &pk;
+            }
             const double flops = 2.0 * (double)M * (double)N * (double)K;
             /* about 0.25 s (quick: 0.05 s) per library and shape */
             const double budget = quick ? 0.05 : 0.25;
@@ -218,6 +232,7 @@ int main(int argc, char **argv) {
             free(b);
             free(c1);
             free(c2);
+            free(bpack);
         }
         etch_threadpool_destroy(pool);
     }
