@@ -235,23 +235,34 @@ static float *tile_setup(const nchwc_job *j, nchwc_tile *tt, float bias[NCHWC_OC
     return s->out + (n * s->C_out + t * NCHWC_OCT) * HWo;
 }
 
-static void run_tile(const nchwc_job *j, const nchwc_tile *tt, int64_t t) {
-    if (j->fn_reps || tt->reps <= 1) {
-        if (j->fn)
-            j->fn(tt);
-        else
-            tile_direct(tt, j->s->w, t * NCHWC_OCT, j->s->C_in, j->s->KH);
+void etch_nchwc_tile_next(nchwc_tile *t, int64_t pstep) {
+    for (int q = 0; q < t->np; q++)
+        t->px[q] += pstep;
+    t->out += t->out_nchw ? t->np : t->np * 8;
+}
+
+void etch_nchwc_tile_run(nchwc_tile_fn fn, bool fn_reps, const nchwc_tile *t) {
+    if (fn_reps || t->reps <= 1) {
+        fn(t);
         return;
     }
-    /* a tile function without repetitions: one call per repetition */
+    nchwc_tile one = *t;
+    one.reps = 1;
+    for (int64_t r = 0; r < t->reps; r++, etch_nchwc_tile_next(&one, t->pstep))
+        fn(&one);
+}
+
+static void run_tile(const nchwc_job *j, const nchwc_tile *tt, int64_t t) {
+    if (j->fn) {
+        etch_nchwc_tile_run(j->fn, j->fn_reps, tt);
+        return;
+    }
+    /* no packed weights: the scalar loop on the OIHW weight, a repetition at a time */
     nchwc_tile one = *tt;
     one.reps = 1;
-    for (int64_t r = 0; r < tt->reps; r++) {
-        run_tile(j, &one, t);
-        for (int q = 0; q < one.np; q++)
-            one.px[q] += tt->pstep;
-        one.out += one.out_nchw ? one.np : one.np * 8;
-    }
+    const int64_t reps = tt->reps > 1 ? tt->reps : 1;
+    for (int64_t r = 0; r < reps; r++, etch_nchwc_tile_next(&one, tt->pstep))
+        tile_direct(&one, j->s->w, t * NCHWC_OCT, j->s->C_in, j->s->KH);
 }
 
 /* The activation of output pixels [p0, p1) of one tile. */
@@ -266,14 +277,8 @@ static void post_range(const nchwc_job *j, const nchwc_tile *tt, float *o, int64
             etch_opt_apply_epilogue(j->post, o + c * HWo + p0, p1 - p0);
 }
 
-/* n pixels in register tiles of as equal a width as can be: `extra` tiles of base + 1
- * pixels, then tiles of `base`. */
-typedef struct tile_split {
-    int64_t base, extra;
-} tile_split;
-
-static tile_split split_pixels(int64_t n) {
-    tile_split t = {0, 0};
+nchwc_split etch_nchwc_split_pixels(int64_t n) {
+    nchwc_split t = {0, 0};
     if (n > 0) {
         const int64_t tiles = (n + NCHWC_MR - 1) / NCHWC_MR;
         t.base = n / tiles;
@@ -282,20 +287,39 @@ static tile_split split_pixels(int64_t n) {
     return t;
 }
 
+nchwc_prefetch etch_nchwc_prefetch_plan(const float *start, int64_t len, int64_t calls,
+                                        int64_t steps) {
+    nchwc_prefetch p = {NULL, 0, 0, 0};
+    if (!start || len <= 0 || calls <= 0)
+        return p;
+    const int64_t lines = (len + 15) / 16, slice = (lines + calls - 1) / calls;
+    p.next = start;
+    p.left = len;
+    p.slice = slice * 16;
+    p.per_step = (slice + steps - 1) / imax(steps, 1);
+    return p;
+}
+
+void etch_nchwc_prefetch_slice(nchwc_prefetch *p, nchwc_tile *tt, int64_t reps) {
+    tt->pf = tt->pf_end = NULL;
+    tt->pf_n = 0;
+    if (p->left <= 0)
+        return;
+    const int64_t n = imin(p->left, reps * p->slice);
+    tt->pf = p->next;
+    tt->pf_end = p->next + n;
+    tt->pf_n = p->per_step;
+    p->next += n;
+    p->left -= n;
+}
+
 /* The packed weights the tiles of the next pass (or the next item's channel tile) will read,
  * prefetched into L2 a slice per register tile of the current pass, spread over its window
  * steps: with few pixels (resnet18's 7x7 layers: 9 register tiles per 32 KiB pass) the next
  * pass's weights otherwise miss, from L3 or memory, at its start, in a burst. */
-typedef struct prefetch_plan {
-    const float *next; /* the next line to prefetch */
-    int64_t left;      /* floats still to prefetch from next on */
-    int64_t slice;     /* floats per register tile (whole lines) */
-    int64_t per_step;  /* lines per window step */
-} prefetch_plan;
-
-static prefetch_plan plan_prefetch(const nchwc_job *j, const nchwc_tile *tt, int64_t tl,
-                                   int64_t ch, int64_t ntl) {
-    prefetch_plan p = {NULL, 0, 0, 0};
+static nchwc_prefetch plan_prefetch(const nchwc_job *j, const nchwc_tile *tt, int64_t tl,
+                                    int64_t ch, int64_t ntl) {
+    nchwc_prefetch p = {NULL, 0, 0, 0};
     if (!j->fn_reps || !tt->w || ntl <= 0)
         return p;
     const conv_shape *s = j->s;
@@ -315,31 +339,10 @@ static prefetch_plan plan_prefetch(const nchwc_job *j, const nchwc_tile *tt, int
     } else { /* nothing new: the next item is this tile's next chunk (its weights are near) */
         return p;
     }
-    len = imin(len, pack_floats - start);
-    if (len <= 0)
-        return p;
-    const int64_t lines = (len + 15) / 16, slice = (lines + ntl - 1) / ntl;
     const int64_t steps =
         (tt->b1 - tt->b0) * (j->in_blocked && tt->nkh * tt->nkw == 1 ? 1 : tt->nkh * tt->nkw);
-    p.next = j->wpack + start;
-    p.left = len;
-    p.slice = slice * 16;
-    p.per_step = (slice + steps - 1) / imax(steps, 1);
-    return p;
-}
-
-/* Hand the next `reps` register tiles' slices to tt. */
-static void prefetch_slice(prefetch_plan *p, nchwc_tile *tt, int64_t reps) {
-    tt->pf = tt->pf_end = NULL;
-    tt->pf_n = 0;
-    if (p->left <= 0)
-        return;
-    const int64_t n = imin(p->left, reps * p->slice);
-    tt->pf = p->next;
-    tt->pf_end = p->next + n;
-    tt->pf_n = p->per_step;
-    p->next += n;
-    p->left -= n;
+    return etch_nchwc_prefetch_plan(j->wpack + start, imin(len, pack_floats - start), ntl,
+                                    steps);
 }
 
 /* Every window inside the input: items are ranges of about CHUNK pixels of the output plane,
@@ -368,7 +371,7 @@ static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
         const int64_t p0 = ch * base + imin(ch, rem), p1 = p0 + base + (ch < rem ? 1 : 0);
         tt.nkh = s->KH;
         tt.nkw = j->interleaved ? 1 : s->KW;
-        const tile_split sp = split_pixels(p1 - p0);
+        const nchwc_split sp = etch_nchwc_split_pixels(p1 - p0);
         /* the input-channel blocks in passes whose weights stay in L1, each pass over all
          * the pixels (the partial sums in the output between passes) */
         const bool act = tt.act;
@@ -378,7 +381,7 @@ static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
             tt.b1 = imin(tt.nb, b0 + j->depth_blocks);
             tt.accumulate = b0 > 0;
             tt.act = act && tt.b1 == tt.nb;
-            prefetch_plan pf = plan_prefetch(j, &tt, tl, ch, ntl_all);
+            nchwc_prefetch pf = plan_prefetch(j, &tt, tl, ch, ntl_all);
             if (s->sh * s->IW == s->OW * s->sw) {
                 /* pixel p's window starts at p * sw * E (the output rows continue the input
                  * rows: a 1x1 stride 1 without padding, or one on the padded copy): two runs
@@ -396,7 +399,7 @@ static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
                     tt.out = o + p * (j->out_blocked ? 8 : 1);
                     tt.reps = reps;
                     tt.pstep = np * ps;
-                    prefetch_slice(&pf, &tt, reps);
+                    etch_nchwc_prefetch_slice(&pf, &tt, reps);
                     run_tile(j, &tt, j->t0 + tl);
                     p += reps * np;
                 }
@@ -415,7 +418,7 @@ static void nchwc_full(void *arg, int64_t i0, int64_t i1) {
                 }
                 tt.np = (int)np;
                 tt.out = o + p * (j->out_blocked ? 8 : 1);
-                prefetch_slice(&pf, &tt, 1);
+                etch_nchwc_prefetch_slice(&pf, &tt, 1);
                 run_tile(j, &tt, j->t0 + tl);
                 p += np;
             }
@@ -435,7 +438,7 @@ static void nchwc_rows(void *arg, int64_t i0, int64_t i1) {
     const int64_t rnum = s->IW - 1 + s->pw - (s->KW - 1) * s->dw;
     const int64_t lo = imin(ceil_div(s->pw, s->sw), s->OW);
     const int64_t hi = imin(imax(rnum >= 0 ? rnum / s->sw + 1 : 0, lo), s->OW);
-    const tile_split sp = split_pixels(hi - lo);
+    const nchwc_split sp = etch_nchwc_split_pixels(hi - lo);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t oh = i % j->items, r = i / j->items, tl = r % j->nt, n = r / j->nt;
         nchwc_tile tt;

@@ -76,6 +76,33 @@ typedef void (*nchwc_tile_fn)(const nchwc_tile *t);
 
 /* The tile function of the active ISA; *reps: whether it runs nchwc_tile.reps itself. */
 nchwc_tile_fn etch_nchwc_tile_active(bool *reps);
+/* Run tile t's reps (>= 1) repetitions with fn: one call when fn_reps (fn runs them itself),
+ * else one call per repetition, each on the next np pixels (etch_nchwc_tile_next). */
+void etch_nchwc_tile_run(nchwc_tile_fn fn, bool fn_reps, const nchwc_tile *t);
+/* Move a one-repetition tile to the next np pixels of a run: every px[j] by pstep floats, out
+ * by np pixels. */
+void etch_nchwc_tile_next(nchwc_tile *t, int64_t pstep);
+
+/* n pixels in register tiles of as equal a width as can be: `extra` tiles of base + 1
+ * pixels, then tiles of `base`. */
+typedef struct nchwc_split {
+    int64_t base, extra;
+} nchwc_split;
+nchwc_split etch_nchwc_split_pixels(int64_t n);
+
+/* Packed weights the tiles that run next will read, prefetched into L2 by the tiles running
+ * now (the AVX2 tile's pf fields): `len` floats from `start`, whole lines, a slice per
+ * register tile call over `calls` calls, spread over each call's `steps` window steps. */
+typedef struct nchwc_prefetch {
+    const float *next; /* the next line to prefetch */
+    int64_t left;      /* floats still to prefetch from next on */
+    int64_t slice;     /* floats per register tile call (whole lines) */
+    int64_t per_step;  /* lines per window step */
+} nchwc_prefetch;
+nchwc_prefetch etch_nchwc_prefetch_plan(const float *start, int64_t len, int64_t calls,
+                                        int64_t steps);
+/* Hand the next `reps` register tile calls' slices to tt (none left: pf NULL). */
+void etch_nchwc_prefetch_slice(nchwc_prefetch *p, nchwc_tile *tt, int64_t reps);
 
 void etch_nchwc_tile_scalar(const nchwc_tile *t);
 void etch_nchwc_tile_avx2(const nchwc_tile *t);

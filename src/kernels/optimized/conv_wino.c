@@ -110,7 +110,7 @@ static void wino_products(void *arg, int64_t i0, int64_t i1) {
         const int64_t base = nt / j->chunks, rem = nt % j->chunks;
         const int64_t p0 = ch * base + imin(ch, rem), p1 = p0 + base + (ch < rem ? 1 : 0);
         const float *in = j->tj.v + k * CB * nt * 8;
-        float *out = (float *)j->tj.m + (k * KB + tl * 2) * nt * 8;
+        float *out = j->tj.m + (k * KB + tl * 2) * nt * 8;
         nchwc_tile tt;
         memset(&tt, 0, sizeof tt);
         tt.w = j->u + k * j->Cp * j->C + tl * NCHWC_OCT * j->C;
@@ -126,21 +126,18 @@ static void wino_products(void *arg, int64_t i0, int64_t i1) {
         tt.oct = (int)oct;
         tt.oc_valid = (int)oct;
         /* the pixels in runs of equal register tiles: `extra` of base + 1, then of base */
-        const int64_t n = p1 - p0, ntl = (n + NCHWC_MR - 1) / NCHWC_MR;
-        const int64_t tb = ntl ? n / ntl : 0, extra = ntl ? n % ntl : 0;
+        const nchwc_split sp = etch_nchwc_split_pixels(p1 - p0);
+        const int64_t ntl = (p1 - p0 + NCHWC_MR - 1) / NCHWC_MR;
         /* The next item's weights, when they differ from these, prefetched into L2 over this
          * item's register tiles: with few tiles (a 14x14 output has 16) each weight is used
          * by 3 register tiles, and its first use otherwise waits on memory. */
-        const float *pf = NULL;
-        int64_t pf_left = 0, pf_slice = 0, pf_step = 0;
+        nchwc_prefetch pf = {NULL, 0, 0, 0};
         if (j->fn_reps && ch == j->chunks - 1 && (tl + 1 < j->ntk || k + 1 < WINO_POINTS)) {
             const int64_t nk = tl + 1 < j->ntk ? k : k + 1, ntl2 = tl + 1 < j->ntk ? tl + 1 : 0;
-            pf = j->u + nk * j->Cp * j->C + ntl2 * NCHWC_OCT * j->C;
-            pf_left = imin(NCHWC_OCT, j->Cp - ntl2 * NCHWC_OCT) * j->C;
-            const int64_t calls = ntl * ((CB + j->depth_blocks - 1) / j->depth_blocks);
-            const int64_t lines = (pf_left + 15) / 16, slice = (lines + calls - 1) / calls;
-            pf_slice = slice * 16;
-            pf_step = (slice + j->depth_blocks - 1) / j->depth_blocks;
+            const int64_t passes = (CB + j->depth_blocks - 1) / j->depth_blocks;
+            pf = etch_nchwc_prefetch_plan(j->u + nk * j->Cp * j->C + ntl2 * NCHWC_OCT * j->C,
+                                          imin(NCHWC_OCT, j->Cp - ntl2 * NCHWC_OCT) * j->C,
+                                          ntl * passes, j->depth_blocks);
         }
         for (int64_t b0 = 0; b0 < CB; b0 += j->depth_blocks) {
             tt.b0 = b0;
@@ -148,32 +145,18 @@ static void wino_products(void *arg, int64_t i0, int64_t i1) {
             tt.accumulate = b0 > 0;
             int64_t p = p0;
             for (int g = 0; g < 2; g++) {
-                const int64_t np = g == 0 ? tb + 1 : tb, reps = g == 0 ? extra : ntl - extra;
+                const int64_t np = g == 0 ? sp.base + 1 : sp.base;
+                const int64_t reps = g == 0 ? sp.extra : ntl - sp.extra;
                 if (reps <= 0 || np <= 0)
                     continue;
                 for (int64_t q = 0; q < np; q++)
                     tt.px[q] = in + (p + q) * 8;
                 tt.np = (int)np;
                 tt.out = out + p * 8;
+                tt.reps = reps;
                 tt.pstep = np * 8;
-                if (j->fn_reps) {
-                    tt.reps = reps;
-                    const int64_t pn = imin(pf_left, reps * pf_slice);
-                    tt.pf = pn > 0 ? pf : NULL;
-                    tt.pf_end = pn > 0 ? pf + pn : NULL;
-                    tt.pf_n = pf_step;
-                    pf += pn;
-                    pf_left -= pn;
-                    j->fn(&tt);
-                } else {
-                    tt.reps = 1;
-                    for (int64_t rr = 0; rr < reps; rr++) {
-                        j->fn(&tt);
-                        for (int64_t q = 0; q < np; q++)
-                            tt.px[q] += np * 8;
-                        tt.out += np * 8;
-                    }
-                }
+                etch_nchwc_prefetch_slice(&pf, &tt, reps);
+                etch_nchwc_tile_run(j->fn, j->fn_reps, &tt);
                 p += reps * np;
             }
         }

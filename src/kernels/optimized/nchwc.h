@@ -65,8 +65,7 @@ typedef struct nchwc_mean_job {
 typedef struct nchwc_wino_job {
     int64_t IH, IW, OH, OW, ph, pw, TW, t0, nt, CB, KB;
     const float *in; /* one image, blocked [CB][IH][IW][8] */
-    float *v;
-    const float *m;
+    float *v, *m;
     float *out; /* one image, blocked [KB][OH][OW][8] */
     const float *bias; /* [KB * 8] or NULL */
     int act;
