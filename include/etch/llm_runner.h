@@ -143,10 +143,10 @@ typedef struct etch_llm_runner_options {
     etch_module_kernels kernels; /* ETCH_MODULE_KERNELS_OPTIMIZED (etch/module.h) */
     etch_sampler_params sampler; /* etch_sampler_default_params() */
     /* Do not prepack the constant weights at load (etch_method_options.no_prepack). Packing
-     * makes prefill (and, on AVX2, decode) faster; with the default mmap load mode the
-     * original weights' pages are given back once packed, so it costs about no memory (the
-     * 110M-parameter model of bench/llm: 507 MiB peak RSS with it, 504 MiB without); with
-     * ETCH_LOAD_READ it keeps a second copy of the matrix weights. Default false. */
+     * makes prefill (and, on AVX2 and NEON, decode) faster; with the default mmap load mode
+     * the original weights' pages are given back once packed, so it costs about no memory
+     * (bench/llm's 110M shape peaks at 520 MB with it); with ETCH_LOAD_READ it keeps a second
+     * copy of the matrix weights. Default false. */
     bool no_prepack;
 } etch_llm_runner_options;
 
