@@ -137,6 +137,41 @@ typedef void (*etch_kernel_layout_fn)(etch_kernel_context *ctx, etch_value **arg
 etch_status etch_kernels_register_layout(etch_kernel_fn kernel, etch_kernel_layout_fn layout);
 etch_kernel_layout_fn etch_kernels_layout_of(etch_kernel_fn kernel);
 
+/* ---- chained calls (optional) -----------------------------------------------------------
+ * A chain function lets a kernel run a call together with the kernel calls after it, as one:
+ * e.g. a 1x1 convolution, a depthwise one on its result and a 1x1 on that, computed a band of
+ * rows at a time so that the two intermediate tensors never leave the cache.
+ *
+ * At load (after activation fusion, the blocked layout and preparation; not with
+ * etch_method_options.no_fusion) the runtime offers, at a kernel call whose kernel has a chain
+ * function, the calls c[0], c[1], ..., c[n-1] (2 <= n <= ETCH_CHAIN_MAX) that follow it in its
+ * chain where each c[i+1] reads the one tensor c[i] writes, which nothing else refers to (no
+ * other instruction, list, method input or output, nor another value on its bytes; none of
+ * them is a jump target), and the tensor c[n-1] writes shares no bytes with anything the calls
+ * read but those intermediates. The function returns how many of them (c[0] first) it runs as
+ * one: 0 or 1 for none. The calls it takes after the first then do nothing at execute (like
+ * fused activations); the first one's kernel finds them all with etch_kernel_chain_call. It
+ * must write what running them one by one writes to the last call's result (within float
+ * rounding), and may leave the intermediates unwritten; or, when it cannot (say, too little
+ * scratch), run them one by one with etch_kernel_chain_run. Arguments are seen as by the
+ * layout functions, plus the calls' prepared data, epilogues and blocked arguments. */
+#define ETCH_CHAIN_MAX 4
+typedef struct etch_kernel_call {
+    const etch_kernel *kernel;
+    etch_value **args;
+    size_t nargs;
+    const void *prepared; /* etch_kernel_prepared's answer for the call */
+    size_t prepared_size;
+    const struct etch_epilogue *epilogue; /* etch_kernel_epilogue's answer (NULL: none) */
+    uint64_t blocked;              /* etch_kernel_blocked_args' answer */
+} etch_kernel_call;
+typedef size_t (*etch_kernel_chain_fn)(etch_kernel_context *ctx, const etch_kernel_call *calls,
+                                       size_t n);
+/* Give call sites of kernels whose function is `kernel` the chain function `chain` (NULL
+ * removes it). Register at start-up. */
+etch_status etch_kernels_register_chain(etch_kernel_fn kernel, etch_kernel_chain_fn chain);
+etch_kernel_chain_fn etch_kernels_chain_of(etch_kernel_fn kernel);
+
 /* ---- inside a kernel ------------------------------------------------------------------ */
 
 /* The data the kernel's prepare function made for this call site at load; NULL (size 0)
@@ -191,6 +226,15 @@ typedef struct etch_epilogue {
 } etch_epilogue;
 /* The activation to apply to the output; NULL when none. */
 const etch_epilogue *etch_kernel_epilogue(const etch_kernel_context *ctx);
+
+/* Calls this one runs as one with the ones after it (see "chained calls"): how many (1 when
+ * it runs alone), and call i of them (0: this one) in *out; false when i is out of range. */
+size_t etch_kernel_chain_length(const etch_kernel_context *ctx);
+bool etch_kernel_chain_call(const etch_kernel_context *ctx, size_t i, etch_kernel_call *out);
+/* Run call i of the chain on its own, as its instruction would run unchained (its prepared
+ * data, epilogue, blocked arguments and the whole scratch: what the caller took of it is
+ * given back); returns its status (which also becomes ctx's on failure). */
+etch_status etch_kernel_chain_run(etch_kernel_context *ctx, size_t i);
 
 /* Run fn(arg, begin, end) over [0, n) in chunks of at least `grain` items, possibly on
  * several threads; returns when all chunks are done. */

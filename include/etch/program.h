@@ -205,8 +205,10 @@ typedef struct etch_method_options {
      * sigmoid (.out) on its Float result that nothing else reads, runs as one call that
      * applies the activation (src/runtime/fusion.c lists every condition); the activation's
      * instruction then does nothing. Results are those of the unfused program.
-     * etch_method_instruction_info reports what was fused. true: run every instruction as
-     * written. */
+     * etch_method_instruction_info reports what was fused. Also off with it: chained calls
+     * (etch/kernel.h), runs of calls a kernel computes as one, such as the optimized
+     * convolution's 1x1 -> depthwise 3x3 -> 1x1 blocks (their intermediates stay in the
+     * cache). true: run every instruction as written. */
     bool no_fusion;
     /* Kernels with a load-time prepare function (etch_kernels_register_prepare; the
      * optimized GEMM and convolution pack constant weights into the layout their inner loops
@@ -272,6 +274,9 @@ typedef struct etch_instruction_info {
     bool skipped;        /* folded into the instruction before it at load: does nothing (it
                             still counts, and the observer is still called for it) */
     uint64_t blocked_args; /* bit k: argument k is stored channel-blocked (etch/kernel.h) */
+    uint32_t chain;        /* kernel calls this one runs as one, itself included (etch/kernel.h,
+                              "chained calls"); 0 for a call run by an earlier one (then
+                              also skipped); 1 for every other instruction */
 } etch_instruction_info;
 size_t etch_method_num_chains(const etch_method *method);
 size_t etch_method_chain_length(const etch_method *method, size_t chain);

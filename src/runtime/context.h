@@ -17,6 +17,11 @@ struct etch_kernel_context {
     uint64_t blocked; /* arguments stored channel-blocked (etch_kernel_blocked_args) */
     uint64_t replaces; /* prepare: constant arguments its buffer stands in for
                           (etch_kernel_prepared_replaces) */
+    /* the calls the current one runs as one (etch_kernel_chain_*): its chain's instructions,
+     * the first call's pc (chain_len 0: it runs alone) and the method's operators */
+    const struct etch_instr *chain_instrs;
+    const struct etch_op_rt *chain_ops;
+    uint32_t chain_pc, chain_len;
 };
 
 /* A context over optional scratch memory (tests and runners calling kernels directly). */

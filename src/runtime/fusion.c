@@ -123,6 +123,8 @@ static void scan_method(const etch_method *m, fuse_ctx *f) {
         etch_chain *ch = &m->chains[c];
         for (uint32_t pc = 0; pc < ch->n; pc++) {
             etch_instr *in = &ch->instrs[pc];
+            if (in->skipped)
+                continue; /* fused away (a rescan after fusion): its references moved */
             switch (in->kind) {
             case IA_KERNEL_CALL: {
                 const char *sig = in->kernel ? in->kernel->signature : NULL;
@@ -528,4 +530,227 @@ uint32_t etch_method_fuse(etch_method *m, etch_pool *pool) {
             }
     }
     return fused;
+}
+
+/* ---- chained calls (etch/kernel.h) ----------------------------------------------------------
+ * At a kernel call whose kernel has a chain function, the run of calls c[0..n) that follow it:
+ * each c[i+1] is the next call that is not fused away (only activations fused into c[i] lie
+ * between), no instruction from c[1] on is a jump target, c[i] writes exactly one tensor v[i]
+ * (its out and return slots; nothing else written, no view), which is Float-typed storage of
+ * its own that no method input or output, list, Move, Free or run-time rebinding involves, and
+ * which only c[i] (writing) and c[i+1] (reading, nothing else) refer to, with no other value
+ * read on its bytes afterwards (read_through_alias). The last call's tensor y must then share
+ * no bytes with anything the calls read besides the v[i] (the chained kernel writes y while
+ * it still reads them): the same test as the direct fusion's. The kernel's chain function
+ * decides how many of them it runs as one. */
+
+static void kernel_call_of(const etch_instr *in, etch_kernel_call *c) {
+    c->kernel = in->kernel;
+    c->args = in->args;
+    c->nargs = in->nargs;
+    c->prepared = in->prepared;
+    c->prepared_size = in->prepared ? in->prepared_size : 0;
+    c->epilogue = in->fused && in->epilogue.act != ETCH_ACT_NONE ? &in->epilogue : NULL;
+    c->blocked = in->blocked;
+}
+
+/* The one tensor kernel call `in` writes (ARG_WRITE at one or more slots, nothing else
+ * written), or NULL. */
+static etch_value *only_written(const etch_instr *in) {
+    etch_value *w = NULL;
+    for (uint32_t k = 0; k < in->nargs; k++) {
+        uint8_t mode = in->arg_modes[k];
+        if (mode == ARG_SKIP || mode == ARG_READ || mode == ARG_LIST_READ)
+            continue;
+        if (mode != ARG_WRITE || (w && w != in->args[k]))
+            return NULL;
+        w = in->args[k];
+    }
+    return w && w->tag == ETCH_VALUE_TENSOR ? w : NULL;
+}
+
+/* The call after (c, pc) that is not fused away, with no jump target up to it; UINT32_MAX when
+ * there is none (or something else comes first). */
+static uint32_t next_call(const etch_chain *ch, uint32_t pc) {
+    for (uint32_t q = pc + 1; q < ch->n; q++) {
+        const etch_instr *in = &ch->instrs[q];
+        if (in->kind != IA_KERNEL_CALL || in->jump_target)
+            return UINT32_MAX;
+        if (!in->skipped)
+            return q;
+    }
+    return UINT32_MAX;
+}
+
+/* May call q (at pc qc) read p's result v as the chained kernel's intermediate? */
+static bool chain_link_ok(const etch_method *m, const fuse_ctx *f, uint32_t c, uint32_t qc,
+                          const etch_instr *p, const etch_instr *q, const etch_value *v) {
+    const vinfo *vi = &f->info[index_of(m, v)];
+    const etch_tensor *vt = v->u.tensor;
+    if ((vi->flags & (V_IO | V_REBOUND | V_LISTED | V_MOVED)) ||
+        (vt->flags & ETCH_TENSOR_CONSTANT) || vt->dtype != ETCH_DTYPE_FLOAT)
+        return false;
+    uint32_t refs = 0;
+    for (uint32_t k = 0; k < p->nargs; k++)
+        refs += p->args[k] == v;
+    for (uint32_t k = 0; k < q->nargs; k++)
+        if (q->args[k] == v) {
+            if (q->arg_modes[k] != ARG_READ)
+                return false;
+            refs++;
+        }
+    /* read only by q; its bytes, no longer written, read through no alias after q */
+    return refs > 0 && vi->uses == refs && !read_through_alias(m, f, c, qc, v, v, vt);
+}
+
+/* May the last call of run[0..n) write y while the run still reads its inputs? */
+static bool chain_result_ok(const etch_method *m, const fuse_ctx *f, const etch_chain *ch,
+                            const uint32_t *run, const etch_value *const *mid, uint32_t n,
+                            const etch_value *y) {
+    const etch_tensor *yt = y->u.tensor;
+    if ((f->info[index_of(m, y)].flags & V_REBOUND) || (yt->flags & ETCH_TENSOR_CONSTANT))
+        return false;
+    for (uint32_t i = 0; i < n; i++) {
+        const etch_instr *in = &ch->instrs[run[i]];
+        for (uint32_t k = 0; k < in->nargs; k++) {
+            const etch_value *x = in->args[k];
+            uint8_t mode = in->arg_modes[k];
+            if (mode == ARG_SKIP || mode == ARG_WRITE)
+                continue; /* the v[i] and y (only_written) */
+            bool intermediate = false;
+            for (uint32_t j = 0; j + 1 < n; j++)
+                intermediate |= x == mid[j];
+            if (intermediate)
+                continue;
+            if (x->tag == ETCH_VALUE_TENSOR_LIST || x->tag == ETCH_VALUE_OPTIONAL_TENSOR_LIST) {
+                for (size_t j = 0; j < x->u.list.len; j++)
+                    if (x->u.list.items[j] &&
+                        !input_ok(m, f->info, x->u.list.items[j], NULL, y))
+                        return false;
+            } else if (!input_ok(m, f->info, x, NULL, y)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+uint32_t etch_method_chain_calls(etch_method *m, etch_pool *pool) {
+    bool any = false;
+    for (uint32_t i = 0; i < m->nops; i++)
+        any |= m->ops[i].kernel && etch_kernels_chain_of(m->ops[i].kernel->fn);
+    if (!any || !m->nvalues)
+        return 0;
+    vinfo *info = (vinfo *)etch_pool_alloc(pool, sizeof(vinfo) * m->nvalues, _Alignof(vinfo));
+    if (!info)
+        return 0; /* no room: run each call alone */
+    fuse_ctx f = {info, false};
+    scan_method(m, &f); /* after fusion: what the remaining calls refer to */
+    uint32_t runs = 0;
+    for (uint32_t c = 0; c < m->nchains; c++) {
+        etch_chain *ch = &m->chains[c];
+        for (uint32_t k = 0; k < ch->n; k++) {
+            etch_instr *in = &ch->instrs[k];
+            etch_kernel_chain_fn fn =
+                in->kind == IA_KERNEL_CALL && !in->skipped && in->kernel
+                    ? etch_kernels_chain_of(in->kernel->fn)
+                    : NULL;
+            if (!fn)
+                continue;
+            uint32_t run[ETCH_CHAIN_MAX] = {k};
+            const etch_value *mid[ETCH_CHAIN_MAX];
+            uint32_t n = 1;
+            while (n < ETCH_CHAIN_MAX) {
+                const etch_instr *p = &ch->instrs[run[n - 1]];
+                const etch_value *v = only_written(p);
+                uint32_t q = next_call(ch, run[n - 1]);
+                if (!v || q == UINT32_MAX ||
+                    !chain_link_ok(m, &f, c, q, p, &ch->instrs[q], v))
+                    break;
+                mid[n - 1] = v;
+                run[n++] = q;
+            }
+            /* the longest prefix whose result may be written while its inputs are read */
+            while (n >= 2) {
+                const etch_value *y = only_written(&ch->instrs[run[n - 1]]);
+                if (y && chain_result_ok(m, &f, ch, run, mid, n, y))
+                    break;
+                n--;
+            }
+            if (n < 2)
+                continue;
+            etch_kernel_call calls[ETCH_CHAIN_MAX];
+            for (uint32_t i = 0; i < n; i++)
+                kernel_call_of(&ch->instrs[run[i]], &calls[i]);
+            etch_kernel_context_init(&m->ctx, m->ops[in->a].name, NULL, 0, m->threadpool);
+            size_t got = fn(&m->ctx, calls, n);
+            if (m->ctx.status != ETCH_OK || got < 2 || got > n)
+                continue;
+            if (got < n) { /* a shorter run: its own result must pass too */
+                const etch_value *y = only_written(&ch->instrs[run[got - 1]]);
+                if (!y || !chain_result_ok(m, &f, ch, run, mid, (uint32_t)got, y))
+                    continue;
+            }
+            in->chain_len = (uint32_t)got;
+            for (uint32_t i = 0; i < got; i++) {
+                etch_instr *x = &ch->instrs[run[i]];
+                x->chain_next = i + 1 < got ? run[i + 1] : 0;
+                if (i > 0)
+                    x->skipped = x->chained = true;
+            }
+            runs++;
+            k = run[got - 1];
+        }
+    }
+    etch_kernel_context_init(&m->ctx, "", NULL, 0, m->threadpool);
+    return runs;
+}
+
+/* ---- inside a chained kernel ---- */
+
+static const etch_instr *chain_instr(const etch_kernel_context *ctx, size_t i) {
+    if (!ctx->chain_instrs || !ctx->chain_len || i >= ctx->chain_len)
+        return NULL;
+    const etch_instr *in = &ctx->chain_instrs[ctx->chain_pc];
+    while (i--)
+        in = &ctx->chain_instrs[in->chain_next];
+    return in;
+}
+
+size_t etch_kernel_chain_length(const etch_kernel_context *ctx) {
+    return ctx && ctx->chain_len ? ctx->chain_len : 1;
+}
+
+bool etch_kernel_chain_call(const etch_kernel_context *ctx, size_t i, etch_kernel_call *out) {
+    const etch_instr *in = ctx ? chain_instr(ctx, i) : NULL;
+    if (!in || !out)
+        return false;
+    kernel_call_of(in, out);
+    return true;
+}
+
+etch_status etch_kernel_chain_run(etch_kernel_context *ctx, size_t i) {
+    const etch_instr *in = ctx ? chain_instr(ctx, i) : NULL;
+    if (!in)
+        return ctx ? (etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                                       "chain_run: no call %zu in the chain", i),
+                      ctx->status)
+                   : ETCH_ERR_INVALID_ARGUMENT;
+    etch_kernel_context head = *ctx;
+    ctx->op_name = ctx->chain_ops[in->a].name;
+    ctx->temp_used = 0;
+    ctx->epilogue = in->fused ? &in->epilogue : NULL;
+    ctx->prepared = in->prepared;
+    ctx->prepared_size = in->prepared_size;
+    ctx->blocked = in->blocked;
+    ctx->chain_instrs = NULL;
+    ctx->chain_len = 0;
+    in->kernel->fn(ctx, in->args, in->nargs);
+    etch_status st = ctx->status;
+    const char *failed_op = ctx->op_name;
+    *ctx = head;
+    ctx->status = st;
+    if (st)
+        ctx->op_name = failed_op; /* the message names the call that failed */
+    return st;
 }

@@ -821,6 +821,10 @@ etch_status etch_method_load(const etch_program *p, const char *name,
     }
     if (!(opts && opts->no_prepack))
         prepare_calls(m, (size_t)v.delegates.len * ETCH_DELEGATE_POOL_RESERVE);
+    if (!(opts && opts->no_fusion)) {
+        etch_pool scratch = m->pool;
+        etch_method_chain_calls(m, &scratch);
+    }
     /* inputs of kind None need no set_input */
     for (uint32_t i = 0; i < m->ninputs; i++)
         m->input_set[i] = m->values[m->inputs[i]].tag == ETCH_VALUE_NONE;
@@ -976,6 +980,7 @@ etch_status etch_method_instruction_info(const etch_method *m, size_t chain, siz
                         "method '%s': no instruction %zu in chain %zu", m->name, pc, chain);
     const etch_instr *in = &m->chains[chain].instrs[pc];
     memset(out, 0, sizeof *out);
+    out->chain = in->chained ? 0 : in->chain_len > 1 ? in->chain_len : 1;
     if (in->kind == IA_KERNEL_CALL) {
         out->op_name = m->ops[in->a].name;
         out->impl = etch_kernels_impl_of(in->kernel);
@@ -1099,8 +1104,19 @@ static etch_status run_chain(etch_method *m, uint32_t c, uint64_t *budget) {
                 break;
             if ((st = check_kernel_args(m, in)))
                 break;
+            /* a chained run: every call's arguments as their own instructions would check */
+            for (const etch_instr *x = in; x->chain_next && !st;)
+                st = check_kernel_args(m, (x = &ch->instrs[x->chain_next]));
+            if (st)
+                break;
             etch_kernel_context_init(&m->ctx, m->ops[in->a].name, m->temp, m->temp_size,
                                      m->threadpool);
+            if (in->chain_len > 1) {
+                m->ctx.chain_instrs = ch->instrs;
+                m->ctx.chain_ops = m->ops;
+                m->ctx.chain_pc = pc;
+                m->ctx.chain_len = in->chain_len;
+            }
             if (in->fused)
                 m->ctx.epilogue = &in->epilogue;
             m->ctx.prepared = in->prepared;

@@ -57,6 +57,9 @@ typedef struct etch_instr {
     const void *prepared;   /* the kernel's load-time prepared data (NULL: none) */
     size_t prepared_size;
     uint64_t blocked;       /* arguments stored channel-blocked (layout.c) */
+    uint32_t chain_len;     /* calls this one runs as one (fusion.c, chained calls); 0: alone */
+    uint32_t chain_next;    /* in such a run, the pc of the call after this one (0: the last) */
+    bool chained;           /* run by an earlier call of its chain (and skipped) */
 } etch_instr;
 
 typedef struct etch_chain {
@@ -113,6 +116,11 @@ size_t etch_method_fuse_scratch(uint32_t nvalues);
  * runs once chains are built, with `pool` having room for etch_method_fuse_scratch. Only
  * ever changes instructions it proves equivalent; returns the number of fusions. */
 uint32_t etch_method_fuse(etch_method *m, etch_pool *pool);
+
+/* Mark the runs of kernel calls that a chain function runs as one (etch/kernel.h, "chained
+ * calls"); runs after fusion, layout and preparation, with `pool` having room for
+ * etch_method_fuse_scratch. Returns the number of runs. */
+uint32_t etch_method_chain_calls(etch_method *m, etch_pool *pool);
 
 /* Do two bound tensors' storages (their capacity) overlap? (fusion.c) */
 bool etch_tensor_bytes_overlap(const etch_tensor *a, const etch_tensor *b);

@@ -24,11 +24,13 @@ typedef struct kernel_entry {
 
 static kernel_entry kernels[ETCH_MAX_KERNELS];
 static size_t num_kernels;
-/* What else is registered for a kernel function: its load-time prepare and layout functions. */
+/* What else is registered for a kernel function: its load-time prepare, layout and chain
+ * functions. */
 typedef struct kernel_hooks {
     etch_kernel_fn kernel;
     etch_kernel_prepare_fn prepare;
     etch_kernel_layout_fn layout;
+    etch_kernel_chain_fn chain;
 } kernel_hooks;
 static kernel_hooks hooks[ETCH_MAX_KERNEL_HOOKS];
 static size_t num_hooks;
@@ -102,7 +104,7 @@ static kernel_hooks *hooks_of(etch_kernel_fn kernel, bool add, const char *what)
                  what, ETCH_MAX_KERNEL_HOOKS);
         return NULL;
     }
-    hooks[num_hooks] = (kernel_hooks){kernel, NULL, NULL};
+    hooks[num_hooks] = (kernel_hooks){kernel, NULL, NULL, NULL};
     return &hooks[num_hooks++];
 }
 
@@ -134,6 +136,21 @@ etch_status etch_kernels_register_layout(etch_kernel_fn kernel, etch_kernel_layo
 etch_kernel_layout_fn etch_kernels_layout_of(etch_kernel_fn kernel) {
     const kernel_hooks *h = hooks_of(kernel, false, NULL);
     return h ? h->layout : NULL;
+}
+
+etch_status etch_kernels_register_chain(etch_kernel_fn kernel, etch_kernel_chain_fn chain) {
+    if (!kernel)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "kernels_register_chain: NULL kernel");
+    kernel_hooks *h = hooks_of(kernel, true, "kernels_register_chain");
+    if (!h)
+        return ETCH_ERR_OUT_OF_RESOURCES;
+    h->chain = chain;
+    return ETCH_OK;
+}
+
+etch_kernel_chain_fn etch_kernels_chain_of(etch_kernel_fn kernel) {
+    const kernel_hooks *h = hooks_of(kernel, false, NULL);
+    return h ? h->chain : NULL;
 }
 
 etch_status etch_backends_register(const etch_backend *b) {
@@ -178,6 +195,9 @@ void etch_kernel_context_init(etch_kernel_context *ctx, const char *op_name, voi
     ctx->prepared_size = 0;
     ctx->blocked = 0;
     ctx->replaces = 0;
+    ctx->chain_instrs = NULL;
+    ctx->chain_ops = NULL;
+    ctx->chain_pc = ctx->chain_len = 0;
 }
 
 void etch_kernel_prepared_replaces(etch_kernel_context *ctx, uint64_t args) {

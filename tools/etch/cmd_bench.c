@@ -25,7 +25,10 @@ void cmd_bench_usage(FILE *out) {
             "  threads N  kernels SET  isa ISA    (isa 'none' with portable kernels)\n"
             "then a table of operators, slowest first: operator, implementation (portable,\n"
             "optimized, custom or delegate; '+relu' etc. when an activation was fused into the\n"
-            "call at load; '/8c' when it reads or writes channel-blocked tensors), calls per run, milliseconds per run and share of the time. An\n"
+            "call at load; '/8c' when it reads or writes channel-blocked tensors; '/chainN'\n"
+            "when it runs the N kernel calls from it on as one, e.g. a 1x1 -> depthwise ->\n"
+            "1x1 convolution block, and '/chained' on the calls it runs, whose time it\n"
+            "holds), calls per run, milliseconds per run and share of the time. An\n"
             "operator's time is the time between the observer callbacks around each of its\n"
             "instructions, summed over the timed runs; instructions that call no kernel (moves,\n"
             "jumps, frees, calls fused away) form the row '(other instructions)'.\n"
@@ -48,7 +51,9 @@ void cmd_bench_usage(FILE *out) {
             "                         kernels, isa, warmup, iterations, median_ms, min_ms,\n"
             "                         max_ms, load_ms, peak_rss_kb, ops: [{op, impl, fused\n"
             "                         (operator name or null), blocked (true when it reads or\n"
-            "                         writes channel-blocked tensors), calls, ms_per_run,\n"
+            "                         writes channel-blocked tensors), chained_calls (kernel\n"
+            "                         calls it runs as one: 1 alone, 0 run by an earlier\n"
+            "                         call), calls, ms_per_run,\n"
             "                         pct; with --per-instruction also chain, pc}],\n"
             "                         times_ms (each timed execution, in order)\n"
             "  -h, --help             show this help\n"
@@ -104,6 +109,8 @@ typedef struct prof_row {
     const char *impl;  /* "portable", "optimized", "custom", "delegate", "runtime" */
     const char *fused; /* fused operator, or NULL */
     bool blocked;      /* some argument is stored channel-blocked */
+    uint32_t calls_run; /* kernel calls the instruction runs as one (chained calls; 0: it
+                           is run by an earlier one) */
     int64_t ns;
     uint64_t calls;
     size_t chain, pc; /* the instruction (--per-instruction), or its first one */
@@ -170,15 +177,17 @@ static int profile_init(profile *p, const etch_method *m, bool per_instruction) 
                 profile_free(p);
                 return cli_fail(st);
             }
-            prof_row key = {info.op_name, info.impl, info.fused, info.blocked_args != 0, 0, 0,
-                            c, pc};
-            if (!info.op_name || !info.impl || info.skipped)
-                key = (prof_row){"(other instructions)", "runtime", NULL, false, 0, 0, c, pc};
+            prof_row key = {info.op_name, info.impl, info.fused, info.blocked_args != 0,
+                            info.chain, 0, 0, c, pc};
+            /* a call run by an earlier one keeps its row (marked), its time is that one's */
+            if (!info.op_name || !info.impl || (info.skipped && info.chain != 0))
+                key = (prof_row){"(other instructions)", "runtime", NULL, false, 1, 0, 0, c, pc};
             size_t r = per_instruction ? p->nrows : 0;
             while (r < p->nrows && !(same(p->rows[r].op, key.op) &&
                                      same(p->rows[r].impl, key.impl) &&
                                      same(p->rows[r].fused, key.fused) &&
-                                     p->rows[r].blocked == key.blocked))
+                                     p->rows[r].blocked == key.blocked &&
+                                     p->rows[r].calls_run == key.calls_run))
                 r++;
             if (r == p->nrows)
                 p->rows[p->nrows++] = key;
@@ -250,23 +259,28 @@ static void print_human(const bench_opts *o, const bench_result *r, const profil
     int64_t total = 0;
     for (size_t i = 0; i < p->nrows; i++)
         total += p->rows[i].ns;
-    printf("\n%s%-36s %-22s %9s %10s %7s\n", o->per_instruction ? "chain:pc   " : "",
+    printf("\n%s%-36s %-28s %9s %10s %7s\n", o->per_instruction ? "chain:pc   " : "",
            "operator", "impl", "calls/run", "ms/run", "%");
     for (size_t i = 0; i < p->nrows; i++) {
         const prof_row *row = &p->rows[i];
-        char impl[96], fused[48];
-        fused[0] = 0;
+        char impl[128], fused[48], chained[24];
+        fused[0] = chained[0] = 0;
         if (row->fused) {
             fused[0] = '+';
             short_op(row->fused, fused + 1, sizeof fused - 1);
         }
-        snprintf(impl, sizeof impl, "%s%s%s", row->impl, fused, row->blocked ? "/8c" : "");
+        if (row->calls_run > 1)
+            snprintf(chained, sizeof chained, "/chain%u", (unsigned)row->calls_run);
+        else if (row->calls_run == 0)
+            snprintf(chained, sizeof chained, "/chained");
+        snprintf(impl, sizeof impl, "%s%s%s%s", row->impl, fused, row->blocked ? "/8c" : "",
+                 chained);
         if (o->per_instruction) {
             char at[32];
             snprintf(at, sizeof at, "%zu:%zu", row->chain, row->pc);
             printf("%-10s ", at);
         }
-        printf("%-36s %-22s %9.4g %10.4f %7.2f\n", row->op, impl,
+        printf("%-36s %-28s %9.4g %10.4f %7.2f\n", row->op, impl,
                (double)row->calls / (double)o->iterations,
                (double)row->ns / 1e6 / (double)o->iterations,
                total > 0 ? 100.0 * (double)row->ns / (double)total : 0.0);
@@ -295,7 +309,8 @@ static void print_json(const bench_opts *o, const char *method, const bench_resu
         json_string(row->impl);
         fputs(", \"fused\": ", stdout);
         json_string(row->fused);
-        printf(", \"blocked\": %s", row->blocked ? "true" : "false");
+        printf(", \"blocked\": %s, \"chained_calls\": %u", row->blocked ? "true" : "false",
+               (unsigned)row->calls_run);
         if (o->per_instruction)
             printf(", \"chain\": %zu, \"pc\": %zu", row->chain, row->pc);
         printf(", \"calls\": %.6g, \"ms_per_run\": %.6f, \"pct\": %.4f}",

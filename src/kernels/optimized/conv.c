@@ -598,11 +598,15 @@ void etch_opt_convolution_layout(etch_kernel_context *ctx, etch_value **args, si
 
 /* ---- the kernel --------------------------------------------------------------------------- */
 
-ETCH_OPT_KERNEL(convolution_out) {
-    if (nargs < 10) {
-        fallback(ctx, args, nargs);
-        return;
-    }
+/* The call's shape from its arguments (not the pointers); ok false when the arguments are
+ * not a convolution the paths here take. t: input, weight, bias (NULL: none), output. */
+static bool parse_call(etch_value **args, size_t nargs, conv_shape *s, etch_tensor *t[4],
+                       int64_t osz[4]) {
+    memset(s, 0, sizeof *s);
+    memset(osz, 0, 4 * sizeof *osz);
+    t[0] = t[1] = t[2] = t[3] = NULL;
+    if (nargs < 10)
+        return false;
     etch_tensor *in = float_tensor(args[0]), *w = float_tensor(args[1]);
     etch_tensor *out = float_tensor(args[9]), *bias = NULL;
     bool ok = in && w && out && (in->dim == 3 || in->dim == 4) && w->dim == in->dim &&
@@ -613,47 +617,97 @@ ETCH_OPT_KERNEL(convolution_out) {
         bias = float_tensor(args[2]);
         ok = bias && bias->dim == 1 && bias->sizes[0] == w->sizes[0];
     }
+    t[0] = in;
+    t[1] = w;
+    t[2] = bias;
+    t[3] = out;
     size_t spatial = ok ? in->dim - 2u : 1;
     int64_t stride[2], pad[2], dil[2], opad[2];
     ok = ok && int_list(args[3], spatial, 1, stride) && int_list(args[4], spatial, 0, pad) &&
          int_list(args[5], spatial, 1, dil) && int_list(args[7], spatial, 0, opad);
-    const uint64_t blocked = etch_kernel_blocked_args(ctx);
-    const bool in_blocked = blocked & 1u, out_blocked = (blocked >> 9) & 1u;
-    conv_shape s;
-    memset(&s, 0, sizeof s);
     if (ok) {
-        s.groups = args[8]->u.i;
-        s.N = in->sizes[0];
-        s.C_in = in->sizes[1];
-        s.C_out = w->sizes[0];
-        s.cin_g = w->sizes[1];
-        ok = s.C_in == s.cin_g * s.groups && s.C_out % s.groups == 0 && s.cin_g > 0 &&
-             s.N > 0 && s.C_out > 0;
+        s->groups = args[8]->u.i;
+        s->N = in->sizes[0];
+        s->C_in = in->sizes[1];
+        s->C_out = w->sizes[0];
+        s->cin_g = w->sizes[1];
+        ok = s->C_in == s->cin_g * s->groups && s->C_out % s->groups == 0 && s->cin_g > 0 &&
+             s->N > 0 && s->C_out > 0;
     }
-    int64_t osz[4] = {0, 0, 0, 0};
     if (ok) {
         bool two = in->dim == 4;
-        s.cout_g = s.C_out / s.groups;
-        s.IH = two ? in->sizes[2] : 1;
-        s.IW = in->sizes[in->dim - 1];
-        s.KH = two ? w->sizes[2] : 1;
-        s.KW = w->sizes[w->dim - 1];
-        s.sh = two ? stride[0] : 1;
-        s.sw = stride[spatial - 1];
-        s.ph = two ? pad[0] : 0;
-        s.pw = pad[spatial - 1];
-        s.dh = two ? dil[0] : 1;
-        s.dw = dil[spatial - 1];
-        int64_t effh = s.dh * (s.KH - 1) + 1, effw = s.dw * (s.KW - 1) + 1;
-        ok = s.IH >= 1 && s.IW >= 1 && s.KH >= 1 && s.KW >= 1 && s.IH + 2 * s.ph >= effh &&
-             s.IW + 2 * s.pw >= effw;
-        s.OH = ok ? (s.IH + 2 * s.ph - effh) / s.sh + 1 : 0;
-        s.OW = ok ? (s.IW + 2 * s.pw - effw) / s.sw + 1 : 0;
-        osz[0] = s.N;
-        osz[1] = s.C_out;
-        osz[2] = two ? s.OH : s.OW;
-        osz[3] = s.OW;
+        s->cout_g = s->C_out / s->groups;
+        s->IH = two ? in->sizes[2] : 1;
+        s->IW = in->sizes[in->dim - 1];
+        s->KH = two ? w->sizes[2] : 1;
+        s->KW = w->sizes[w->dim - 1];
+        s->sh = two ? stride[0] : 1;
+        s->sw = stride[spatial - 1];
+        s->ph = two ? pad[0] : 0;
+        s->pw = pad[spatial - 1];
+        s->dh = two ? dil[0] : 1;
+        s->dw = dil[spatial - 1];
+        int64_t effh = s->dh * (s->KH - 1) + 1, effw = s->dw * (s->KW - 1) + 1;
+        ok = s->IH >= 1 && s->IW >= 1 && s->KH >= 1 && s->KW >= 1 &&
+             s->IH + 2 * s->ph >= effh && s->IW + 2 * s->pw >= effw;
+        s->OH = ok ? (s->IH + 2 * s->ph - effh) / s->sh + 1 : 0;
+        s->OW = ok ? (s->IW + 2 * s->pw - effw) / s->sw + 1 : 0;
+        osz[0] = s->N;
+        osz[1] = s->C_out;
+        osz[2] = two ? s->OH : s->OW;
+        osz[3] = s->OW;
     }
+    return ok;
+}
+
+/* The call's prepared weight (s->prep) when it was made for this weight, else NULL. */
+static const void *prep_of(const void *prepared, size_t psize, const conv_shape *s,
+                           const etch_tensor *w) {
+    const conv_prep *pr = (const conv_prep *)prepared;
+    if (!pr || psize < PREP_DATA || pr->magic != PREP_MAGIC || pr->w != w->data ||
+        pr->dim != (int64_t)w->dim || pr->groups != s->groups)
+        return NULL;
+    for (unsigned i = 0; i < w->dim; i++)
+        if (pr->sizes[i] != w->sizes[i])
+            return NULL;
+    return pr;
+}
+
+bool etch_opt_conv_call_shape(const etch_kernel_call *c, conv_shape *s) {
+    etch_tensor *t[4];
+    int64_t osz[4];
+    if (!parse_call(c->args, c->nargs, s, t, osz) || t[0]->dim != 4 || !t[3]->data ||
+        t[3]->dim != 4 || !etch_tensor_is_contiguous(t[3]) || overlaps(t[3], t[0]) ||
+        overlaps(t[3], t[1]) || overlaps(t[3], t[2]))
+        return false;
+    for (unsigned d = 0; d < 4; d++)
+        if (t[3]->sizes[d] != osz[d])
+            return false;
+    s->in = (const float *)t[0]->data;
+    s->w = (const float *)t[1]->data;
+    s->bias = t[2] ? (const float *)t[2]->data : NULL;
+    s->out = (float *)t[3]->data;
+    s->epi = c->epilogue && c->epilogue->act != ETCH_ACT_NONE ? c->epilogue : NULL;
+    s->prep = prep_of(c->prepared, c->prepared_size, s, t[1]);
+    return true;
+}
+
+ETCH_OPT_KERNEL(convolution_out) {
+    if (etch_kernel_chain_length(ctx) > 1) {
+        etch_opt_conv_chain_run(ctx);
+        return;
+    }
+    if (nargs < 10) {
+        fallback(ctx, args, nargs);
+        return;
+    }
+    conv_shape s;
+    etch_tensor *t[4];
+    int64_t osz[4];
+    bool ok = parse_call(args, nargs, &s, t, osz);
+    etch_tensor *in = t[0], *w = t[1], *bias = t[2], *out = t[3];
+    const uint64_t blocked = etch_kernel_blocked_args(ctx);
+    const bool in_blocked = blocked & 1u, out_blocked = (blocked >> 9) & 1u;
     if (blocked && (!ok || in->dim != 4)) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
                          "channel-blocked convolution: arguments its fast path cannot take "
@@ -687,14 +741,8 @@ ETCH_OPT_KERNEL(convolution_out) {
     s.out = (float *)out->data;
     s.epi = etch_kernel_epilogue(ctx);
     size_t psize = 0;
-    const conv_prep *pr = (const conv_prep *)etch_kernel_prepared(ctx, &psize);
-    if (pr && psize >= PREP_DATA && pr->magic == PREP_MAGIC && pr->w == w->data &&
-        pr->dim == (int64_t)w->dim && pr->groups == s.groups) {
-        bool same = true;
-        for (unsigned i = 0; i < w->dim; i++)
-            same = same && pr->sizes[i] == w->sizes[i];
-        s.prep = same ? pr : NULL;
-    }
+    const void *prepared = etch_kernel_prepared(ctx, &psize);
+    s.prep = prep_of(prepared, psize, &s, w);
 
     if (blocked) {
         if (s.groups == 1)

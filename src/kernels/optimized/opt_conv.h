@@ -24,6 +24,19 @@ typedef struct conv_shape {
     const void *prep;         /* conv.c: its prepared weight, checked against this call */
 } conv_shape;
 
+/* The shape and pointers of chained call c (conv.c): its arguments parsed as the kernel does,
+ * s->epi, s->prep (its prepared weight when it fits) set; false when the kernel's fast paths
+ * cannot take them (or the output is not a bound, contiguous 4-D tensor of the computed
+ * shape clear of the call's inputs). */
+bool etch_opt_conv_call_shape(const etch_kernel_call *c, conv_shape *s);
+
+/* Chain function of aten::convolution.out (etch_kernels_register_chain) and the run of a
+ * chain it accepted (the kernel calls it when etch_kernel_chain_length > 1): the 1x1 ->
+ * depthwise 3x3 -> 1x1 blocks of conv_chain.c. */
+size_t etch_opt_convolution_chain(etch_kernel_context *ctx, const etch_kernel_call *calls,
+                                  size_t n);
+void etch_opt_conv_chain_run(etch_kernel_context *ctx);
+
 /* Layout function of aten::convolution.out (etch_kernels_register_layout), conv.c. A 2-D
  * float convolution (not transposed) may take its input (args[0]) and output (args[9],
  * args[10]) channel-blocked (NCHW8c, etch/kernel.h):

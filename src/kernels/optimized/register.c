@@ -80,6 +80,10 @@ etch_status etch_kernels_register_optimized(void) {
     for (size_t i = 0; i < sizeof prep / sizeof prep[0]; i++)
         if ((st = etch_kernels_register_prepare(prep[i].kernel, prep[i].prepare)) != ETCH_OK)
             return st;
+    /* convolution blocks run as one (chained calls; etch_method_options.no_fusion) */
+    if ((st = etch_kernels_register_chain(etch_opt_convolution_out,
+                                          etch_opt_convolution_chain)) != ETCH_OK)
+        return st;
     /* channel-blocked tensors between layers (etch_method_options.no_blocked_layout) */
     return etch_opt_register_layouts();
 }

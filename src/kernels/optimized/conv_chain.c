@@ -1,0 +1,309 @@
+/*
+ * Inverted-residual blocks run as one call (etch/kernel.h, "chained calls"): a 1x1
+ * convolution ("expand", optional), a depthwise 3x3 convolution on its result and a 1x1
+ * convolution on that ("project"), every tensor channel-blocked. Run one by one, each call
+ * writes its whole result and the next reads it back: mobilenet_v2's first expand writes
+ * 112x112x96 floats (4.8 MB) that the depthwise convolution then reads, through the shared
+ * last-level cache or memory. Chained, each thread takes a band of output rows and computes
+ * it a few rows at a time: the expand's rows that the depthwise rows need (keeping the rows
+ * the next step shares with this one), the depthwise rows, then the project's rows, so the
+ * two intermediates live only in a per-thread scratch of a few rows that stays in L2.
+ *
+ * Each stage calls the same register tile (conv_nchwc.h) or depthwise row function (nchwc.h)
+ * with the same weights as the unchained call, and every value they compute depends only on
+ * its inputs: results are bitwise those of the calls run one by one (the tests check it).
+ * The intermediates' own tensors are left unwritten. Without scratch for the bands the calls
+ * run one by one (etch_kernel_chain_run).
+ *
+ * Taken at load when (etch_opt_convolution_chain): every call is this kernel's; expand and
+ * project are 1x1, stride 1, no padding, groups 1, with their NCHWc pack prepared; the
+ * depthwise one is 3x3, stride 1 or 2 (both ways), padding 1, dilation 1, on the expand's
+ * channels; channels multiples of 8, everything blocked; activations none, relu or clamp
+ * (those the tiles apply in registers); and the intermediate is large against the weights
+ * (CHAIN_MIN_RATIO): in a block whose weights outweigh its activations (mobilenet_v2's last
+ * ones) every thread would read every weight where the unchained calls split them.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/optimized/conv_nchwc.h"
+#include "kernels/optimized/nchwc.h"
+
+/* Chain a block only when its intermediate (the expand's result, or the depthwise one's
+ * without an expand) has at least this many times the bytes of the packed 1x1 weights. */
+#ifndef CHAIN_MIN_RATIO
+#define CHAIN_MIN_RATIO 2
+#endif
+/* Output pixels of the project per step (whole rows: at least this many when the image is
+ * wide enough) */
+#define CHAIN_MIN_PIXELS 48
+
+static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* relu / clamp as the register tile applies them; false for other activations */
+static bool tile_act(const etch_epilogue *e, bool *act, float *lo, float *hi) {
+    *act = false;
+    *lo = *hi = 0.0f;
+    if (!e || e->act == ETCH_ACT_NONE)
+        return true;
+    if (e->act == ETCH_ACT_RELU) {
+        *act = true;
+        *hi = INFINITY;
+        return true;
+    }
+    if (e->act == ETCH_ACT_CLAMP) {
+        *act = true;
+        *lo = (float)e->lo;
+        *hi = (float)e->hi;
+        return true;
+    }
+    return false;
+}
+
+static bool blocked_io(const etch_kernel_call *c) {
+    const uint64_t io = 1u | (1u << 9);
+    return (c->blocked & io) == io;
+}
+
+/* A 1x1 stride-1 convolution the band loop can run: blocked, its NCHWc pack prepared. */
+static bool pointwise_ok(const etch_kernel_call *c, const conv_shape *s) {
+    bool act;
+    float lo, hi;
+    return blocked_io(c) && s->groups == 1 && s->KH == 1 && s->KW == 1 && s->sh == 1 &&
+           s->sw == 1 && s->ph == 0 && s->pw == 0 && s->C_in % 8 == 0 && s->C_out % 8 == 0 &&
+           etch_opt_conv_prep_nchwc(s) && tile_act(s->epi, &act, &lo, &hi);
+}
+
+/* A depthwise 3x3 (stride 1 or 2 both ways, padding 1, dilation 1) on blocked tensors. */
+static bool depthwise_ok(const etch_kernel_call *c, const conv_shape *s) {
+    bool act;
+    float lo, hi;
+    return blocked_io(c) && s->groups == s->C_in && s->C_out == s->C_in && s->cin_g == 1 &&
+           s->C_in % 8 == 0 && s->KH == 3 && s->KW == 3 && s->sh == s->sw &&
+           (s->sh == 1 || s->sh == 2) && s->ph == 1 && s->pw == 1 && s->dh == 1 &&
+           s->dw == 1 && tile_act(s->epi, &act, &lo, &hi);
+}
+
+/* The block of calls[0..n) the band loop runs: 3 (expand, depthwise, project), 2 (depthwise,
+ * project) or 0; shapes in s[3] (s[0] unused without an expand). */
+static size_t block_of(const etch_kernel_call *calls, size_t n, conv_shape s[3]) {
+    if (n < 2)
+        return 0;
+    for (size_t i = 0; i < n && i < 3; i++)
+        if (calls[i].kernel->fn != etch_opt_convolution_out)
+            return 0;
+    conv_shape a, b;
+    if (!etch_opt_conv_call_shape(&calls[0], &a) || !etch_opt_conv_call_shape(&calls[1], &b))
+        return 0;
+    if (depthwise_ok(&calls[0], &a) && pointwise_ok(&calls[1], &b) && a.C_out == b.C_in &&
+        a.N == b.N && a.OH == b.IH && a.OW == b.IW) {
+        s[1] = a;
+        s[2] = b;
+        return 2;
+    }
+    conv_shape c;
+    if (n < 3 || !pointwise_ok(&calls[0], &a) || !depthwise_ok(&calls[1], &b) ||
+        !etch_opt_conv_call_shape(&calls[2], &c) || !pointwise_ok(&calls[2], &c) ||
+        a.C_out != b.C_in || b.C_out != c.C_in || a.N != b.N || b.N != c.N || a.OH != b.IH ||
+        a.OW != b.IW || b.OH != c.IH || b.OW != c.IW)
+        return 0;
+    s[0] = a;
+    s[1] = b;
+    s[2] = c;
+    return 3;
+}
+
+size_t etch_opt_convolution_chain(etch_kernel_context *ctx, const etch_kernel_call *calls,
+                                  size_t n) {
+    (void)ctx;
+    conv_shape s[3];
+    const size_t got = block_of(calls, n, s);
+    if (!got)
+        return 0;
+    /* the intermediate written and read back, against the weights every thread would read */
+    const conv_shape *d = &s[1], *p = &s[2];
+    const double mid = got == 3 ? (double)d->N * (double)d->C_in * (double)(d->IH * d->IW)
+                                : (double)d->N * (double)d->C_out * (double)(d->OH * d->OW);
+    double weights = (double)p->C_in * (double)p->C_out;
+    if (got == 3)
+        weights += (double)s[0].C_in * (double)s[0].C_out;
+    return mid >= CHAIN_MIN_RATIO * weights ? got : 0;
+}
+
+/* ---- the band loop ---------------------------------------------------------------------- */
+
+typedef struct chain_job {
+    conv_shape e, d, p; /* e only with has_e */
+    bool has_e;
+    const float *we, *wp; /* the 1x1 calls' NCHWc packs */
+    bool e_act, p_act;
+    float e_lo, e_hi, p_lo, p_hi;
+    int d_act; /* 0, 1 relu, 2 clamp (the depthwise rows' encoding) */
+    float d_lo, d_hi;
+    nchwc_tile_fn fn;
+    bool fn_reps;
+    const nchwc_rows *rows;
+    int64_t G;        /* depthwise output rows per step */
+    int64_t R;        /* rows of the expand's band buffer: (G - 1) * stride + 3 */
+    int64_t workers;  /* bands of output rows per image, one per parallel item */
+    float *scratch;   /* per worker: the expand's rows, then the depthwise rows */
+    int64_t worker_floats;
+} chain_job;
+
+/* 1x1 convolution over n consecutive pixels of blocked planes (in: its first pixel of block 0,
+ * planes in_ps floats apart) into out (likewise, out_ps), every output channel tile. */
+static void pointwise(const chain_job *j, const conv_shape *s, const float *pack, bool act,
+                      float lo, float hi, const float *in, int64_t in_ps, int64_t n, float *out,
+                      int64_t out_ps) {
+    const int64_t Cp = s->C_out, nt = (Cp + NCHWC_OCT - 1) / NCHWC_OCT;
+    const nchwc_split sp = etch_nchwc_split_pixels(n);
+    const int64_t ntl = (n + NCHWC_MR - 1) / NCHWC_MR;
+    for (int64_t t = 0; t < nt; t++) {
+        const int64_t oct = imin(NCHWC_OCT, Cp - t * NCHWC_OCT);
+        float bias[NCHWC_OCT];
+        for (int64_t c = 0; c < NCHWC_OCT; c++)
+            bias[c] = s->bias && c < oct ? s->bias[t * NCHWC_OCT + c] : 0.0f;
+        nchwc_tile tt;
+        memset(&tt, 0, sizeof tt);
+        tt.ls = 1;
+        tt.bs = in_ps;
+        tt.nb = s->C_in / 8;
+        tt.b1 = tt.nb;
+        tt.cb_last = 8;
+        tt.KW = 1;
+        tt.wbs = 8 * oct;
+        tt.nkh = tt.nkw = 1;
+        tt.obs = out_ps;
+        tt.oct = (int)oct;
+        tt.oc_valid = (int)oct;
+        tt.act = act;
+        tt.lo = lo;
+        tt.hi = hi;
+        tt.w = pack + t * NCHWC_OCT * s->C_in;
+        tt.bias = bias;
+        float *o = out + t * 2 * out_ps;
+        int64_t px = 0;
+        for (int g = 0; g < 2; g++) { /* sp.extra tiles of base + 1 pixels, then of base */
+            const int64_t np = g == 0 ? sp.base + 1 : sp.base;
+            const int64_t reps = g == 0 ? sp.extra : ntl - sp.extra;
+            if (reps <= 0 || np <= 0)
+                continue;
+            for (int64_t q = 0; q < np; q++)
+                tt.px[q] = in + (px + q) * 8;
+            tt.np = (int)np;
+            tt.out = o + px * 8;
+            tt.reps = reps;
+            tt.pstep = np * 8;
+            etch_nchwc_tile_run(j->fn, j->fn_reps, &tt);
+            px += reps * np;
+        }
+    }
+}
+
+/* Worker w: its share of the depthwise output rows of every image. */
+static void chain_worker(void *arg, int64_t w0, int64_t w1) {
+    const chain_job *j = (const chain_job *)arg;
+    const conv_shape *e = &j->e, *d = &j->d, *p = &j->p;
+    const int64_t H = d->IH, W = d->IW, OH = d->OH, OW = d->OW, st = d->sh;
+    const int64_t CB = d->C_in / 8, R = j->R;
+    for (int64_t w = w0; w < w1; w++) {
+        float *tbuf = j->scratch + w * j->worker_floats;
+        float *ubuf = tbuf + (j->has_e ? CB * R * W * 8 : 0);
+        const int64_t base = OH / j->workers, rem = OH % j->workers;
+        const int64_t a0 = w * base + imin(w, rem), a1 = a0 + base + (w < rem ? 1 : 0);
+        for (int64_t n = 0; n < d->N; n++) {
+            const float *x = j->has_e ? e->in + n * e->C_in * H * W : d->in + n * d->C_in * H * W;
+            float *y = p->out + n * p->C_out * OH * OW;
+            int64_t have = 0; /* the expand's rows computed: up to `have` */
+            for (int64_t a = a0; a < a1;) {
+                const int64_t g = imin(j->G, a1 - a);
+                /* the input rows the depthwise rows [a, a + g) read */
+                const int64_t lo = imax(0, a * st - 1), hi = imin(H, (a + g - 1) * st + 2);
+                nchwc_dw_job dj = {.CB = CB, .IH = hi - lo, .IW = W, .OH = g, .OW = OW,
+                                   .KH = 3, .KW = 3, .sh = st, .sw = st, .ph = 1 + lo - a * st,
+                                   .pw = 1, .dh = 1, .dw = 1, .w = d->w, .bias = d->bias,
+                                   .out = ubuf, .act = j->d_act, .lo = j->d_lo, .hi = j->d_hi};
+                if (j->has_e) {
+                    /* the rows not computed at the previous step, each at row r % R of the
+                     * ring (R rows: a step's window always fits) */
+                    for (int64_t r = a > a0 && have > lo ? have : lo; r < hi;) {
+                        const int64_t r1 = imin(hi, r + R - r % R);
+                        pointwise(j, e, j->we, j->e_act, j->e_lo, j->e_hi, x + r * W * 8,
+                                  H * W * 8, (r1 - r) * W, tbuf + r % R * W * 8, R * W * 8);
+                        r = r1;
+                    }
+                    have = hi;
+                    dj.in = tbuf;
+                    dj.ips = R * W * 8;
+                    dj.ring = R;
+                    dj.ring0 = lo;
+                } else {
+                    dj.in = x + lo * W * 8;
+                    dj.ips = H * W * 8;
+                }
+                j->rows->dw(&dj, 0, CB * g);
+                pointwise(j, p, j->wp, j->p_act, j->p_lo, j->p_hi, ubuf, g * OW * 8, g * OW,
+                          y + a * OW * 8, OH * OW * 8);
+                a += g;
+            }
+        }
+    }
+}
+
+/* Run the calls one by one (what the chain stands for). */
+static void run_each(etch_kernel_context *ctx) {
+    const size_t n = etch_kernel_chain_length(ctx);
+    for (size_t i = 0; i < n; i++)
+        if (etch_kernel_chain_run(ctx, i) != ETCH_OK)
+            return;
+}
+
+void etch_opt_conv_chain_run(etch_kernel_context *ctx) {
+    const size_t n = etch_kernel_chain_length(ctx);
+    etch_kernel_call calls[3];
+    conv_shape s[3];
+    bool ok = n <= 3;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = etch_kernel_chain_call(ctx, i, &calls[i]);
+    if (!ok || block_of(calls, n, s) != n) {
+        run_each(ctx); /* not the block accepted at load (the arguments changed) */
+        return;
+    }
+    chain_job j;
+    memset(&j, 0, sizeof j);
+    j.has_e = n == 3;
+    if (j.has_e)
+        j.e = s[0];
+    j.d = s[1];
+    j.p = s[2];
+    j.we = j.has_e ? etch_opt_conv_prep_nchwc(&j.e) : NULL;
+    j.wp = etch_opt_conv_prep_nchwc(&j.p);
+    bool act;
+    float lo, hi;
+    if (j.has_e)
+        tile_act(j.e.epi, &j.e_act, &j.e_lo, &j.e_hi);
+    tile_act(j.p.epi, &j.p_act, &j.p_lo, &j.p_hi);
+    tile_act(j.d.epi, &act, &lo, &hi);
+    if (act) {
+        j.d_act = j.d.epi->act == ETCH_ACT_RELU ? 1 : 2;
+        j.d_lo = lo;
+        j.d_hi = hi;
+    }
+    j.fn = etch_nchwc_tile_active(&j.fn_reps);
+    j.rows = etch_opt_nchwc_rows();
+    const conv_shape *d = &j.d;
+    j.workers = imin(etch_kernel_num_threads(ctx), d->OH);
+    j.G = imin(imax(1, (CHAIN_MIN_PIXELS + d->OW - 1) / d->OW), (d->OH + j.workers - 1) / j.workers);
+    j.R = (j.G - 1) * d->sh + 3;
+    const int64_t CB = d->C_in / 8;
+    j.worker_floats = (j.has_e ? CB * j.R * d->IW * 8 : 0) + CB * j.G * d->OW * 8;
+    j.worker_floats = (j.worker_floats + 15) / 16 * 16; /* 64-byte aligned slices */
+    j.scratch = (float *)etch_kernel_temp_try(
+        ctx, (size_t)(j.workers * j.worker_floats) * sizeof(float), 64);
+    if (!j.scratch) {
+        run_each(ctx);
+        return;
+    }
+    etch_kernel_parallel_for(ctx, j.workers, 1, chain_worker, &j);
+}
