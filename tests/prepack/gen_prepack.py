@@ -90,6 +90,8 @@ def main():
         ("mlp64", Mlp(), torch.randn(64, 48)),    # M = 64 (packed path either way)
         ("mlp3d", Mlp(), torch.randn(2, 33, 48)),  # linear over 3-d input, M = 66
         ("mlp5", Mlp(), torch.randn(5, 48)),      # few rows: packed only with a packed B
+        # one row in every call (a CNN's classifier): prepared where the ISA has gemv_p
+        ("mlp1", Mlp(), torch.randn(1, 48)),
         ("shared", Shared(), torch.randn(30, 40)),
         # one 8 MiB weight: the mapped pages of a packed weight are given back at load
         ("big", torch.nn.Linear(1024, 2048), torch.randn(4, 1024)),

@@ -391,6 +391,13 @@ static void program_case(const char *dir, const pcase *c) {
 
         if (!load(dir, c, false, threads, 0, &l))
             return;
+        /* single-row call sites are prepared only for a matrix-vector kernel over the panels */
+        if (strcmp(c->name, "mlp1") == 0 && !etch_sgemm_isa_for((int)best)->gemv_p) {
+            CHECK_MSG(l.prepared == 0, "mlp1: %d single-row call sites prepared without gemv_p",
+                      l.prepared);
+            unload(&l);
+            continue;
+        }
         CHECK_MSG(l.prepared > 0, "%s: nothing prepared", c->name);
         /* one copy per weight: only "shared" reuses one */
         if (strcmp(c->name, "shared") == 0)

@@ -36,7 +36,9 @@
 #endif
 /* Output pixels of the project per step (whole rows: at least this many when the image is
  * wide enough) */
+#ifndef CHAIN_MIN_PIXELS
 #define CHAIN_MIN_PIXELS 48
+#endif
 
 static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }

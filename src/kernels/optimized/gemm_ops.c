@@ -66,8 +66,7 @@ typedef struct prep_b {
 } prep_b;
 _Static_assert(sizeof(prep_b) <= PREP_DATA, "prep_b header larger than PREP_DATA");
 
-/* a "leading" operand with at most one row (static or upper bound): the matrix-vector path,
- * which reads B as it is */
+/* a "leading" operand with at most one row (static or upper bound): the matrix-vector path */
 static bool one_row(etch_value *xv, bool all_leading) {
     etch_tensor *x = float_tensor(xv);
     if (!x || x->dim < 1)
@@ -76,6 +75,23 @@ static bool one_row(etch_value *xv, bool all_leading) {
     for (unsigned i = 0; i + 1 < x->dim; i++)
         rows *= x->sizes[i];
     return all_leading ? rows <= 1 : (x->dim == 2 && x->sizes[0] <= 1);
+}
+
+/* Single-row call sites (a CNN's classifier) are prepared only when the ISA has a
+ * matrix-vector kernel over the packed panels (gemv_p, which streams them faster than the
+ * weight as it is) and the weight is at most this large: packing holds both copies until the
+ * weight's pages go, and a language model's 100 MB classifier would raise the peak by that
+ * much for a decode speed-up within noise (measured on stories110M). */
+#define ONE_ROW_PACK_MAX ((size_t)32 << 20)
+
+/* Is the call site one to leave unprepared: at most one row (x), and packing its weight
+ * (args[wi]) not worth it by the rule above? */
+static bool skip_one_row(etch_value **args, int xi, bool all_leading, int wi) {
+    if (!one_row(args[xi], all_leading))
+        return false;
+    const etch_tensor *w = float_tensor(args[wi]);
+    return !etch_sgemm_isa_for((int)etch_isa_active())->gemv_p || !w ||
+           etch_tensor_nbytes(w) > ONE_ROW_PACK_MAX;
 }
 
 /* B = the weight in wv (2-d, b(k,j) = w[k,j], or w[j,k] when `transposed`) */
@@ -129,21 +145,21 @@ static const etch_sgemm_packed *prepared_b(const etch_kernel_context *ctx, const
 
 size_t etch_opt_mm_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs, void *buf,
                            size_t cap) {
-    if (nargs < 3 || one_row(args[0], false))
+    if (nargs < 3 || skip_one_row(args, 0, false, 1))
         return 0;
     return prepare_b(ctx, args, 1, false, buf, cap);
 }
 
 size_t etch_opt_addmm_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs,
                               void *buf, size_t cap) {
-    if (nargs < 6 || one_row(args[1], false))
+    if (nargs < 6 || skip_one_row(args, 1, false, 2))
         return 0;
     return prepare_b(ctx, args, 2, false, buf, cap);
 }
 
 size_t etch_opt_linear_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs,
                                void *buf, size_t cap) {
-    if (nargs < 4 || one_row(args[0], true))
+    if (nargs < 4 || skip_one_row(args, 0, true, 1))
         return 0;
     return prepare_b(ctx, args, 1, true, buf, cap);
 }
