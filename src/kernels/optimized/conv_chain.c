@@ -159,47 +159,19 @@ static void pointwise(const chain_job *j, const conv_shape *s, const float *pack
                       float lo, float hi, const float *in, int64_t in_ps, int64_t n, float *out,
                       int64_t out_ps) {
     const int64_t Cp = s->C_out, nt = (Cp + NCHWC_OCT - 1) / NCHWC_OCT;
-    const nchwc_split sp = etch_nchwc_split_pixels(n);
-    const int64_t ntl = (n + NCHWC_MR - 1) / NCHWC_MR;
     for (int64_t t = 0; t < nt; t++) {
         const int64_t oct = imin(NCHWC_OCT, Cp - t * NCHWC_OCT);
         float bias[NCHWC_OCT];
         for (int64_t c = 0; c < NCHWC_OCT; c++)
             bias[c] = s->bias && c < oct ? s->bias[t * NCHWC_OCT + c] : 0.0f;
         nchwc_tile tt;
-        memset(&tt, 0, sizeof tt);
-        tt.ls = 1;
-        tt.bs = in_ps;
-        tt.nb = s->C_in / 8;
-        tt.b1 = tt.nb;
-        tt.cb_last = 8;
-        tt.KW = 1;
-        tt.wbs = 8 * oct;
-        tt.nkh = tt.nkw = 1;
-        tt.obs = out_ps;
-        tt.oct = (int)oct;
-        tt.oc_valid = (int)oct;
+        etch_nchwc_tile_1x1(&tt, in_ps, s->C_in, oct, out_ps);
         tt.act = act;
         tt.lo = lo;
         tt.hi = hi;
         tt.w = pack + t * NCHWC_OCT * s->C_in;
         tt.bias = bias;
-        float *o = out + t * 2 * out_ps;
-        int64_t px = 0;
-        for (int g = 0; g < 2; g++) { /* sp.extra tiles of base + 1 pixels, then of base */
-            const int64_t np = g == 0 ? sp.base + 1 : sp.base;
-            const int64_t reps = g == 0 ? sp.extra : ntl - sp.extra;
-            if (reps <= 0 || np <= 0)
-                continue;
-            for (int64_t q = 0; q < np; q++)
-                tt.px[q] = in + (px + q) * 8;
-            tt.np = (int)np;
-            tt.out = o + px * 8;
-            tt.reps = reps;
-            tt.pstep = np * 8;
-            etch_nchwc_tile_run(j->fn, j->fn_reps, &tt);
-            px += reps * np;
-        }
+        etch_nchwc_tile_pixels(j->fn, j->fn_reps, &tt, in, out + t * 2 * out_ps, n, NULL);
     }
 }
 

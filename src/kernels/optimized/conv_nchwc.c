@@ -287,6 +287,47 @@ nchwc_split etch_nchwc_split_pixels(int64_t n) {
     return t;
 }
 
+void etch_nchwc_tile_1x1(nchwc_tile *tt, int64_t in_ps, int64_t C_in, int64_t oct,
+                         int64_t out_ps) {
+    memset(tt, 0, sizeof *tt);
+    tt->ls = 1;
+    tt->bs = in_ps;
+    tt->nb = C_in / 8;
+    tt->b1 = tt->nb;
+    tt->cb_last = 8;
+    tt->KW = 1;
+    tt->wbs = 8 * oct;
+    tt->nkh = tt->nkw = 1;
+    tt->obs = out_ps;
+    tt->oct = (int)oct;
+    tt->oc_valid = (int)oct;
+    tt->reps = 1;
+}
+
+void etch_nchwc_tile_pixels(nchwc_tile_fn fn, bool fn_reps, nchwc_tile *tt, const float *in,
+                            float *out, int64_t n, nchwc_prefetch *pf) {
+    const nchwc_split sp = etch_nchwc_split_pixels(n);
+    const int64_t ntl = (n + NCHWC_MR - 1) / NCHWC_MR;
+    int64_t p = 0;
+    for (int g = 0; g < 2; g++) {
+        const int64_t np = g == 0 ? sp.base + 1 : sp.base;
+        const int64_t reps = g == 0 ? sp.extra : ntl - sp.extra;
+        if (reps <= 0 || np <= 0)
+            continue;
+        for (int64_t q = 0; q < np; q++)
+            tt->px[q] = in + (p + q) * 8;
+        tt->np = (int)np;
+        tt->out = out + p * 8;
+        tt->reps = reps;
+        tt->pstep = np * 8;
+        if (pf)
+            etch_nchwc_prefetch_slice(pf, tt, reps);
+        etch_nchwc_tile_run(fn, fn_reps, tt);
+        p += reps * np;
+    }
+    tt->reps = 1;
+}
+
 nchwc_prefetch etch_nchwc_prefetch_plan(const float *start, int64_t len, int64_t calls,
                                         int64_t steps) {
     nchwc_prefetch p = {NULL, 0, 0, 0};

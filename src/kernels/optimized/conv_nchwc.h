@@ -83,6 +83,14 @@ void etch_nchwc_tile_run(nchwc_tile_fn fn, bool fn_reps, const nchwc_tile *t);
  * by np pixels. */
 void etch_nchwc_tile_next(nchwc_tile *t, int64_t pstep);
 
+/* The fields of a register tile for a 1x1 convolution between channel-blocked planes: input
+ * planes in_ps floats apart, C_in channels (a multiple of 8; every block summed), a channel tile
+ * of oct (8 or 16) outputs whose second block lies out_ps floats after its first. Everything
+ * else is zeroed: w, bias, the activation and the pixels (etch_nchwc_tile_pixels) are the
+ * caller's. */
+void etch_nchwc_tile_1x1(nchwc_tile *tt, int64_t in_ps, int64_t C_in, int64_t oct,
+                         int64_t out_ps);
+
 /* n pixels in register tiles of as equal a width as can be: `extra` tiles of base + 1
  * pixels, then tiles of `base`. */
 typedef struct nchwc_split {
@@ -103,6 +111,12 @@ nchwc_prefetch etch_nchwc_prefetch_plan(const float *start, int64_t len, int64_t
                                         int64_t steps);
 /* Hand the next `reps` register tile calls' slices to tt (none left: pf NULL). */
 void etch_nchwc_prefetch_slice(nchwc_prefetch *p, nchwc_tile *tt, int64_t reps);
+
+/* Run tile tt (all but its pixel fields set) over n consecutive pixels of blocked planes, the
+ * first read at in and written at out, in register tiles of equal width (two runs, widths from
+ * etch_nchwc_split_pixels); with pf, each run takes its prefetch slices. */
+void etch_nchwc_tile_pixels(nchwc_tile_fn fn, bool fn_reps, nchwc_tile *tt, const float *in,
+                            float *out, int64_t n, nchwc_prefetch *pf);
 
 void etch_nchwc_tile_scalar(const nchwc_tile *t);
 void etch_nchwc_tile_avx2(const nchwc_tile *t);

@@ -112,22 +112,10 @@ static void wino_products(void *arg, int64_t i0, int64_t i1) {
         const float *in = j->tj.v + k * CB * nt * 8;
         float *out = j->tj.m + (k * KB + tl * 2) * nt * 8;
         nchwc_tile tt;
-        memset(&tt, 0, sizeof tt);
+        etch_nchwc_tile_1x1(&tt, nt * 8, CB * 8, oct, nt * 8);
         tt.w = j->u + k * j->Cp * j->C + tl * NCHWC_OCT * j->C;
         tt.bias = wino_zeros;
-        tt.ls = 1;
-        tt.bs = nt * 8;
-        tt.nb = CB;
-        tt.cb_last = 8;
-        tt.KW = 1;
-        tt.wbs = 8 * oct;
-        tt.nkh = tt.nkw = 1;
-        tt.obs = nt * 8;
-        tt.oct = (int)oct;
-        tt.oc_valid = (int)oct;
-        /* the pixels in runs of equal register tiles: `extra` of base + 1, then of base */
-        const nchwc_split sp = etch_nchwc_split_pixels(p1 - p0);
-        const int64_t ntl = (p1 - p0 + NCHWC_MR - 1) / NCHWC_MR;
+        const int64_t ntl = (p1 - p0 + NCHWC_MR - 1) / NCHWC_MR; /* register tiles */
         /* The next item's weights, when they differ from these, prefetched into L2 over this
          * item's register tiles: with few tiles (a 14x14 output has 16) each weight is used
          * by 3 register tiles, and its first use otherwise waits on memory. */
@@ -143,22 +131,8 @@ static void wino_products(void *arg, int64_t i0, int64_t i1) {
             tt.b0 = b0;
             tt.b1 = imin(CB, b0 + j->depth_blocks);
             tt.accumulate = b0 > 0;
-            int64_t p = p0;
-            for (int g = 0; g < 2; g++) {
-                const int64_t np = g == 0 ? sp.base + 1 : sp.base;
-                const int64_t reps = g == 0 ? sp.extra : ntl - sp.extra;
-                if (reps <= 0 || np <= 0)
-                    continue;
-                for (int64_t q = 0; q < np; q++)
-                    tt.px[q] = in + (p + q) * 8;
-                tt.np = (int)np;
-                tt.out = out + p * 8;
-                tt.reps = reps;
-                tt.pstep = np * 8;
-                etch_nchwc_prefetch_slice(&pf, &tt, reps);
-                etch_nchwc_tile_run(j->fn, j->fn_reps, &tt);
-                p += reps * np;
-            }
+            etch_nchwc_tile_pixels(j->fn, j->fn_reps, &tt, in + p0 * 8, out + p0 * 8, p1 - p0,
+                                   &pf);
         }
     }
 }
