@@ -577,7 +577,7 @@ static uint32_t next_call(const etch_chain *ch, uint32_t pc) {
         if (in->kind != IA_KERNEL_CALL || in->jump_target)
             return UINT32_MAX;
         if (!in->skipped)
-            return q;
+            return in->kernel ? q : UINT32_MAX;
     }
     return UINT32_MAX;
 }
