@@ -229,8 +229,12 @@ def _merge_ops(runs: List[list]) -> list:
         for o in ops:
             if not isinstance(o, dict) or "op" not in o:
                 continue
-            # "/8c": the call reads or writes channel-blocked tensors
+            # "/8c": the call reads or writes channel-blocked tensors; "/chainN": it runs N
+            # calls as one (etch's chained calls), "/chained": one of those (its time is there)
             impl = (o.get("impl") or "") + ("/8c" if o.get("blocked") else "")
+            chained = o.get("chained_calls", 1)
+            if chained != 1:
+                impl += "/chain%d" % chained if chained else "/chained"
             key = (o.get("op"), impl, str(o.get("fused")))
             a = acc.setdefault(key, {"op": o.get("op"), "impl": impl,
                                      "fused": o.get("fused"), "calls": o.get("calls"),
@@ -448,6 +452,9 @@ def write_markdown(path: Path, res: dict) -> None:
             d(st.get("ref_max_abs"))))
     L.append("")
     L.append("## Where etch spends its time (top 5 operators, `etch bench --json` ops)")
+    L.append("")
+    L.append("impl: `/8c` reads or writes channel-blocked tensors; `/chainN` runs N calls as one "
+             "(a 1x1 -> depthwise -> 1x1 block, or depthwise -> 1x1), whose time it holds.")
     L.append("")
     any_ops = False
     for name in res["models"]:
