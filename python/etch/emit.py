@@ -268,6 +268,81 @@ def fusible_pairs(instrs: List[_Instr], spans: Dict[Any, List[int]],
     return pairs
 
 
+def _conv_kind(eg: ExportedGraph, n: torch.fx.Node) -> Optional[str]:
+    """"pw" for a 1x1 convolution (stride 1, no padding, groups 1), "dw" for a depthwise 3x3
+    one (padding 1, stride 1 or 2 both ways, dilation 1), else None: the convolutions the
+    optimized kernel runs as blocks (src/kernels/optimized/conv_chain.c)."""
+    a = list(n.args) + [None] * (9 - len(n.args))
+    w, stride, pad, dil, transposed, groups = a[1], a[3], a[4], a[5], a[6], a[8]
+    spec = eg.spec(w)
+    shape = getattr(spec, "shape", None)
+    if transposed or not isinstance(groups, int) or shape is None or len(shape) != 4:
+        return None
+
+    def pair(v):
+        v = list(v) if isinstance(v, (list, tuple)) else [v]
+        return v * 2 if len(v) == 1 else v
+
+    stride, pad, dil = pair(stride), pair(pad), pair(dil)
+    if shape[2:] == (1, 1) and groups == 1 and stride == [1, 1] and pad == [0, 0]:
+        return "pw"
+    if (shape[1] == 1 and groups == shape[0] and shape[2:] == (3, 3) and pad == [1, 1] and
+            dil == [1, 1] and stride[0] == stride[1] and stride[0] in (1, 2)):
+        return "dw"
+    return None
+
+
+def chain_blocks(instrs: List[_Instr], spans: Dict[Any, List[int]], outputs: Sequence[Any],
+                 eg: ExportedGraph, pairs: Sequence[int]) -> List[Tuple[int, int]]:
+    """(first, last) instructions of the 1x1 -> depthwise 3x3 -> 1x1 blocks and depthwise ->
+    1x1 pairs that the runtime may run as one kernel call (etch/kernel.h, chained calls): each
+    convolution (with the activation fused into it, `pairs`) writes one value that only the
+    next convolution reads; `last` is the block's last instruction (its fused activation's).
+    The chained kernel writes the block's result while it still reads the block's input, so
+    the caller keeps that input alive to `last`, and the runtime can chain the block whatever
+    else the plan puts where."""
+    fused = set(pairs)
+    units = {}  # conv instruction -> (last instruction, written key, kind)
+    for t, ins in enumerate(instrs):
+        if ins.variant.name != "aten::convolution.out":
+            continue
+        end = t + 1 if t in fused else t
+        kind = _conv_kind(eg, ins.node)
+        if kind and len(instrs[end].writes) == 1:
+            units[t] = (end, instrs[end].writes[0], kind)
+
+    def follows(t: int) -> Optional[int]:
+        """The convolution right after unit t that alone reads its result, or None (its
+        reads live on to its own fused activation, if it has one)."""
+        end, out, _ = units[t]
+        q = end + 1
+        if q not in units or out in outputs or spans.get(out) != [end, units[q][0]] or \
+                out not in instrs[q].reads:
+            return None
+        return q
+
+    blocks: List[Tuple[int, int]] = []
+    t = 0
+    while t < len(instrs):
+        if t not in units:
+            t += 1
+            continue
+        run = [t]
+        while len(run) < 3 and follows(run[-1]) is not None:
+            run.append(follows(run[-1]))
+        kinds = [units[u][2] for u in run]
+        if kinds[:3] == ["pw", "dw", "pw"]:
+            run = run[:3]
+        elif kinds[:2] == ["dw", "pw"]:
+            run = run[:2]
+        else:
+            t += 1
+            continue
+        blocks.append((run[0], units[run[-1]][0]))
+        t = units[run[-1]][0] + 1
+    return blocks
+
+
 def emit_method(eg: ExportedGraph, constants: ConstantTable,
                 alignment: int = 16) -> EmittedMethod:
     """Emit one method; constant tensors go into `constants`."""
@@ -333,9 +408,15 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
     # kernel writes the activation's output while it still reads its own inputs, so those
     # inputs live on to the activation (and never share memory with its output).
     out_keys = [key_of(o) for o in eg.outputs if isinstance(o, torch.fx.Node)]
-    for t in fusible_pairs(instrs, spans, out_keys, eg):
+    pairs = fusible_pairs(instrs, spans, out_keys, eg)
+    for t in pairs:
         for k in instrs[t].reads:
             touch(k, t + 1)
+    # Likewise a convolution block the runtime runs as one call: its input lives to the end
+    # of the block (and never shares memory with the block's result).
+    for first, last in chain_blocks(instrs, spans, out_keys, eg, pairs):
+        for k in instrs[first].reads:
+            touch(k, last)
 
     def nbytes_of(k) -> int:
         n, i = k
