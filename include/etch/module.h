@@ -21,11 +21,6 @@
  * With num_threads > 1 the module starts a thread pool (etch/threadpool.h) at open, shared by
  * all its methods, and stops it at close: kernels that split their work run on that many
  * threads (the calling one included); execute still never allocates or starts threads.
- *
- * On Linux, method buffers of 2 MiB or more (pool with the packed weights, arenas, kernel
- * scratch) are 2 MiB-aligned and marked for transparent huge pages (madvise MADV_HUGEPAGE):
- * fewer TLB misses when a run streams through them. Memory is still only used where touched,
- * in 2 MiB steps inside such a buffer where the kernel gives huge pages.
  */
 #ifndef ETCH_MODULE_H
 #define ETCH_MODULE_H

@@ -1,12 +1,8 @@
 /* The module layer: a program (plus optional .ptd) and the methods loaded from it, with all
  * method memory allocated here, once, at load. */
-#define _DEFAULT_SOURCE /* madvise */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 #include "etch/kernels.h"
 #include "etch/module.h"
@@ -87,27 +83,11 @@ static etch_status register_kernels(etch_module_kernels kernels) {
                     (int)kernels);
 }
 
-#define HUGE_PAGE ((size_t)2 << 20)
-
-/* 16-byte aligned, size rounded up to 16; a zero-size request still gets a valid pointer.
- * On Linux a buffer of 2 MiB or more is 2 MiB-aligned, rounded up to 2 MiB and marked for
- * transparent huge pages (MADV_HUGEPAGE; with THP set to "madvise", as Debian ships it, only
- * marked memory gets them): the packed weights, activations and scratch a method streams
- * through every run then cost a TLB entry per 2 MiB instead of per 4 KiB (measured: resnet18
- * about 4 % faster, mobilenet_v2 2 %). Where the kernel gives none, nothing changes. */
+/* 16-byte aligned, size rounded up to 16; a zero-size request still gets a valid pointer. */
 static void *alloc16(size_t size) {
-    if (size > SIZE_MAX - HUGE_PAGE)
+    if (size > SIZE_MAX - 15)
         return NULL;
     size_t n = (size + 15) & ~(size_t)15;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (n >= HUGE_PAGE) {
-        n = (n + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-        void *p = aligned_alloc(HUGE_PAGE, n);
-        if (p)
-            (void)madvise(p, n, MADV_HUGEPAGE); /* a hint: failing changes nothing */
-        return p;
-    }
-#endif
     return aligned_alloc(16, n ? n : 16);
 }
 
