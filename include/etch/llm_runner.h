@@ -145,7 +145,7 @@ typedef struct etch_llm_runner_options {
     /* Do not prepack the constant weights at load (etch_method_options.no_prepack). Packing
      * makes prefill (and, on AVX2 and NEON, decode) faster; with the default mmap load mode
      * the original weights' pages are given back once packed, so it costs about no memory
-     * (bench/llm's 110M shape peaks at 520 MB with it); with ETCH_LOAD_READ it keeps a second
+     * (bench/llm's 110M shape peaks at 547 MB with it); with ETCH_LOAD_READ it keeps a second
      * copy of the matrix weights. Default false. */
     bool no_prepack;
 } etch_llm_runner_options;
