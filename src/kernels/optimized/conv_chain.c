@@ -31,14 +31,10 @@
 
 /* Chain a block only when its intermediate (the expand's result, or the depthwise one's
  * without an expand) has at least this many times the bytes of the packed 1x1 weights. */
-#ifndef CHAIN_MIN_RATIO
 #define CHAIN_MIN_RATIO 2
-#endif
 /* Output pixels of the project per step (whole rows: at least this many when the image is
  * wide enough) */
-#ifndef CHAIN_MIN_PIXELS
 #define CHAIN_MIN_PIXELS 48
-#endif
 
 static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
