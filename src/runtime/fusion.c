@@ -739,10 +739,7 @@ etch_status etch_kernel_chain_run(etch_kernel_context *ctx, size_t i) {
     etch_kernel_context head = *ctx;
     ctx->op_name = ctx->chain_ops[in->a].name;
     ctx->temp_used = 0;
-    ctx->epilogue = in->fused ? &in->epilogue : NULL;
-    ctx->prepared = in->prepared;
-    ctx->prepared_size = in->prepared_size;
-    ctx->blocked = in->blocked;
+    etch_instr_bind_context(ctx, in);
     ctx->chain_instrs = NULL;
     ctx->chain_len = 0;
     in->kernel->fn(ctx, in->args, in->nargs);

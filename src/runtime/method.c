@@ -1117,11 +1117,7 @@ static etch_status run_chain(etch_method *m, uint32_t c, uint64_t *budget) {
                 m->ctx.chain_pc = pc;
                 m->ctx.chain_len = in->chain_len;
             }
-            if (in->fused)
-                m->ctx.epilogue = &in->epilogue;
-            m->ctx.prepared = in->prepared;
-            m->ctx.prepared_size = in->prepared_size;
-            m->ctx.blocked = in->blocked;
+            etch_instr_bind_context(&m->ctx, in);
             in->kernel->fn(&m->ctx, in->args, in->nargs);
             st = m->ctx.status;
             break;

@@ -62,6 +62,16 @@ typedef struct etch_instr {
     bool chained;           /* run by an earlier call of its chain (and skipped) */
 } etch_instr;
 
+/* What a kernel call's own instruction gives its kernel context at execute: the fused
+ * activation, the prepared data and the blocked arguments (run_chain, and a chained kernel
+ * running one call of its chain). */
+static inline void etch_instr_bind_context(etch_kernel_context *ctx, const etch_instr *in) {
+    ctx->epilogue = in->fused ? &in->epilogue : NULL;
+    ctx->prepared = in->prepared;
+    ctx->prepared_size = in->prepared_size;
+    ctx->blocked = in->blocked;
+}
+
 typedef struct etch_chain {
     etch_instr *instrs;
     uint32_t n;

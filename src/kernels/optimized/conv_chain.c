@@ -23,7 +23,6 @@
  * (CHAIN_MIN_RATIO): in a block whose weights outweigh its activations (mobilenet_v2's last
  * ones) every thread would read every weight where the unchained calls split them.
  */
-#include <math.h>
 #include <string.h>
 
 #include "kernels/optimized/conv_nchwc.h"
@@ -39,26 +38,6 @@
 static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 
-/* relu / clamp as the register tile applies them; false for other activations */
-static bool tile_act(const etch_epilogue *e, bool *act, float *lo, float *hi) {
-    *act = false;
-    *lo = *hi = 0.0f;
-    if (!e || e->act == ETCH_ACT_NONE)
-        return true;
-    if (e->act == ETCH_ACT_RELU) {
-        *act = true;
-        *hi = INFINITY;
-        return true;
-    }
-    if (e->act == ETCH_ACT_CLAMP) {
-        *act = true;
-        *lo = (float)e->lo;
-        *hi = (float)e->hi;
-        return true;
-    }
-    return false;
-}
-
 static bool blocked_io(const etch_kernel_call *c) {
     const uint64_t io = 1u | (1u << 9);
     return (c->blocked & io) == io;
@@ -70,7 +49,7 @@ static bool pointwise_ok(const etch_kernel_call *c, const conv_shape *s) {
     float lo, hi;
     return blocked_io(c) && s->groups == 1 && s->KH == 1 && s->KW == 1 && s->sh == 1 &&
            s->sw == 1 && s->ph == 0 && s->pw == 0 && s->C_in % 8 == 0 && s->C_out % 8 == 0 &&
-           etch_opt_conv_prep_nchwc(s) && tile_act(s->epi, &act, &lo, &hi);
+           etch_opt_conv_prep_nchwc(s) && etch_nchwc_tile_act(s->epi, &act, &lo, &hi);
 }
 
 /* A depthwise 3x3 (stride 1 or 2 both ways, padding 1, dilation 1) on blocked tensors. */
@@ -80,7 +59,7 @@ static bool depthwise_ok(const etch_kernel_call *c, const conv_shape *s) {
     return blocked_io(c) && s->groups == s->C_in && s->C_out == s->C_in && s->cin_g == 1 &&
            s->C_in % 8 == 0 && s->KH == 3 && s->KW == 3 && s->sh == s->sw &&
            (s->sh == 1 || s->sh == 2) && s->ph == 1 && s->pw == 1 && s->dh == 1 &&
-           s->dw == 1 && tile_act(s->epi, &act, &lo, &hi);
+           s->dw == 1 && etch_nchwc_tile_act(s->epi, &act, &lo, &hi);
 }
 
 /* The block of calls[0..n) the band loop runs: 3 (expand, depthwise, project), 2 (depthwise,
@@ -252,9 +231,9 @@ void etch_opt_conv_chain_run(etch_kernel_context *ctx) {
     bool act;
     float lo, hi;
     if (j.has_e)
-        tile_act(j.e.epi, &j.e_act, &j.e_lo, &j.e_hi);
-    tile_act(j.p.epi, &j.p_act, &j.p_lo, &j.p_hi);
-    tile_act(j.d.epi, &act, &lo, &hi);
+        etch_nchwc_tile_act(j.e.epi, &j.e_act, &j.e_lo, &j.e_hi);
+    etch_nchwc_tile_act(j.p.epi, &j.p_act, &j.p_lo, &j.p_hi);
+    etch_nchwc_tile_act(j.d.epi, &act, &lo, &hi);
     if (act) {
         j.d_act = j.d.epi->act == ETCH_ACT_RELU ? 1 : 2;
         j.d_lo = lo;

@@ -287,6 +287,25 @@ nchwc_split etch_nchwc_split_pixels(int64_t n) {
     return t;
 }
 
+bool etch_nchwc_tile_act(const etch_epilogue *e, bool *act, float *lo, float *hi) {
+    *act = false;
+    *lo = *hi = 0.0f;
+    if (!e || e->act == ETCH_ACT_NONE)
+        return true;
+    if (e->act == ETCH_ACT_RELU) {
+        *act = true;
+        *hi = INFINITY;
+        return true;
+    }
+    if (e->act == ETCH_ACT_CLAMP) {
+        *act = true;
+        *lo = (float)e->lo;
+        *hi = (float)e->hi;
+        return true;
+    }
+    return false;
+}
+
 void etch_nchwc_tile_1x1(nchwc_tile *tt, int64_t in_ps, int64_t C_in, int64_t oct,
                          int64_t out_ps) {
     memset(tt, 0, sizeof *tt);
@@ -654,18 +673,8 @@ void etch_opt_conv_nchwc(etch_kernel_context *ctx, const conv_shape *s, bool in_
     j.in_blocked = in_blocked;
     j.out_blocked = out_blocked;
     j.Cp = (s->C_out + 7) / 8 * 8;
-    const etch_epilogue *e = s->epi;
-    if (e && e->act == ETCH_ACT_RELU) {
-        j.act = true;
-        j.lo = 0.0f;
-        j.hi = INFINITY;
-    } else if (e && e->act == ETCH_ACT_CLAMP) {
-        j.act = true;
-        j.lo = (float)e->lo;
-        j.hi = (float)e->hi;
-    } else if (e && e->act != ETCH_ACT_NONE) {
-        j.post = e;
-    }
+    if (!etch_nchwc_tile_act(s->epi, &j.act, &j.lo, &j.hi))
+        j.post = s->epi;
     const float *wino = in_blocked && out_blocked ? etch_opt_conv_prep_wino(s) : NULL;
     if (wino && etch_wino_conv(ctx, s, wino, j.act ? 2 : 0, j.lo, j.hi, j.post))
         return;

@@ -83,6 +83,11 @@ void etch_nchwc_tile_run(nchwc_tile_fn fn, bool fn_reps, const nchwc_tile *t);
  * by np pixels. */
 void etch_nchwc_tile_next(nchwc_tile *t, int64_t pstep);
 
+/* The activation e (NULL: none) as the register tile applies it (act, clamped to [lo, hi]:
+ * relu [0, +inf], clamp its bounds, none: act false); false for one it cannot apply (the
+ * caller applies it after the tiles). */
+bool etch_nchwc_tile_act(const etch_epilogue *e, bool *act, float *lo, float *hi);
+
 /* The fields of a register tile for a 1x1 convolution between channel-blocked planes: input
  * planes in_ps floats apart, C_in channels (a multiple of 8; every block summed), a channel tile
  * of oct (8 or 16) outputs whose second block lies out_ps floats after its first. Everything
