@@ -83,12 +83,16 @@ static etch_status register_kernels(etch_module_kernels kernels) {
                     (int)kernels);
 }
 
-/* 16-byte aligned, size rounded up to 16; a zero-size request still gets a valid pointer. */
-static void *alloc16(size_t size) {
-    if (size > SIZE_MAX - 15)
+/* Cache-line (64-byte) aligned, size rounded up to 64; a zero-size request still gets a valid
+ * pointer. Arenas start on a cache line, so that a planned tensor at an offset that is a
+ * multiple of 64 (most of a CNN's: their sizes are) does too, and the SIMD kernels' aligned
+ * vectors do not straddle two lines (measured: mobilenet_v2 and resnet18 1-2.5% faster than
+ * in 16-byte aligned arenas, which glibc places 16 bytes past a page). */
+static void *alloc64(size_t size) {
+    if (size > SIZE_MAX - 63)
         return NULL;
-    size_t n = (size + 15) & ~(size_t)15;
-    return aligned_alloc(16, n ? n : 16);
+    size_t n = (size + 63) & ~(size_t)63;
+    return aligned_alloc(64, n ? n : 64);
 }
 
 static etch_status module_init(etch_module *mod, const etch_module_options *opts) {
@@ -224,7 +228,7 @@ etch_status etch_module_load_method(etch_module *mod, const char *name, etch_met
     size_t temp_size = mod->opts.temp_size;
     mm.num_arenas = etch_method_meta_num_arenas(&meta);
     mm.name = malloc(name_len + 1);
-    mm.pool = alloc16(pool_size);
+    mm.pool = alloc64(pool_size);
     if (!mm.name || !mm.pool) {
         st = oom(name, "the method pool", pool_size);
         goto fail;
@@ -239,7 +243,7 @@ etch_status etch_module_load_method(etch_module *mod, const char *name, etch_met
         }
         for (size_t j = 0; j < mm.num_arenas; j++) {
             mm.arena_sizes[j] = etch_method_meta_arena_size(&meta, j);
-            mm.arenas[j] = alloc16(mm.arena_sizes[j]);
+            mm.arenas[j] = alloc64(mm.arena_sizes[j]);
             if (!mm.arenas[j]) {
                 char what[48];
                 snprintf(what, sizeof what, "planned arena %zu", j + 1);
@@ -249,7 +253,7 @@ etch_status etch_module_load_method(etch_module *mod, const char *name, etch_met
         }
     }
     if (temp_size) {
-        mm.temp = alloc16(temp_size);
+        mm.temp = alloc64(temp_size);
         if (!mm.temp) {
             st = oom(name, "kernel scratch", temp_size);
             goto fail;
