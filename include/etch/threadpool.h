@@ -13,9 +13,14 @@
  *   etch_threadpool_destroy(pool);                 // after every method that uses it
  *
  * num_threads counts the calling thread: a pool of N starts N - 1 workers, once, at create.
- * A parallel_for splits [0, n) into at most 4 * N contiguous chunks of at least `grain`
- * items, which the caller and the workers claim one at a time; it returns when every chunk
- * is done. It never allocates and never creates threads. Workers that just finished a job
+ * A parallel_for gives each participant a share of [0, n): with P = min(N, n / grain)
+ * participants (the caller first, then the workers in order), share k is part k of [0, n) cut
+ * in P balanced parts (the first n % P parts one item longer), the same in every call with the
+ * same n, grain and pool, so that work split the same way in consecutive calls (rows of an
+ * image, say) stays on the same core. Each share is cut into up to 4 balanced chunks of at
+ * least `grain` items; a participant runs its own chunks first, then takes the remaining
+ * chunks of others (so a late thread's work is not waited for). It returns when every chunk is
+ * done. It never allocates and never creates threads. Workers that just finished a job
  * spin briefly (about 50 microseconds) for the next one, then sleep on a condition variable.
  *
  * Runs serially, inline in the caller (no hand-off): n <= grain, a pool of 1 thread, a

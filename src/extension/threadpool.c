@@ -1,12 +1,24 @@
 /* The pthreads thread pool behind etch/threadpool.h.
  *
- * One job at a time per pool. The job is published through one 64-bit atomic word,
- *   state = generation (32 bits) | number of chunks (16 bits) | next chunk to claim (16 bits),
- * and a chunk is claimed with a compare-and-swap on that word. A claim can only succeed for the
- * generation it was read from, so a worker that wakes late (after its job finished and the next
- * one was published) can never run a chunk of the wrong job, and the job's fields (fn, arg, n)
- * stay unchanged until every claimed chunk is counted in `done`: the caller returns, and may
- * publish the next job, only when done == number of chunks.
+ * One job at a time per pool. [0, n) is cut into shares, one per participant (the caller is
+ * participant 0, worker i participant i + 1; fewer participants when n holds fewer grains):
+ * share k is part k of [0, n) cut in balanced parts (the first n % parts one item longer), so a
+ * participant handles the same part of [0, n) in every job of the same size. Kernels that split
+ * their work the same way in consecutive calls thus read and write mostly lines the same core
+ * touched last, which matters where moving a cache line between cores is slow (hundreds of
+ * nanoseconds between the vCPUs of some virtual machines). Each share is cut into up to
+ * CHUNKS_PER_THREAD balanced chunks of at least `grain` items, numbered consecutively across the
+ * shares, and each participant's chunks form its home range, one atomic word,
+ *   range[k] = generation (32 bits) | front (16 bits) | back (16 bits),
+ * from which its owner claims chunks at the front; once its own range is empty, a participant
+ * steals chunks from the back of the others', so the work of a participant that is late
+ * (descheduled, say) is taken over. The job is published through one 64-bit atomic word,
+ *   state = generation (32 bits) | number of chunks (16 bits) | unused (16 bits).
+ * A claim is a compare-and-swap that can only succeed for the generation it was read from, so a
+ * participant that wakes late (after its job finished and the next one was published) can never
+ * run a chunk of the wrong job, and the job's fields (fn, arg, n, the shares) stay unchanged
+ * until every claimed chunk is counted in `done`: the caller returns, and may publish the next
+ * job, only when done == number of chunks.
  *
  * Sleeping uses the classic pairing of a seq_cst store and a seq_cst load on each side (the
  * publisher stores state then reads `sleepers`; a worker increments `sleepers` under the mutex
@@ -29,9 +41,25 @@
 
 #define ST_GEN(s) ((uint32_t)((s) >> 32))
 #define ST_NCHUNKS(s) ((uint32_t)(((s) >> 16) & 0xffffu))
-#define ST_NEXT(s) ((uint32_t)((s)&0xffffu))
-#define ST_MAKE(gen, nchunks, next)                                                          \
-    (((uint64_t)(gen) << 32) | ((uint64_t)(nchunks) << 16) | (uint64_t)(next))
+#define ST_MAKE(gen, nchunks) (((uint64_t)(gen) << 32) | ((uint64_t)(nchunks) << 16))
+/* a home range: generation | front | back (the chunks [front, back) are unclaimed) */
+#define RG_FRONT(r) ((uint32_t)(((r) >> 16) & 0xffffu))
+#define RG_BACK(r) ((uint32_t)((r)&0xffffu))
+#define RG_MAKE(gen, front, back)                                                            \
+    (((uint64_t)(gen) << 32) | ((uint64_t)(front) << 16) | (uint64_t)(back))
+
+typedef struct home_range {
+    _Alignas(CACHE_LINE) _Atomic uint64_t r;
+    /* of the current job (set before it is published, like fn, arg and n): the participant's
+     * share [ib, ie) of the items and its first chunk */
+    int64_t ib, ie;
+    uint32_t base, count;
+} home_range;
+
+typedef struct worker_arg {
+    struct etch_threadpool *pool;
+    int index; /* participant index: 1 + worker number */
+} worker_arg;
 
 struct etch_threadpool {
     /* written by the caller of parallel_for, read by everyone */
@@ -53,6 +81,8 @@ struct etch_threadpool {
     int num_threads;
     int num_workers; /* started */
     etch_threadpool_iface iface;
+    home_range *ranges;    /* [num_threads] */
+    worker_arg *args;      /* [num_threads - 1] */
     pthread_t workers[];
 };
 
@@ -80,23 +110,41 @@ static void chunk_range(int64_t n, uint32_t nchunks, uint32_t c, int64_t *begin,
     *end = *begin + q + ((int64_t)c < r ? 1 : 0);
 }
 
-/* Claim and run chunks of generation `gen` until none is left; returns how many were run. */
-static uint32_t run_chunks(etch_threadpool *p, uint32_t gen) {
+/* Chunk c, from participant v's home range: part c - base of v's share, cut in as many balanced
+ * parts as the range had chunks. */
+static void run_one(etch_threadpool *p, uint32_t v, uint32_t c) {
+    const home_range *h = &p->ranges[v];
+    int64_t b, e;
+    chunk_range(h->ie - h->ib, h->count, c - h->base, &b, &e);
+    b += h->ib;
+    e += h->ib;
+    in_parallel_region++;
+    p->fn(p->arg, b, e);
+    in_parallel_region--;
+}
+
+/* As participant `self`, claim and run chunks of generation `gen` (of nchunks) until none is
+ * left: first its own range from the front, then the others' from the back, nearest
+ * participant first. Returns how many were run. */
+static uint32_t run_chunks(etch_threadpool *p, int self, uint32_t gen) {
     uint32_t ran = 0;
-    uint64_t s = atomic_load_explicit(&p->state, memory_order_acquire);
-    for (;;) {
-        if (ST_GEN(s) != gen || ST_NEXT(s) >= ST_NCHUNKS(s))
-            break;
-        if (!atomic_compare_exchange_weak_explicit(&p->state, &s, s + 1, memory_order_acq_rel,
-                                                   memory_order_acquire))
-            continue; /* s reloaded */
-        int64_t b, e;
-        chunk_range(p->n, ST_NCHUNKS(s), ST_NEXT(s), &b, &e);
-        in_parallel_region++;
-        p->fn(p->arg, b, e);
-        in_parallel_region--;
-        ran++;
-        s = atomic_load_explicit(&p->state, memory_order_acquire);
+    const int T = p->num_threads;
+    for (int k = 0; k < T; k++) {
+        const int v = (self + k) % T;
+        _Atomic uint64_t *w = &p->ranges[v].r;
+        uint64_t r = atomic_load_explicit(w, memory_order_acquire);
+        for (;;) {
+            if ((uint32_t)(r >> 32) != gen || RG_FRONT(r) >= RG_BACK(r))
+                break;
+            const uint32_t f = RG_FRONT(r), b = RG_BACK(r);
+            const uint64_t want = k == 0 ? RG_MAKE(gen, f + 1, b) : RG_MAKE(gen, f, b - 1);
+            if (!atomic_compare_exchange_weak_explicit(w, &r, want, memory_order_acq_rel,
+                                                       memory_order_acquire))
+                continue; /* r reloaded */
+            run_one(p, (uint32_t)v, k == 0 ? f : b - 1);
+            ran++;
+            r = atomic_load_explicit(w, memory_order_acquire);
+        }
     }
     return ran;
 }
@@ -113,8 +161,9 @@ static void add_done(etch_threadpool *p, uint32_t ran, uint32_t nchunks) {
     }
 }
 
-static void *worker_main(void *self) {
-    etch_threadpool *p = (etch_threadpool *)self;
+static void *worker_main(void *varg) {
+    const worker_arg *wa = (const worker_arg *)varg;
+    etch_threadpool *p = wa->pool;
     uint32_t seen = 0; /* the generation at create: a job published before this thread got
                           here is still seen as new */
     for (;;) {
@@ -142,7 +191,7 @@ static void *worker_main(void *self) {
         if (atomic_load(&p->stop))
             return NULL;
         seen = ST_GEN(s);
-        add_done(p, run_chunks(p, seen), ST_NCHUNKS(s));
+        add_done(p, run_chunks(p, wa->index, seen), ST_NCHUNKS(s));
     }
 }
 
@@ -152,11 +201,9 @@ void etch_threadpool_parallel_for(etch_threadpool *p, int64_t n, int64_t grain,
         return;
     if (grain < 1)
         grain = 1;
-    int64_t max_chunks = p ? (int64_t)p->num_threads * CHUNKS_PER_THREAD : 1;
-    int64_t nchunks = n / grain; /* every chunk then holds >= grain items */
-    if (nchunks > max_chunks)
-        nchunks = max_chunks;
-    if (nchunks < 2 || p->num_workers == 0 || in_parallel_region ||
+    /* participants with a share: every one, or as many as the range has grains */
+    const int64_t homes = p ? (n / grain < p->num_threads ? n / grain : p->num_threads) : 1;
+    if (homes < 2 || p->num_workers == 0 || in_parallel_region ||
         pthread_mutex_trylock(&p->submit) != 0) {
         in_parallel_region++;
         fn(arg, 0, n);
@@ -168,7 +215,22 @@ void etch_threadpool_parallel_for(etch_threadpool *p, int64_t n, int64_t grain,
     p->n = n;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     uint32_t gen = ST_GEN(atomic_load_explicit(&p->state, memory_order_relaxed)) + 1;
-    atomic_store(&p->state, ST_MAKE(gen, (uint32_t)nchunks, 0)); /* seq_cst: publishes */
+    int64_t nchunks = 0;
+    for (int k = 0; k < p->num_threads; k++) { /* the home ranges: published with state */
+        home_range *h = &p->ranges[k];
+        h->ib = h->ie = 0;
+        h->count = 0;
+        if (k < homes) {
+            chunk_range(n, (uint32_t)homes, (uint32_t)k, &h->ib, &h->ie);
+            const int64_t most = (h->ie - h->ib) / grain; /* >= 1: the share holds a grain */
+            h->count = (uint32_t)(most < CHUNKS_PER_THREAD ? most : CHUNKS_PER_THREAD);
+        }
+        h->base = (uint32_t)nchunks;
+        nchunks += h->count;
+        atomic_store_explicit(&h->r, RG_MAKE(gen, h->base, h->base + h->count),
+                              memory_order_relaxed);
+    }
+    atomic_store(&p->state, ST_MAKE(gen, (uint32_t)nchunks)); /* seq_cst: publishes */
     int sleeping = atomic_load(&p->sleepers);
     if (sleeping > 0) {
         pthread_mutex_lock(&p->mu);
@@ -179,7 +241,7 @@ void etch_threadpool_parallel_for(etch_threadpool *p, int64_t n, int64_t grain,
                 pthread_cond_signal(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
-    uint32_t ran = run_chunks(p, gen);
+    uint32_t ran = run_chunks(p, 0, gen);
     uint32_t total = (uint32_t)nchunks;
     uint32_t d = ran ? atomic_fetch_add(&p->done, ran) + ran : atomic_load(&p->done);
     if (d != total) {
@@ -217,6 +279,12 @@ static void stop_workers(etch_threadpool *p) {
     p->num_workers = 0;
 }
 
+static void free_parts(etch_threadpool *p) {
+    free(p->ranges);
+    free(p->args);
+    free(p);
+}
+
 etch_status etch_threadpool_create(int num_threads, etch_threadpool **out) {
     if (!out)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "threadpool_create: NULL argument");
@@ -236,22 +304,32 @@ etch_status etch_threadpool_create(int num_threads, etch_threadpool **out) {
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->stop, 0);
     p->num_threads = num_threads;
+    p->ranges = aligned_alloc(CACHE_LINE, (size_t)num_threads * sizeof(home_range));
+    p->args = malloc((size_t)num_threads * sizeof(worker_arg));
+    if (!p->ranges || !p->args) {
+        free(p->ranges);
+        free(p->args);
+        free(p);
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "threadpool_create: out of memory");
+    }
+    for (int k = 0; k < num_threads; k++)
+        atomic_init(&p->ranges[k].r, 0);
     p->iface.self = p;
     p->iface.num_threads = num_threads;
     p->iface.parallel_for = iface_parallel_for;
     if (pthread_mutex_init(&p->mu, NULL) != 0) {
-        free(p);
+        free_parts(p);
         return etch_err(ETCH_ERR_OUT_OF_RESOURCES, "threadpool_create: cannot create a mutex");
     }
     if (pthread_mutex_init(&p->submit, NULL) != 0) {
         pthread_mutex_destroy(&p->mu);
-        free(p);
+        free_parts(p);
         return etch_err(ETCH_ERR_OUT_OF_RESOURCES, "threadpool_create: cannot create a mutex");
     }
     if (pthread_cond_init(&p->wake, NULL) != 0) {
         pthread_mutex_destroy(&p->submit);
         pthread_mutex_destroy(&p->mu);
-        free(p);
+        free_parts(p);
         return etch_err(ETCH_ERR_OUT_OF_RESOURCES,
                         "threadpool_create: cannot create a condition variable");
     }
@@ -259,7 +337,7 @@ etch_status etch_threadpool_create(int num_threads, etch_threadpool **out) {
         pthread_cond_destroy(&p->wake);
         pthread_mutex_destroy(&p->submit);
         pthread_mutex_destroy(&p->mu);
-        free(p);
+        free_parts(p);
         return etch_err(ETCH_ERR_OUT_OF_RESOURCES,
                         "threadpool_create: cannot create a condition variable");
     }
@@ -269,7 +347,8 @@ etch_status etch_threadpool_create(int num_threads, etch_threadpool **out) {
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int err = 0;
     for (int i = 0; i < num_threads - 1; i++) {
-        if ((err = pthread_create(&p->workers[i], NULL, worker_main, p)) != 0)
+        p->args[i] = (worker_arg){p, i + 1};
+        if ((err = pthread_create(&p->workers[i], NULL, worker_main, &p->args[i])) != 0)
             break;
         p->num_workers++;
     }
@@ -293,7 +372,7 @@ void etch_threadpool_destroy(etch_threadpool *p) {
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->submit);
     pthread_mutex_destroy(&p->mu);
-    free(p);
+    free_parts(p);
 }
 
 int etch_threadpool_num_threads(const etch_threadpool *p) { return p ? p->num_threads : 1; }

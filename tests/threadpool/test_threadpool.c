@@ -1,8 +1,12 @@
 /*
  * The pthreads thread pool (etch/threadpool.h) and the runtime running with it:
  *   - every index of [0, n) runs exactly once, in chunks of >= grain, for many (n, grain,
- *     threads) combinations, n = 0 and grain > n included; thousands of back-to-back jobs;
- *   - the workers really take part (a job whose chunks wait for each other completes);
+ *     threads) combinations, n = 0 and grain > n included; every chunk lies inside one
+ *     participant's share (part k of [0, n) cut in balanced parts), each share cut in its
+ *     balanced number of chunks; thousands of back-to-back jobs;
+ *   - the workers really take part (a job whose chunks wait for each other completes), and
+ *     each participant runs its own share: item k of such a job on the same thread in every
+ *     repetition, item 0 on the calling thread;
  *   - nested parallel_for (same pool, another pool) runs serially without deadlock;
  *   - two pools used concurrently from two threads, and one pool from two threads at once;
  *   - no allocation in parallel_for after creation (allocation functions wrapped at link
@@ -44,16 +48,22 @@ static double now_s(void) {
 /* ---- coverage ----------------------------------------------------------------------------- */
 
 #define MAX_N 5000
+#define MAX_CHUNKS 64
 typedef struct cover {
     _Atomic int hits[MAX_N];
     _Atomic int chunks;
+    int64_t cb[MAX_CHUNKS], ce[MAX_CHUNKS]; /* the chunks run, in the order they were claimed */
     _Atomic int bad; /* empty, out-of-range or too-small chunks */
     int64_t n, grain;
 } cover;
 
 static void cover_fn(void *arg, int64_t b, int64_t e) {
     cover *c = (cover *)arg;
-    atomic_fetch_add(&c->chunks, 1);
+    const int k = atomic_fetch_add(&c->chunks, 1);
+    if (k < MAX_CHUNKS) {
+        c->cb[k] = b;
+        c->ce[k] = e;
+    }
     if (b < 0 || e > c->n || b >= e) {
         atomic_fetch_add(&c->bad, 1);
         return;
@@ -63,6 +73,44 @@ static void cover_fn(void *arg, int64_t b, int64_t e) {
         atomic_fetch_add(&c->bad, 1);
     for (int64_t i = b; i < e; i++)
         atomic_fetch_add(&c->hits[i], 1);
+}
+
+/* Part k of [0, n) cut in `parts` balanced parts (the first n % parts one item longer). */
+static void part(int64_t n, int64_t parts, int64_t k, int64_t *b, int64_t *e) {
+    const int64_t q = n / parts, r = n % parts;
+    *b = k * q + (k < r ? k : r);
+    *e = *b + q + (k < r ? 1 : 0);
+}
+
+/* Whether the chunks of c lie in the shares of a pool of `threads` as etch/threadpool.h says:
+ * P = min(threads, n / grain) participants, share k is part k of [0, n) in P parts, cut in
+ * min(4, share / grain) chunks. */
+static bool shares_ok(const cover *c, int threads) {
+    const int chunks = atomic_load(&c->chunks);
+    const int64_t grain = c->grain > 0 ? c->grain : 1;
+    const int64_t homes = c->n / grain < threads ? c->n / grain : threads;
+    if (homes < 2) /* serial: one chunk */
+        return chunks == (c->n > 0);
+    int total = 0;
+    for (int64_t k = 0; k < homes; k++) {
+        int64_t sb, se;
+        part(c->n, homes, k, &sb, &se);
+        const int64_t want = (se - sb) / grain < 4 ? (se - sb) / grain : 4;
+        int64_t in = 0, lo = -1, hi = -1;
+        for (int i = 0; i < chunks && i < MAX_CHUNKS; i++)
+            if (c->cb[i] >= sb && c->ce[i] <= se) {
+                const int64_t len = c->ce[i] - c->cb[i];
+                lo = lo < 0 || len < lo ? len : lo;
+                hi = len > hi ? len : hi;
+                in++;
+            } else if (c->cb[i] < se && c->ce[i] > sb) {
+                return false; /* straddles the share's edge */
+            }
+        if (in != want || hi - lo > 1) /* its count of chunks, balanced */
+            return false;
+        total += (int)in;
+    }
+    return total == chunks;
 }
 
 static void test_coverage(void) {
@@ -90,6 +138,7 @@ static void test_coverage(void) {
                 /* no chunk at all for n = 0; one for n <= grain; never more than 4 per thread */
                 ok = ok && (c.n == 0 ? chunks == 0 : chunks >= 1);
                 ok = ok && (c.n > gr || chunks <= 1) && chunks <= 4 * t;
+                ok = ok && shares_ok(&c, t);
                 if (!ok && failures++ < 5)
                     fprintf(stderr, "coverage: threads %d n %lld grain %lld: %d chunks, %d bad\n",
                             t, (long long)c.n, (long long)c.grain, chunks, atomic_load(&c.bad));
@@ -157,12 +206,15 @@ typedef struct rendezvous {
     _Atomic int arrived;
     _Atomic int timed_out;
     int parties;
+    pthread_t ran_on[8]; /* the thread that ran item k */
 } rendezvous;
 
 /* Every chunk waits (up to 20 s) until all chunks have started: only possible when each runs
  * on its own thread. */
 static void rendezvous_fn(void *arg, int64_t b, int64_t e) {
     rendezvous *r = (rendezvous *)arg;
+    for (int64_t i = b; i < e && i < 8; i++)
+        r->ran_on[i] = pthread_self();
     atomic_fetch_add(&r->arrived, (int)(e - b));
     double until = now_s() + 20.0;
     while (atomic_load(&r->arrived) < r->parties) {
@@ -177,6 +229,7 @@ static void test_workers_take_part(void) {
     for (int t = 2; t <= 4; t++) {
         etch_threadpool *pool = NULL;
         CHECK_OK(etch_threadpool_create(t, &pool));
+        pthread_t first[8];
         for (int rep = 0; rep < 3; rep++) {
             rendezvous r;
             atomic_init(&r.arrived, 0);
@@ -185,6 +238,20 @@ static void test_workers_take_part(void) {
             etch_threadpool_parallel_for(pool, t, 1, rendezvous_fn, &r);
             CHECK_MSG(!atomic_load(&r.timed_out) && atomic_load(&r.arrived) == t,
                       "%d threads: the %d chunks did not run at the same time", t, t);
+            /* no chunk can be stolen here (each participant waits in its own until all have
+             * started): item k runs on participant k, the caller being participant 0 */
+            CHECK_MSG(pthread_equal(r.ran_on[0], pthread_self()),
+                      "%d threads: item 0 did not run on the calling thread", t);
+            for (int k = 0; k < t; k++) {
+                if (rep == 0)
+                    first[k] = r.ran_on[k];
+                CHECK_MSG(pthread_equal(r.ran_on[k], first[k]),
+                          "%d threads: item %d ran on another thread than in the first job", t,
+                          k);
+                for (int i = 0; i < k; i++)
+                    CHECK_MSG(!pthread_equal(r.ran_on[k], r.ran_on[i]),
+                              "%d threads: items %d and %d ran on one thread", t, i, k);
+            }
             /* let the workers fall asleep between repetitions: the wake-up path is tested */
             if (rep == 1) {
                 struct timespec ts = {0, 20 * 1000 * 1000};
