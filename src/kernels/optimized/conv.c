@@ -36,10 +36,13 @@
  *   kind PREP_NCHWC: for the channel-blocked path (a call site given blocked arguments at
  *                    load), the NCHWc pack of conv_nchwc.h;
  *   kind PREP_WINO:  for a blocked call etch_wino_eligible takes, the Winograd pack
- *                    (conv_nchwc.h). */
+ *                    (conv_nchwc.h);
+ *   kind PREP_DW:    for a channel-blocked depthwise call (groups == C_in == C_out, a multiple
+ *                    of 8), the weight as [C/8][KH*KW][8]: each channel block's taps as the
+ *                    8-lane vectors the blocked rows multiply by (nchwc.h). */
 #define PREP_MAGIC 0x65504357u
 #define PREP_DATA 192
-enum { PREP_GEMM = 0, PREP_NCHWC = 1, PREP_WINO = 2 };
+enum { PREP_GEMM = 0, PREP_NCHWC = 1, PREP_WINO = 2, PREP_DW = 3 };
 typedef struct conv_prep {
     uint32_t magic;
     uint32_t kind;
@@ -399,6 +402,20 @@ const float *etch_opt_conv_prep_nchwc(const conv_shape *s) { return prep_blocked
 
 const float *etch_opt_conv_prep_wino(const conv_shape *s) { return prep_blocked(s, PREP_WINO); }
 
+const float *etch_opt_conv_prep_dw(const conv_shape *s) {
+    const conv_prep *pr = (const conv_prep *)s->prep;
+    if (!pr || pr->kind != PREP_DW || pr->groups != s->groups || s->groups != s->C_out ||
+        s->cin_g != 1 || pr->dim != 4 || pr->sizes[0] != s->C_out || pr->sizes[1] != 1 ||
+        pr->sizes[2] != s->KH || pr->sizes[3] != s->KW)
+        return NULL;
+    return (const float *)(const void *)((const uint8_t *)pr + PREP_DATA);
+}
+
+/* Whether a call with this weight may run the channel-blocked depthwise path. */
+static bool dw_blockable(const etch_tensor *w, int64_t groups) {
+    return w->dim == 4 && w->sizes[1] == 1 && groups == w->sizes[0] && w->sizes[0] % 8 == 0;
+}
+
 /* The header of a prepared weight at buf (zeroed up to PREP_DATA: buffers compare bytewise);
  * returns where its data goes. */
 static float *prep_header(void *buf, uint32_t kind, const etch_tensor *w, int64_t groups) {
@@ -502,10 +519,28 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
         etch_kernel_prepared_replaces(ctx, 1u << 1);
         return bytes;
     }
-    if (blocked)
-        return 0; /* depthwise blocked path: nothing prepared */
+    if (blocked) { /* the channel-blocked depthwise path: the weight as [C/8][KH*KW][8] */
+        if (!dw_blockable(w, groups) || !(blocked & 1u) || !((blocked >> 9) & 1u))
+            return 0;
+        const size_t bytes = PREP_DATA + (size_t)(C_out * KH * KW) * sizeof(float);
+        if (!buf)
+            return bytes;
+        if (cap < bytes || ((uintptr_t)buf & 63))
+            return 0;
+        float *dst = prep_header(buf, PREP_DW, w, groups);
+        const float *wd = (const float *)w->data;
+        const int64_t KK = KH * KW;
+        for (int64_t c = 0; c < C_out; c++)
+            for (int64_t k = 0; k < KK; k++)
+                dst[(c / 8 * KK + k) * 8 + c % 8] = wd[c * KK + k];
+        etch_kernel_prepared_replaces(ctx, 1u << 1);
+        return bytes;
+    }
     if (cin_g == 1 && cout_g <= 4 && !(KH == 1 && KW == 1))
-        return 0; /* depthwise / direct loop: no GEMM */
+        /* depthwise / direct loop: no GEMM; when measuring, the blocked depthwise pack */
+        return !buf && !w->data && dw_blockable(w, groups)
+                   ? PREP_DATA + (size_t)(C_out * KH * KW) * sizeof(float)
+                   : 0;
     const size_t per = etch_opt_sgemm_packed_size(NULL, true, cout_g, K);
     size_t bytes = per == 0 || (double)per * (double)groups > 0x1p40
                        ? 0

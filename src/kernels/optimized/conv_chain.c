@@ -114,6 +114,7 @@ typedef struct chain_job {
     conv_shape e, d, p; /* e only with has_e */
     bool has_e;
     const float *we, *wp; /* the 1x1 calls' NCHWc packs */
+    const float *wd;      /* the depthwise call's pack, or NULL */
     bool e_act, p_act;
     float e_lo, e_hi, p_lo, p_hi;
     int d_act; /* 0, 1 relu, 2 clamp (the depthwise rows' encoding) */
@@ -171,7 +172,8 @@ static void chain_worker(void *arg, int64_t w0, int64_t w1) {
                 const int64_t lo = imax(0, a * st - 1), hi = imin(H, (a + g - 1) * st + 2);
                 nchwc_dw_job dj = {.CB = CB, .IH = hi - lo, .IW = W, .OH = g, .OW = OW,
                                    .KH = 3, .KW = 3, .sh = st, .sw = st, .ph = 1 + lo - a * st,
-                                   .pw = 1, .dh = 1, .dw = 1, .w = d->w, .bias = d->bias,
+                                   .pw = 1, .dh = 1, .dw = 1, .w = d->w, .wpk = j->wd,
+                                   .bias = d->bias,
                                    .out = ubuf, .act = j->d_act, .lo = j->d_lo, .hi = j->d_hi};
                 if (j->has_e) {
                     /* the rows not computed at the previous step, each at row r % R of the
@@ -228,6 +230,7 @@ void etch_opt_conv_chain_run(etch_kernel_context *ctx) {
     j.p = s[2];
     j.we = j.has_e ? etch_opt_conv_prep_nchwc(&j.e) : NULL;
     j.wp = etch_opt_conv_prep_nchwc(&j.p);
+    j.wd = etch_opt_conv_prep_dw(&j.d);
     bool act;
     float lo, hi;
     if (j.has_e)

@@ -7,9 +7,11 @@
  * keeps several pixels in flight (3x3 stride 1 / 2: 8 accumulators per block of 8 pixels; other
  * kernels 4) and computes the border pixels in pairs (left with right), skipping the taps
  * outside the input from per-kernel-column pixel ranges computed once per call (no masks, no
- * per-channel scalar code). The weight [C][1][KH][KW] is regrouped per channel block into
- * [KH*KW][8] on the stack (up to 7x7; larger kernels gather each tap's 8 weights per row), so
- * the call needs no scratch. */
+ * per-channel scalar code). The weight [C][1][KH][KW] is read regrouped per channel block as
+ * [KH*KW][8]: prepared so at load (conv.c, PREP_DW), else regrouped on the stack per channel
+ * block (up to 7x7; larger kernels gather each tap's 8 weights per row), so the call needs no
+ * scratch. */
+#include "kernels/optimized/conv_nchwc.h"
 #include "kernels/optimized/nchwc.h"
 #include "kernels/optimized/opt_conv.h"
 
@@ -161,7 +163,8 @@ void etch_opt_conv_dw_nchwc(etch_kernel_context *ctx, const conv_shape *s) {
     c.job = (nchwc_dw_job){.CB = s->C_in / ETCH_BLOCK_C, .IH = s->IH, .IW = s->IW, .OH = s->OH,
                            .OW = s->OW, .KH = s->KH, .KW = s->KW, .sh = s->sh, .sw = s->sw,
                            .ph = s->ph, .pw = s->pw, .dh = s->dh, .dw = s->dw, .in = s->in,
-                           .w = s->w, .bias = s->bias, .out = s->out, .act = 0, .lo = 0.0f,
+                           .w = s->w, .wpk = etch_opt_conv_prep_dw(s), .bias = s->bias,
+                           .out = s->out, .act = 0, .lo = 0.0f,
                            .hi = 0.0f, .post = NULL};
     const etch_epilogue *e = s->epi;
     if (e && e->act == ETCH_ACT_RELU) {

@@ -27,6 +27,9 @@ void etch_nchwc_pack(const float *w, int64_t C_out, int64_t C_in, int64_t KH, in
 const float *etch_opt_conv_prep_nchwc(const conv_shape *s);
 /* The Winograd pack conv.c's prepare function made for this call, or NULL (conv.c). */
 const float *etch_opt_conv_prep_wino(const conv_shape *s);
+/* The depthwise pack ([C/8][KH*KW][8]) conv.c's prepare function made for this call, or NULL
+ * (conv.c). */
+const float *etch_opt_conv_prep_dw(const conv_shape *s);
 
 /* One register tile: np (1..NCHWC_MR) output pixels, consecutive in the output (p0 + j),
  * times the oct (16 or 8) output channels of one tile; every pixel shares the window taps

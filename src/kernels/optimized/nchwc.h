@@ -20,6 +20,7 @@
 typedef struct nchwc_dw_job {
     int64_t CB, IH, IW, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
     const float *in, *w, *bias; /* w: [C][1][KH][KW] as given; bias [C] or NULL */
+    const float *wpk; /* the same weight as [C/8][KH*KW][8] (etch_opt_conv_prep_dw), or NULL */
     int64_t ips; /* floats from one input plane to the next; 0: IH * IW * 8 (a whole image) */
     int64_t ring, ring0; /* ring > 0: a plane's rows are a ring of `ring` rows of IW pixels,
                             input row ih at row (ih + ring0) % ring of it */
