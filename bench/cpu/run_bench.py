@@ -1,8 +1,8 @@
 """etch vs ONNX Runtime vs PyTorch eager on the CPU, side by side, in one go.
 
-For each model (models.py) and thread count, the three engines run in alternating rounds, each
-round in a fresh process per engine and the engine order rotated every round, so that machine
-noise falls on all three alike:
+For each model (models.py), the three engines run at every thread count in alternating rounds,
+each run in a fresh process and the order of the (thread count, engine) runs rotated every
+round, so that machine noise falls on all engines and thread counts alike:
 
   etch      `etch bench FILE --inputs X.npy --cpu-threads N --kernels K --warmup W
             --iterations I --json`
@@ -149,77 +149,92 @@ def _loadavg() -> float:
         return -1.0
 
 
-def measure_row(runner: Runner, name: str, threads: int, rounds: int, target_s: float,
-                min_iter: int, warm_frac: float, calibrate: bool = True) -> dict:
+def measure_model(runner: Runner, name: str, threads: List[int], rounds: int, target_s: float,
+                  min_iter: int, warm_frac: float, calibrate: bool = True) -> List[dict]:
+    """One row per thread count. The thread counts are interleaved: every round runs each
+    engine at each thread count (the order rotated each round), so that the 1- and 2-thread
+    figures see the same stretch of machine noise and their ratio is not a comparison of two
+    different minutes."""
     spec = models.MODELS[name]
-    row = {"model": name, "threads": threads, "engines": {}, "errors": {}, "notes": []}
-    plan = {}
-    if not calibrate:       # --quick: a fixed small plan, no calibration processes
-        it = max(min_iter, spec.iterations // 10)
-        plan = {e: (max(1, spec.warmup // 3), it) for e in ENGINES}
-    # calibration: one warm-up + one timed run per engine (discarded) sizes the rounds
-    for e in (ENGINES if calibrate else ()):
-        try:
-            c = runner.run(e, name, threads, 1, 1)
-            per = max(c["median_ms"], 1e-3) / 1e3
-            it = int(max(min_iter, min(spec.iterations, round(target_s / per))))
-            wu = int(max(1, min(spec.warmup, round(it * warm_frac))))
-            plan[e] = (wu, it)
-        except EngineError as err:
-            row["errors"][e] = str(err)
-            log("    %s calibration failed: %s" % (LABEL[e], err))
-    row["plan"] = {e: {"warmup": w, "iterations": i} for e, (w, i) in plan.items()}
-    per_round: Dict[str, List[dict]] = {e: [] for e in plan}
+    rows = {th: {"model": name, "threads": th, "engines": {}, "errors": {}, "notes": []}
+            for th in threads}
+    plans = {th: {} for th in threads}
+    for th in threads:
+        row, plan = rows[th], plans[th]
+        if not calibrate:       # --quick: a fixed small plan, no calibration processes
+            it = max(min_iter, spec.iterations // 10)
+            plan.update({e: (max(1, spec.warmup // 3), it) for e in ENGINES})
+        # calibration: one warm-up + one timed run per engine (discarded) sizes the rounds
+        for e in (ENGINES if calibrate else ()):
+            try:
+                c = runner.run(e, name, th, 1, 1)
+                per = max(c["median_ms"], 1e-3) / 1e3
+                it = int(max(min_iter, min(spec.iterations, round(target_s / per))))
+                wu = int(max(1, min(spec.warmup, round(it * warm_frac))))
+                plan[e] = (wu, it)
+            except EngineError as err:
+                row["errors"][e] = str(err)
+                log("    %s, %d thread(s): calibration failed: %s" % (LABEL[e], th, err))
+        row["plan"] = {e: {"warmup": w, "iterations": i} for e, (w, i) in plan.items()}
+    per_round = {th: {e: [] for e in plans[th]} for th in threads}
     busy = []
+    combos = [(th, e) for th in threads for e in ENGINES]
     for r in range(rounds):
-        order = list(ENGINES[r % 3:] + ENGINES[:r % 3])
-        for e in order:
-            if e not in plan or e in row["errors"]:
+        k = r % len(combos)
+        order = combos[k:] + combos[:k]
+        for th, e in order:
+            row = rows[th]
+            if e not in plans[th] or e in row["errors"]:
                 continue
             busy.append(_busy_processes())
             try:
-                per_round[e].append(runner.run(e, name, threads, *plan[e]))
+                per_round[th][e].append(runner.run(e, name, th, *plans[th][e]))
             except EngineError as err:
                 row["errors"][e] = "round %d: %s" % (r + 1, err)
-                log("    %s failed: %s" % (LABEL[e], err))
-        log("    round %d/%d (%s): %s" % (
-            r + 1, rounds, ",".join(order), "  ".join(
-                "%s %.3f ms" % (e, per_round[e][-1]["median_ms"])
-                for e in ENGINES if per_round.get(e) and len(per_round[e]) == r + 1)))
-    row["busy_compilers_max"] = max(busy) if busy else 0
-    pooled = all("times_ms" in res for e in per_round if e not in row["errors"]
-                 for res in per_round[e])
-    row["stat"] = "median of pooled per-iteration times" if pooled else \
-        "median of per-round medians"
-    for e, results in per_round.items():
-        if e in row["errors"] or not results:
-            continue
-        meds = [res["median_ms"] for res in results]
-        samples = [t for res in results for t in res.get("times_ms", [])]
-        info = {
-            "median_ms": statistics.median(samples) if pooled else statistics.median(meds),
-            "round_medians_ms": meds,
-            "min_ms": min(res["min_ms"] for res in results),
-            "max_ms": max(res["max_ms"] for res in results),
-            "samples": len(samples) if pooled else len(meds),
-            "load_ms": statistics.median(res.get("load_ms", float("nan")) for res in results),
-            "peak_rss_kb": max(res.get("peak_rss_kb", 0) or 0 for res in results) or None,
-        }
-        if pooled and len(samples) >= 2:
-            q = statistics.quantiles(samples, n=4)
-            info["iqr_ms"] = [q[0], q[2]]
-        if e == "etch":
-            last = results[-1]
-            for k in ("isa", "kernels", "threads", "method"):
-                if k in last:
-                    info[k] = last[k]
-            info["ops"] = _merge_ops([res.get("ops") or [] for res in results])
-        if e == "ort":
-            info["version"] = results[-1].get("ort_version")
-        if e == "torch":
-            info["version"] = results[-1].get("torch_version")
-        row["engines"][e] = info
-    return row
+                log("    %s, %d thread(s) failed: %s" % (LABEL[e], th, err))
+        log("    round %d/%d: %s" % (r + 1, rounds, "  ".join(
+            "%s/%dt %.3f ms" % (e, th, per_round[th][e][-1]["median_ms"])
+            for th in threads for e in ENGINES
+            if per_round[th].get(e) and len(per_round[th][e]) == r + 1)))
+    out = []
+    for th in threads:
+        row = rows[th]
+        row["busy_compilers_max"] = max(busy) if busy else 0
+        pooled = all("times_ms" in res for e in per_round[th] if e not in row["errors"]
+                     for res in per_round[th][e])
+        row["stat"] = "median of pooled per-iteration times" if pooled else \
+            "median of per-round medians"
+        for e, results in per_round[th].items():
+            if e in row["errors"] or not results:
+                continue
+            meds = [res["median_ms"] for res in results]
+            samples = [t for res in results for t in res.get("times_ms", [])]
+            info = {
+                "median_ms": statistics.median(samples) if pooled else statistics.median(meds),
+                "round_medians_ms": meds,
+                "min_ms": min(res["min_ms"] for res in results),
+                "max_ms": max(res["max_ms"] for res in results),
+                "samples": len(samples) if pooled else len(meds),
+                "load_ms": statistics.median(res.get("load_ms", float("nan"))
+                                             for res in results),
+                "peak_rss_kb": max(res.get("peak_rss_kb", 0) or 0 for res in results) or None,
+            }
+            if pooled and len(samples) >= 2:
+                q = statistics.quantiles(samples, n=4)
+                info["iqr_ms"] = [q[0], q[2]]
+            if e == "etch":
+                last = results[-1]
+                for key in ("isa", "kernels", "threads", "method"):
+                    if key in last:
+                        info[key] = last[key]
+                info["ops"] = _merge_ops([res.get("ops") or [] for res in results])
+            if e == "ort":
+                info["version"] = results[-1].get("ort_version")
+            if e == "torch":
+                info["version"] = results[-1].get("torch_version")
+            row["engines"][e] = info
+        out.append(row)
+    return out
 
 
 def _merge_ops(runs: List[list]) -> list:
@@ -316,6 +331,15 @@ def _ms(row: dict, e: str) -> Optional[float]:
     return row["engines"].get(e, {}).get("median_ms")
 
 
+def _paired_speedup(one: dict, row: dict, e: str) -> Optional[float]:
+    """The median over rounds of (1-thread round median / this row's round median): each
+    round's two runs are minutes apart at most, so drifting machine load cancels."""
+    a = one["engines"].get(e, {}).get("round_medians_ms") or []
+    b = row["engines"].get(e, {}).get("round_medians_ms") or []
+    ratios = [x / y for x, y in zip(a, b) if x and y]
+    return statistics.median(ratios) if ratios else None
+
+
 def summarize(rows: List[dict]) -> List[dict]:
     """Table rows: ratios and the 1→2 thread speedups."""
     by = {(r["model"], r["threads"]): r for r in rows}
@@ -330,11 +354,20 @@ def summarize(rows: List[dict]) -> List[dict]:
         if r["threads"] != 1 and one is not None:
             t["etch_speedup_vs_1t"] = _ratio(_ms(one, "etch"), t["etch_ms"])
             t["ort_speedup_vs_1t"] = _ratio(_ms(one, "ort"), t["ort_ms"])
+            t["etch_speedup_paired"] = _paired_speedup(one, r, "etch")
+            t["ort_speedup_paired"] = _paired_speedup(one, r, "ort")
         else:
             t["etch_speedup_vs_1t"] = t["ort_speedup_vs_1t"] = None
+            t["etch_speedup_paired"] = t["ort_speedup_paired"] = None
         t["errors"] = r.get("errors", {})
         table.append(t)
     return table
+
+
+def _speedup(pooled: Optional[float], paired: Optional[float]) -> str:
+    if not pooled:
+        return "—"
+    return "%.2fx" % pooled + (" (%.2fx)" % paired if paired else "")
 
 
 def write_markdown(path: Path, res: dict) -> None:
@@ -355,9 +388,11 @@ def write_markdown(path: Path, res: dict) -> None:
                  else "", cfg["etch_runner"], cfg["kernels"], res.get("isa") or "?",
                  res.get("ort_version") or "?", m.get("node_version"), m.get("torch_version")))
     L.append("")
-    L.append("Method: per model and thread count, %d rounds; in each round every engine runs "
-             "in its own fresh process (its own warm-up, then timed iterations), the engine "
-             "order rotated each round. %s Latency = %s." % (
+    L.append("Method: per model, %d rounds; in each round every engine runs at every thread "
+             "count in its own fresh process (its own warm-up, then timed iterations), the order "
+             "of these runs rotated each round, so the thread counts are interleaved in time. "
+             "%s Latency = %s. Speedup = 1-thread latency / 2-thread latency; in brackets the "
+             "paired figure: the median over rounds of the ratio of the round's two medians." % (
                  cfg["rounds"], "Iterations: a fixed small plan (--quick)." if cfg["quick"] else
                  "Iterations per engine were sized by a discarded calibration run to about "
                  "%.1f s per round (see results.json `plan`)." % cfg["target_s"],
@@ -386,8 +421,8 @@ def write_markdown(path: Path, res: dict) -> None:
         L.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
             t["model"], t["threads"], _fmt_ms(t["etch_ms"]), _fmt_ms(t["ort_ms"]),
             _fmt_ms(t["torch_ms"]), r2(t["etch_over_ort"]), r2(t["etch_over_torch"]),
-            ("%.2fx" % t["etch_speedup_vs_1t"]) if t["etch_speedup_vs_1t"] else "—",
-            ("%.2fx" % t["ort_speedup_vs_1t"]) if t["ort_speedup_vs_1t"] else "—"))
+            _speedup(t["etch_speedup_vs_1t"], t.get("etch_speedup_paired")),
+            _speedup(t["ort_speedup_vs_1t"], t.get("ort_speedup_paired"))))
     for name, st in res["models"].items():
         if not st.get("ok"):
             for th in cfg["threads"]:
@@ -429,7 +464,7 @@ def write_markdown(path: Path, res: dict) -> None:
         if need and t["threads"] == 2:
             s = t["etch_speedup_vs_1t"]
             L.append("- %s: etch 2 threads vs 1: %s — %s" % (
-                t["model"], "n/a" if s is None else "%.2fx" % s,
+                t["model"], "n/a" if s is None else _speedup(s, t.get("etch_speedup_paired")),
                 "n/a" if s is None else ("met (>= %.1fx)" % need if s >= need
                                          else "**not met** (< %.1fx)" % need)))
     L.append("")
@@ -594,10 +629,9 @@ def main(argv=None) -> int:
     for name in selected:
         if not status[name].get("ok"):
             continue
-        for th in threads:
-            log("[bench] %s, %d thread(s)" % (name, th))
-            rows.append(measure_row(runner, name, th, rounds, target, args.min_iterations,
-                                    0.25, calibrate=not args.quick))
+        log("[bench] %s, %s thread(s), interleaved" % (name, ",".join(map(str, threads))))
+        rows.extend(measure_model(runner, name, threads, rounds, target, args.min_iterations,
+                                  0.25, calibrate=not args.quick))
     machine["loadavg_end"] = _loadavg()
     table = summarize(rows)
     busy = max([r.get("busy_compilers_max", 0) for r in rows] or [0])
