@@ -17,7 +17,7 @@
  * participants (the caller first, then the workers in order), share k is part k of [0, n) cut
  * in P balanced parts (the first n % P parts one item longer), the same in every call with the
  * same n, grain and pool, so that work split the same way in consecutive calls (rows of an
- * image, say) stays on the same core. Each share is cut into up to 4 balanced chunks of at
+ * image, say) stays on the same core. Each share is cut into up to 8 balanced chunks of at
  * least `grain` items; a participant runs its own chunks first, then takes the remaining
  * chunks of others (so a late thread's work is not waited for). It returns when every chunk is
  * done. It never allocates and never creates threads. Workers that just finished a job

@@ -35,7 +35,7 @@
 #include "etch/threadpool.h"
 #include "runtime/error.h"
 
-#define CHUNKS_PER_THREAD 4
+#define CHUNKS_PER_THREAD 8
 #define SPIN_NS 50000 /* how long an idle participant spins before sleeping */
 #define CACHE_LINE 64
 

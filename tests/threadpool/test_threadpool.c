@@ -48,7 +48,7 @@ static double now_s(void) {
 /* ---- coverage ----------------------------------------------------------------------------- */
 
 #define MAX_N 5000
-#define MAX_CHUNKS 64
+#define MAX_CHUNKS 128
 typedef struct cover {
     _Atomic int hits[MAX_N];
     _Atomic int chunks;
@@ -84,7 +84,7 @@ static void part(int64_t n, int64_t parts, int64_t k, int64_t *b, int64_t *e) {
 
 /* Whether the chunks of c lie in the shares of a pool of `threads` as etch/threadpool.h says:
  * P = min(threads, n / grain) participants, share k is part k of [0, n) in P parts, cut in
- * min(4, share / grain) chunks. */
+ * min(8, share / grain) chunks. */
 static bool shares_ok(const cover *c, int threads) {
     const int chunks = atomic_load(&c->chunks);
     const int64_t grain = c->grain > 0 ? c->grain : 1;
@@ -95,7 +95,7 @@ static bool shares_ok(const cover *c, int threads) {
     for (int64_t k = 0; k < homes; k++) {
         int64_t sb, se;
         part(c->n, homes, k, &sb, &se);
-        const int64_t want = (se - sb) / grain < 4 ? (se - sb) / grain : 4;
+        const int64_t want = (se - sb) / grain < 8 ? (se - sb) / grain : 8;
         int64_t in = 0, lo = -1, hi = -1;
         for (int i = 0; i < chunks && i < MAX_CHUNKS; i++)
             if (c->cb[i] >= sb && c->ce[i] <= se) {
@@ -135,9 +135,9 @@ static void test_coverage(void) {
                     ok = ok && atomic_load(&c.hits[i]) == 1;
                 int chunks = atomic_load(&c.chunks);
                 int64_t gr = c.grain > 0 ? c.grain : 1;
-                /* no chunk at all for n = 0; one for n <= grain; never more than 4 per thread */
+                /* no chunk at all for n = 0; one for n <= grain; never more than 8 per thread */
                 ok = ok && (c.n == 0 ? chunks == 0 : chunks >= 1);
-                ok = ok && (c.n > gr || chunks <= 1) && chunks <= 4 * t;
+                ok = ok && (c.n > gr || chunks <= 1) && chunks <= 8 * t;
                 ok = ok && shares_ok(&c, t);
                 if (!ok && failures++ < 5)
                     fprintf(stderr, "coverage: threads %d n %lld grain %lld: %d chunks, %d bad\n",
@@ -399,7 +399,7 @@ static void report_overhead(void) {
             etch_threadpool_parallel_for(pool, 1 << 20, 1, empty_fn, NULL);
         double dt = now_s() - t0;
         printf("empty parallel_for, %d thread%s (%d chunks): %.2f us per call (informative)\n",
-               t, t == 1 ? "" : "s", t == 1 ? 1 : 4 * t, dt / reps * 1e6);
+               t, t == 1 ? "" : "s", t == 1 ? 1 : 8 * t, dt / reps * 1e6);
         etch_threadpool_destroy(pool);
     }
 }
