@@ -47,8 +47,9 @@ TOLERANCE = 1e-4       # max |etch - eager| (and |ORT - eager|) allowed before a
 class Spec:
     factory: Callable[[], nn.Module]
     shape: Tuple[int, ...]
-    warmup: int          # per engine and round
-    iterations: int      # per engine and round
+    warmup: int          # per engine and round, at most
+    iterations: int      # per engine and round, at most (calibration sizes a round to
+                         # --target-s seconds within this cap)
     about: str
 
 
@@ -100,14 +101,14 @@ def _llama() -> nn.Module:
 
 
 MODELS: Dict[str, Spec] = {
-    "mobilenet_v2": Spec(_mobilenet_v2, (1, 3, 224, 224), 3, 10,
+    "mobilenet_v2": Spec(_mobilenet_v2, (1, 3, 224, 224), 20, 400,
                          "torchvision mobilenet_v2, random init, 1x3x224x224"),
-    "resnet18": Spec(_resnet18, (1, 3, 224, 224), 2, 8,
+    "resnet18": Spec(_resnet18, (1, 3, 224, 224), 10, 150,
                      "torchvision resnet18, random init, 1x3x224x224"),
     "mlp": Spec(_mlp, (1, 32), 1000, 20000, "etch.zoo MLP 32-64-64-10, 1x32"),
-    "transformer": Spec(_transformer, (1, 64, 256), 3, 15,
+    "transformer": Spec(_transformer, (1, 64, 256), 20, 400,
                         "nn.TransformerEncoder, 4 layers, d=256, 8 heads, ff 1024, seq 64"),
-    "llama": Spec(_llama, (1, 64, 256), 3, 15,
+    "llama": Spec(_llama, (1, 64, 256), 20, 400,
                   "4 llama blocks d=256, 8 heads / 4 kv heads, ff 688, seq 64, no KV cache"),
 }
 
