@@ -9,7 +9,8 @@
  *    7x7x960), 5x5 pad 2, 3x3 dilation 2, stride 3, padding 0, larger kernels (9x9, gathered
  *    weights), odd sizes 1..13, N = 2, with and without bias, every fused activation.
  *    Tolerance as tests/optimized_conv: |opt - ref| <= 1e-5 * (sum |w||x| + |b|) + 1e-6 per
- *    element, ref the activation (in double) of the portable result;
+ *    element, ref the activation (in double) of the portable result; the weight prepared as
+ *    at load (etch_opt_convolution_prepare: [C/8][KH*KW][8]) gives the same bits;
  *  - max_pool2d_with_indices with self, out and indices blocked: values and indices equal to
  *    the portable kernel's exactly (inputs with ties, NaN, +-inf), any kernel / stride /
  *    padding / dilation / ceil_mode;
@@ -57,6 +58,10 @@ static etch_threadpool *real_pool;
 
 /* Call a kernel with a fresh context (blocked args, epilogue); threads 2..4: the shuffling
  * test pool with a split policy drawn per call; REAL_POOL: the library's pool. */
+/* The prepared data run_kernel's calls get (what the runtime passes a call site; NULL: none). */
+static const void *run_prepared;
+static size_t run_prepared_size;
+
 static etch_status run_kernel(etch_kernel_fn fn, etch_value **args, size_t nargs,
                               uint64_t blocked, const etch_epilogue *e, int threads) {
     kt_shuffle_pool pool;
@@ -68,6 +73,8 @@ static etch_status run_kernel(etch_kernel_fn fn, etch_value **args, size_t nargs
     etch_kernel_context_init(&ctx, "op", NULL, 0, tp);
     ctx.epilogue = e && e->act != ETCH_ACT_NONE ? e : NULL;
     ctx.blocked = blocked;
+    ctx.prepared = run_prepared;
+    ctx.prepared_size = run_prepared_size;
     etch_alloc_arm();
     fn(&ctx, args, nargs);
     etch_alloc_disarm();
@@ -116,7 +123,7 @@ static void dw_check(const dw_case *c) {
     float *w = kt_xmalloc((size_t)nw * 4), *aw = kt_xmalloc((size_t)nw * 4);
     float *b = kt_xmalloc((size_t)c->C * 4), *ab = kt_xmalloc((size_t)c->C * 4);
     float *ref = kt_xmalloc((size_t)no * 4), *mag = kt_xmalloc((size_t)no * 4);
-    float *ob = kt_xmalloc((size_t)no * 4), *o = kt_xmalloc((size_t)no * 4), *o1 = kt_xmalloc((size_t)no * 4);
+    float *ob = kt_xmalloc((size_t)no * 4), *o = kt_xmalloc((size_t)no * 4), *o1 = kt_xmalloc((size_t)no * 8);
     for (int64_t i = 0; i < nx; i++)
         ax[i] = fabsf(x[i] = frand());
     for (int64_t i = 0; i < nw; i++)
@@ -160,6 +167,18 @@ static void dw_check(const dw_case *c) {
     etch_value *bargs[11] = {&vxb, &vw, &vb, args[3], args[4], args[5], &tr, args[7], &g,
                              &vob, &vob};
     const etch_epilogue *e = &epilogues[c->epi];
+    /* the call site's prepared weight, as the runtime has it made at load: the weight a
+     * static constant, input and output blocked; made for groups == C, C % 8 == 0 */
+    tw.flags |= ETCH_TENSOR_CONSTANT;
+    etch_kernel_context pctx;
+    etch_kernel_context_init(&pctx, "op", NULL, 0, NULL);
+    pctx.blocked = BIT(0) | BIT(9) | BIT(10);
+    size_t prep_size = etch_opt_convolution_prepare(&pctx, bargs, 11, NULL, 0);
+    CHECK_MSG(prep_size > 0, "%s: no prepared weight", name);
+    void *prep = prep_size ? aligned_alloc(64, (prep_size + 63) / 64 * 64) : NULL;
+    if (prep && etch_opt_convolution_prepare(&pctx, bargs, 11, prep, prep_size) != prep_size)
+        prep_size = 0;
+    CHECK_MSG(prep_size > 0, "%s: preparing the weight failed", name);
     for (int ii = 0; ii < n_isas; ii++) {
         CHECK_OK(etch_isa_set(isas[ii]));
         for (int threads = 1; threads <= REAL_POOL; threads++) {
@@ -192,8 +211,23 @@ static void dw_check(const dw_case *c) {
             else
                 CHECK_MSG(memcmp(o, o1, (size_t)no * 4) == 0, "%s [%s]: %d threads differ from 1",
                           name, etch_isa_name(isas[ii]), threads);
+            /* the weight prepared at load ([C/8][KH*KW][8]) gives the same bits */
+            if (prep_size) {
+                memset(ob, 0xff, (size_t)no * 4);
+                run_prepared = prep;
+                run_prepared_size = prep_size;
+                s = run_kernel(etch_opt_convolution_out, bargs, 11, BIT(0) | BIT(9) | BIT(10), e,
+                               threads);
+                run_prepared = NULL;
+                run_prepared_size = 0;
+                kt_from_blocked(ob, o1 + no, c->N, c->C, OH, OW);
+                CHECK_MSG(s == ETCH_OK && memcmp(o1 + no, o, (size_t)no * 4) == 0,
+                          "%s [%s, %d threads]: the prepared weight gives other bits", name,
+                          etch_isa_name(isas[ii]), threads);
+            }
         }
     }
+    free(prep);
     free(x), free(ax), free(xb), free(w), free(aw), free(b), free(ab), free(ref), free(mag);
     free(ob), free(o), free(o1);
 }
