@@ -270,8 +270,10 @@ def fusible_pairs(instrs: List[_Instr], spans: Dict[Any, List[int]],
 
 def _conv_kind(eg: ExportedGraph, n: torch.fx.Node) -> Optional[str]:
     """"pw" for a 1x1 convolution (stride 1, no padding, groups 1), "dw" for a depthwise 3x3
-    one (padding 1, stride 1 or 2 both ways, dilation 1), else None: the convolutions the
-    optimized kernel runs as blocks (src/kernels/optimized/conv_chain.c)."""
+    one (padding 1, stride 1 or 2 both ways, dilation 1), "stem" for a network's first
+    convolution (groups 1, at most 8 input channels that stay NCHW: fewer than 8, or the
+    program's input; output channels a multiple of 8; dilation 1 across), else None: the
+    convolutions the optimized kernel runs as blocks (src/kernels/optimized/conv_chain.c)."""
     a = list(n.args) + [None] * (9 - len(n.args))
     w, stride, pad, dil, transposed, groups = a[1], a[3], a[4], a[5], a[6], a[8]
     spec = eg.spec(w)
@@ -289,13 +291,17 @@ def _conv_kind(eg: ExportedGraph, n: torch.fx.Node) -> Optional[str]:
     if (shape[1] == 1 and groups == shape[0] and shape[2:] == (3, 3) and pad == [1, 1] and
             dil == [1, 1] and stride[0] == stride[1] and stride[0] in (1, 2)):
         return "dw"
+    x = a[0]
+    if (groups == 1 and shape[1] <= 8 and shape[0] % 8 == 0 and dil[1] == 1 and
+            (shape[1] % 8 != 0 or getattr(x, "op", None) == "placeholder")):
+        return "stem"
     return None
 
 
 def chain_blocks(instrs: List[_Instr], spans: Dict[Any, List[int]], outputs: Sequence[Any],
                  eg: ExportedGraph, pairs: Sequence[int]) -> List[Tuple[int, int]]:
-    """(first, last) instructions of the 1x1 -> depthwise 3x3 -> 1x1 blocks and depthwise ->
-    1x1 pairs that the runtime may run as one kernel call (etch/kernel.h, chained calls): each
+    """(first, last) instructions of the 1x1 (or stem) -> depthwise 3x3 -> 1x1 blocks and
+    depthwise -> 1x1 pairs that the runtime may run as one kernel call (etch/kernel.h, chained calls): each
     convolution (with the activation fused into it, `pairs`) writes one value that only the
     next convolution reads; `last` is the block's last instruction (its fused activation's).
     The chained kernel writes the block's result while it still reads the block's input, so
@@ -331,7 +337,7 @@ def chain_blocks(instrs: List[_Instr], spans: Dict[Any, List[int]], outputs: Seq
         while len(run) < 3 and follows(run[-1]) is not None:
             run.append(follows(run[-1]))
         kinds = [units[u][2] for u in run]
-        if kinds[:3] == ["pw", "dw", "pw"]:
+        if kinds[:3] in (["pw", "dw", "pw"], ["stem", "dw", "pw"]):
             run = run[:3]
         elif kinds[:2] == ["dw", "pw"]:
             run = run[:2]

@@ -15,9 +15,9 @@ fused kernel writes the activation's output while it still reads its own inputs,
 inputs live to the activation and their memory is never the activation's output.  The lower
 bound below is taken over the same lifetimes: it is the least memory of any plan that lets
 every such pair fuse in place, not of the unfused program (mobilenet_v2: 11038720 bytes
-against 10235904 unfused). It also keeps the input of each 1x1 -> depthwise 3x3 -> 1x1
-convolution block (``etch.emit.chain_blocks``) alive to the block's end, so that the runtime
-can run the block as one call (mobilenet_v2's arena stays 11038720 bytes).
+against 10235904 unfused). It also keeps the input of each 1x1 (or stem) -> depthwise 3x3 ->
+1x1 convolution block (``etch.emit.chain_blocks``) alive to the block's end, so that the
+runtime can run the block as one call (mobilenet_v2's arena stays 11038720 bytes).
 
 The packer is greedy best-fit: storages are taken largest first, and each goes into the
 smallest gap (among the storages already placed that are alive at the same time) that holds

@@ -7,11 +7,12 @@ generated is committed). Beside the header: NAME.pte, NAME.in.bin (the input, fl
 NAME.out.bin (PyTorch's outputs, float32, one after the other).
 
 `chains` lists, in instruction order, the length of each run of calls the optimized
-convolution's chain function takes (src/kernels/optimized/conv_chain.c): 3 for a 1x1 ->
-depthwise 3x3 -> 1x1 block, 2 for depthwise -> 1x1.
+convolution's chain function takes (src/kernels/optimized/conv_chain.c): 3 for a 1x1 (or a
+"stem", a convolution of an NCHW image) -> depthwise 3x3 -> 1x1 block, 2 for depthwise -> 1x1.
 
 Two kinds of programs:
-  - a network of inverted-residual blocks exported with python/etch: what the exporter emits;
+  - networks of inverted-residual blocks and of stems exported with python/etch: what the
+    exporter emits;
   - hand-built programs (python/etch/serialize ProgramBuilder) for what the runtime must
     refuse: a block whose result lies on its input's bytes, an intermediate with a second
     reader, a jump target inside a block, a weight that is no constant;
@@ -39,7 +40,7 @@ F32 = ScalarType.FLOAT
 class Blocks(nn.Module):
     """A stem, then mobilenet_v2-like blocks on a 2 x 3 x 31 x 27 input (odd sizes, two
     images):
-      a  depthwise (relu6) -> 1x1 16->8                       chain of 2
+      a  the stem (3x3 3->16 relu) -> depthwise (relu6) -> 1x1 16->8   chain of 3
       b  1x1 8->48 relu6 -> depthwise s2 relu6 -> 1x1 48->16    chain of 3 (no bias on the last)
       c  1x1 16->48 relu -> depthwise relu -> 1x1 48->16, + input   chain of 3 (residual)
       g  1x1 16->48 gelu -> depthwise relu6 -> 1x1 48->24       gelu is no register
@@ -73,6 +74,36 @@ class Blocks(nn.Module):
         x = self.b(self.a(x))
         x = self.c(x) + x
         return self.head(self.d(self.g(x)))
+
+
+class Stems(nn.Module):
+    """Convolutions of the program's inputs ("stems": NCHW images, blocked outputs) ahead of a
+    depthwise -> 1x1 pair, on 2 x 3 x 29 x 33 and 2 x 4 x 30 x 25 inputs:
+      s  3x3 s2 p1 3->16 relu6 -> depthwise relu6 -> 1x1 16->8      chain of 3 (mobilenet_v2's)
+      t  5x5 s2 p2 4->24 hardtanh(-1, 3) -> depthwise s2 -> 1x1 24->16 relu
+                                                                 chain of 3
+      u  3x3 dilation 2 3->8 relu -> depthwise -> 1x1 8->8         a dilated stem is not the
+                                                                 interleaved path: the pair,
+                                                                 chain of 2
+    each then a 1x1 head (a block's result may not be the program's output: the caller may
+    place an output anywhere)."""
+
+    def __init__(self):
+        super().__init__()
+        self.s = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU6(),
+                               nn.Conv2d(16, 16, 3, padding=1, groups=16), nn.ReLU6(),
+                               nn.Conv2d(16, 8, 1))
+        self.t = nn.Sequential(nn.Conv2d(4, 24, 5, stride=2, padding=2), nn.Hardtanh(-1.0, 3.0),
+                               nn.Conv2d(24, 24, 3, stride=2, padding=1, groups=24),
+                               nn.Conv2d(24, 16, 1), nn.ReLU())
+        self.u = nn.Sequential(nn.Conv2d(3, 8, 3, padding=2, dilation=2), nn.ReLU(),
+                               nn.Conv2d(8, 8, 3, padding=1, groups=8),
+                               nn.Conv2d(8, 8, 1))
+        self.heads = nn.ModuleList([nn.Conv2d(8, 8, 1), nn.Conv2d(16, 8, 1),
+                                    nn.Conv2d(8, 8, 1)])
+
+    def forward(self, x, z):
+        return (self.heads[0](self.s(x)), self.heads[1](self.t(z)), self.heads[2](self.u(x)))
 
 
 # ---- hand-built programs ------------------------------------------------------------------
@@ -281,7 +312,13 @@ def main():
     with torch.no_grad():
         y = model(x)
     program = etch.export(model, (x,), check_ops=False)
-    cases.append(("blocks", program.buffer, [x], [y], [2, 3, 3, 2, 3]))
+    cases.append(("blocks", program.buffer, [x], [y], [3, 3, 3, 2, 3]))
+    stems = Stems().eval()
+    xs = (torch.randn(2, 3, 29, 33), torch.randn(2, 4, 30, 25))
+    with torch.no_grad():
+        ys = list(stems(*xs))
+    program = etch.export(stems, xs, check_ops=False)
+    cases.append(("stems", program.buffer, list(xs), ys, [3, 3, 2]))
     for kind in ("clash", "t_shared", "jump", "weight_input"):
         buf, ins, outs, chains = hand_case(kind)
         cases.append((kind, buf, ins, outs, chains))

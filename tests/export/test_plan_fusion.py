@@ -172,14 +172,15 @@ class MobileNetV2FusionTest(unittest.TestCase):
             report = _bench(path)
         self.assertEqual(report["kernels"], "optimized")
         self.assertEqual(_fused_calls(report, "aten::hardtanh.out"), hardtanh)
-        # chained calls (etch/kernel.h): the planner keeps each 1x1 -> depthwise -> 1x1
-        # block's input alive to the block's end (python/etch/emit.py chain_blocks), so every
-        # block the optimized convolution takes runs as one call: the six whose expanded
+        # chained calls (etch/kernel.h): the planner keeps each 1x1 (or stem) -> depthwise ->
+        # 1x1 block's input alive to the block's end (python/etch/emit.py chain_blocks), so
+        # every block the optimized convolution takes runs as one call: the six whose expanded
         # tensor outweighs their 1x1 weights at least twice (112 to 28 pixels; conv_chain.c
-        # CHAIN_MIN_RATIO), and the first block's depthwise -> 1x1 pair
+        # CHAIN_MIN_RATIO), and the stem (the 3x3 stride-2 convolution of the image) with the
+        # first block's depthwise -> 1x1 pair
         runs = [o.get("chained_calls", 1) for o in report["ops"]
                 for _ in range(int(o["calls"])) if o.get("chained_calls", 1) > 1]
-        self.assertEqual(runs.count(3), 6, report["ops"])
+        self.assertEqual(runs.count(3), 7, report["ops"])
         self.assertGreaterEqual(runs.count(2), 1, report["ops"])
         y = etch.runtime.load(p).forward(x)
         with torch.no_grad():

@@ -15,10 +15,18 @@
  * The intermediates' own tensors are left unwritten. Without scratch for the bands the calls
  * run one by one (etch_kernel_chain_run).
  *
+ * The first call may also be a network's first convolution (a "stem": mobilenet_v2's 3x3
+ * stride-2 convolution of the image, whose 112x112x32 result the depthwise convolution reads
+ * back): its input is an NCHW image of at most 8 channels, which the run copies once per image,
+ * padded and interleaved as [H][W][C_in] (etch_nchwc_copy_interleaved, what the unchained call
+ * reads too), and its rows come from the same register tiles over that copy.
+ *
  * Taken at load when (etch_opt_convolution_chain): every call is this kernel's; expand and
- * project are 1x1, stride 1, no padding, groups 1, with their NCHWc pack prepared; the
+ * project are 1x1, stride 1, no padding, groups 1, with their NCHWc pack prepared (a stem: any
+ * kernel, stride and padding, dilation 1 across, its NCHWc pack prepared); the
  * depthwise one is 3x3, stride 1 or 2 (both ways), padding 1, dilation 1, on the expand's
- * channels; channels multiples of 8, everything blocked; activations none, relu or clamp
+ * channels; channels multiples of 8 (a stem's input: up to 8 channels, NCHW), every other
+ * tensor blocked; activations none, relu or clamp
  * (those the tiles apply in registers); and the intermediate is large against the weights
  * (CHAIN_MIN_RATIO): in a block whose weights outweigh its activations (mobilenet_v2's last
  * ones) every thread would read every weight where the unchained calls split them.
@@ -62,8 +70,21 @@ static bool depthwise_ok(const etch_kernel_call *c, const conv_shape *s) {
            s->dw == 1 && etch_nchwc_tile_act(s->epi, &act, &lo, &hi);
 }
 
-/* The block of calls[0..n) the band loop runs: 3 (expand, depthwise, project), 2 (depthwise,
- * project) or 0; shapes in s[3] (s[0] unused without an expand). */
+/* A network's first convolution as the block's first call (the "stem"): an NCHW input of at
+ * most 8 channels (an image), any kernel, stride and padding, dilation 1 across, groups 1, a
+ * blocked output, its NCHWc pack prepared: the blocked convolution's interleaved path, whose
+ * windows read one run of KW * C_in lanes per row of a padded copy of the image. */
+
+static bool stem_ok(const etch_kernel_call *c, const conv_shape *s) {
+    bool act;
+    float lo, hi;
+    return !(c->blocked & 1u) && ((c->blocked >> 9) & 1u) && s->groups == 1 && s->C_in <= 8 &&
+           s->C_out % 8 == 0 && s->dw == 1 && etch_opt_conv_prep_nchwc(s) &&
+           etch_nchwc_tile_act(s->epi, &act, &lo, &hi);
+}
+
+/* The block of calls[0..n) the band loop runs: 3 (expand or stem, depthwise, project), 2
+ * (depthwise, project) or 0; shapes in s[3] (s[0] unused without an expand). */
 static size_t block_of(const etch_kernel_call *calls, size_t n, conv_shape s[3]) {
     if (n < 2)
         return 0;
@@ -80,7 +101,8 @@ static size_t block_of(const etch_kernel_call *calls, size_t n, conv_shape s[3])
         return 2;
     }
     conv_shape c;
-    if (n < 3 || !pointwise_ok(&calls[0], &a) || !depthwise_ok(&calls[1], &b) ||
+    if (n < 3 || !(pointwise_ok(&calls[0], &a) || stem_ok(&calls[0], &a)) ||
+        !depthwise_ok(&calls[1], &b) ||
         !etch_opt_conv_call_shape(&calls[2], &c) || !pointwise_ok(&calls[2], &c) ||
         a.C_out != b.C_in || b.C_out != c.C_in || a.N != b.N || b.N != c.N || a.OH != b.IH ||
         a.OW != b.IW || b.OH != c.IH || b.OW != c.IW)
@@ -104,7 +126,7 @@ size_t etch_opt_convolution_chain(etch_kernel_context *ctx, const etch_kernel_ca
                                 : (double)d->N * (double)d->C_out * (double)(d->OH * d->OW);
     double weights = (double)p->C_in * (double)p->C_out;
     if (got == 3)
-        weights += (double)s[0].C_in * (double)s[0].C_out;
+        weights += (double)s[0].C_in * (double)s[0].C_out * (double)(s[0].KH * s[0].KW);
     return mid >= CHAIN_MIN_RATIO * weights ? got : 0;
 }
 
@@ -125,6 +147,10 @@ typedef struct chain_job {
     int64_t G;        /* depthwise output rows per step */
     int64_t R;        /* rows of the expand's band buffer: (G - 1) * stride + 3 */
     int64_t workers;  /* bands of output rows per image, one per parallel item */
+    int64_t n0, n1;   /* the images the workers run */
+    bool stem;        /* e reads an image through copy (stem_ok) */
+    const float *copy; /* image n0's padded copy, [Hp][Wp][C_in] */
+    int64_t Wp;
     float *scratch;   /* per worker: the expand's rows, then the depthwise rows */
     int64_t worker_floats;
 } chain_job;
@@ -147,7 +173,45 @@ static void pointwise(const chain_job *j, const conv_shape *s, const float *pack
         tt.hi = hi;
         tt.w = pack + t * NCHWC_OCT * s->C_in;
         tt.bias = bias;
-        etch_nchwc_tile_pixels(j->fn, j->fn_reps, &tt, in, out + t * 2 * out_ps, n, NULL);
+        etch_nchwc_tile_pixels(j->fn, j->fn_reps, &tt, in, 8, out + t * 2 * out_ps, n, NULL);
+    }
+}
+
+/* The stem's output rows [r0, r1) (every channel tile) from the padded copy of the image, row r
+ * at out + (r - r0) * OW * 8, planes out_ps floats apart: the tiles the unchained call runs
+ * (conv_nchwc.c's interleaved path), over one row at a time. */
+static void stem_rows(const chain_job *j, int64_t r0, int64_t r1, float *out, int64_t out_ps) {
+    const conv_shape *s = &j->e;
+    const int64_t KK = s->KH * s->KW, Ci = s->C_in, nt = (s->C_out + NCHWC_OCT - 1) / NCHWC_OCT;
+    for (int64_t t = 0; t < nt; t++) {
+        const int64_t oct = imin(NCHWC_OCT, s->C_out - t * NCHWC_OCT);
+        float bias[NCHWC_OCT];
+        for (int64_t c = 0; c < NCHWC_OCT; c++)
+            bias[c] = s->bias && c < oct ? s->bias[t * NCHWC_OCT + c] : 0.0f;
+        nchwc_tile tt;
+        memset(&tt, 0, sizeof tt);
+        tt.ls = 1;
+        tt.khs = s->dh * j->Wp * Ci;
+        tt.nb = 1;
+        tt.b1 = 1;
+        tt.cb_last = (int)(s->KW * Ci); /* one run of lanes per window row */
+        tt.KW = 1;
+        tt.nkh = s->KH;
+        tt.nkw = 1;
+        tt.wbs = 8 * KK * oct;
+        tt.obs = out_ps;
+        tt.oct = (int)oct;
+        tt.oc_valid = (int)oct;
+        tt.reps = 1;
+        tt.act = j->e_act;
+        tt.lo = j->e_lo;
+        tt.hi = j->e_hi;
+        tt.w = j->we + t * NCHWC_OCT * Ci * KK;
+        tt.bias = bias;
+        for (int64_t r = r0; r < r1; r++)
+            etch_nchwc_tile_pixels(j->fn, j->fn_reps, &tt, j->copy + r * s->sh * j->Wp * Ci,
+                                   s->sw * Ci, out + (r - r0) * s->OW * 8 + t * 2 * out_ps,
+                                   s->OW, NULL);
     }
 }
 
@@ -162,7 +226,7 @@ static void chain_worker(void *arg, int64_t w0, int64_t w1) {
         float *ubuf = tbuf + (j->has_e ? CB * R * W * 8 : 0);
         const int64_t base = OH / j->workers, rem = OH % j->workers;
         const int64_t a0 = w * base + imin(w, rem), a1 = a0 + base + (w < rem ? 1 : 0);
-        for (int64_t n = 0; n < d->N; n++) {
+        for (int64_t n = j->n0; n < j->n1; n++) {
             const float *x = j->has_e ? e->in + n * e->C_in * H * W : d->in + n * d->C_in * H * W;
             float *y = p->out + n * p->C_out * OH * OW;
             int64_t have = 0; /* the expand's rows computed: up to `have` */
@@ -180,8 +244,11 @@ static void chain_worker(void *arg, int64_t w0, int64_t w1) {
                      * ring (R rows: a step's window always fits) */
                     for (int64_t r = a > a0 && have > lo ? have : lo; r < hi;) {
                         const int64_t r1 = imin(hi, r + R - r % R);
-                        pointwise(j, e, j->we, j->e_act, j->e_lo, j->e_hi, x + r * W * 8,
-                                  H * W * 8, (r1 - r) * W, tbuf + r % R * W * 8, R * W * 8);
+                        if (j->stem)
+                            stem_rows(j, r, r1, tbuf + r % R * W * 8, R * W * 8);
+                        else
+                            pointwise(j, e, j->we, j->e_act, j->e_lo, j->e_hi, x + r * W * 8,
+                                      H * W * 8, (r1 - r) * W, tbuf + r % R * W * 8, R * W * 8);
                         r = r1;
                     }
                     have = hi;
@@ -226,6 +293,7 @@ void etch_opt_conv_chain_run(etch_kernel_context *ctx) {
     j.has_e = n == 3;
     if (j.has_e)
         j.e = s[0];
+    j.stem = j.has_e && stem_ok(&calls[0], &j.e);
     j.d = s[1];
     j.p = s[2];
     j.we = j.has_e ? etch_opt_conv_prep_nchwc(&j.e) : NULL;
@@ -251,11 +319,28 @@ void etch_opt_conv_chain_run(etch_kernel_context *ctx) {
     const int64_t CB = d->C_in / 8;
     j.worker_floats = (j.has_e ? CB * j.R * d->IW * 8 : 0) + CB * j.G * d->OW * 8;
     j.worker_floats = (j.worker_floats + 15) / 16 * 16; /* 64-byte aligned slices */
+    /* the stem's padded image copy after the workers' bands */
+    const int64_t copy_floats =
+        j.stem ? j.e.C_in * (j.e.IH + 2 * j.e.ph) * (j.e.IW + 2 * j.e.pw) : 0;
     j.scratch = (float *)etch_kernel_temp_try(
-        ctx, (size_t)(j.workers * j.worker_floats) * sizeof(float), 64);
+        ctx, (size_t)(j.workers * j.worker_floats + copy_floats) * sizeof(float), 64);
     if (!j.scratch) {
         run_each(ctx);
         return;
     }
-    etch_kernel_parallel_for(ctx, j.workers, 1, chain_worker, &j);
+    if (!j.stem) {
+        j.n0 = 0;
+        j.n1 = d->N;
+        etch_kernel_parallel_for(ctx, j.workers, 1, chain_worker, &j);
+        return;
+    }
+    float *copy = j.scratch + j.workers * j.worker_floats;
+    j.copy = copy;
+    j.Wp = j.e.IW + 2 * j.e.pw;
+    for (int64_t img = 0; img < d->N; img++) { /* an image at a time: its copy, its bands */
+        etch_nchwc_copy_interleaved(ctx, &j.e, img, copy);
+        j.n0 = img;
+        j.n1 = img + 1;
+        etch_kernel_parallel_for(ctx, j.workers, 1, chain_worker, &j);
+    }
 }

@@ -324,7 +324,7 @@ void etch_nchwc_tile_1x1(nchwc_tile *tt, int64_t in_ps, int64_t C_in, int64_t oc
 }
 
 void etch_nchwc_tile_pixels(nchwc_tile_fn fn, bool fn_reps, nchwc_tile *tt, const float *in,
-                            float *out, int64_t n, nchwc_prefetch *pf) {
+                            int64_t in_step, float *out, int64_t n, nchwc_prefetch *pf) {
     const nchwc_split sp = etch_nchwc_split_pixels(n);
     const int64_t ntl = (n + NCHWC_MR - 1) / NCHWC_MR;
     int64_t p = 0;
@@ -334,11 +334,11 @@ void etch_nchwc_tile_pixels(nchwc_tile_fn fn, bool fn_reps, nchwc_tile *tt, cons
         if (reps <= 0 || np <= 0)
             continue;
         for (int64_t q = 0; q < np; q++)
-            tt->px[q] = in + (p + q) * 8;
+            tt->px[q] = in + (p + q) * in_step;
         tt->np = (int)np;
         tt->out = out + p * 8;
         tt->reps = reps;
-        tt->pstep = np * 8;
+        tt->pstep = np * in_step;
         if (pf)
             etch_nchwc_prefetch_slice(pf, tt, reps);
         etch_nchwc_tile_run(fn, fn_reps, tt);
@@ -595,6 +595,13 @@ static void copy_rows(void *arg, int64_t r0, int64_t r1) {
             memcpy(d + s->pw * E, src, (size_t)(s->IW * E) * sizeof(float));
         }
     }
+}
+
+void etch_nchwc_copy_interleaved(etch_kernel_context *ctx, const conv_shape *s, int64_t n,
+                                 float *dst) {
+    const int64_t Hp = s->IH + 2 * s->ph, Wp = s->IW + 2 * s->pw;
+    copy_job pj = {s, s->in + n * s->C_in * s->IH * s->IW, dst, 1, Hp, Wp, true};
+    etch_kernel_parallel_for(ctx, Hp, 4096 / (Wp * s->C_in) + 1, copy_rows, &pj);
 }
 
 /* Run the tiles [j->t0, j->t0 + j->nt) over every image: through a copy of each image's input

@@ -120,11 +120,19 @@ nchwc_prefetch etch_nchwc_prefetch_plan(const float *start, int64_t len, int64_t
 /* Hand the next `reps` register tile calls' slices to tt (none left: pf NULL). */
 void etch_nchwc_prefetch_slice(nchwc_prefetch *p, nchwc_tile *tt, int64_t reps);
 
-/* Run tile tt (all but its pixel fields set) over n consecutive pixels of blocked planes, the
- * first read at in and written at out, in register tiles of equal width (two runs, widths from
- * etch_nchwc_split_pixels); with pf, each run takes its prefetch slices. */
+/* Run tile tt (all but its pixel fields set) over n pixels written consecutively to blocked
+ * planes from out on, pixel i's input (its window's first tap) at in + i * in_step (8 for
+ * consecutive pixels of blocked planes), in register tiles of equal width (two runs, widths
+ * from etch_nchwc_split_pixels); with pf, each run takes its prefetch slices. */
 void etch_nchwc_tile_pixels(nchwc_tile_fn fn, bool fn_reps, nchwc_tile *tt, const float *in,
-                            float *out, int64_t n, nchwc_prefetch *pf);
+                            int64_t in_step, float *out, int64_t n, nchwc_prefetch *pf);
+
+/* The padded copy of image n of a convolution's NCHW input (C_in <= 8) as [H + 2 ph][W + 2 pw]
+ * [C_in], zeros in the padding: what the channel-blocked convolution reads an image through
+ * (each window row one run of KW * C_in lanes). dst holds C_in * (H + 2 ph) * (W + 2 pw)
+ * floats; the rows are copied in parallel. */
+void etch_nchwc_copy_interleaved(etch_kernel_context *ctx, const conv_shape *s, int64_t n,
+                                 float *dst);
 
 void etch_nchwc_tile_scalar(const nchwc_tile *t);
 void etch_nchwc_tile_avx2(const nchwc_tile *t);

@@ -131,8 +131,8 @@ static void wino_products(void *arg, int64_t i0, int64_t i1) {
             tt.b0 = b0;
             tt.b1 = imin(CB, b0 + j->depth_blocks);
             tt.accumulate = b0 > 0;
-            etch_nchwc_tile_pixels(j->fn, j->fn_reps, &tt, in + p0 * 8, out + p0 * 8, p1 - p0,
-                                   &pf);
+            etch_nchwc_tile_pixels(j->fn, j->fn_reps, &tt, in + p0 * 8, 8, out + p0 * 8,
+                                   p1 - p0, &pf);
         }
     }
 }
