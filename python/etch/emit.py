@@ -301,12 +301,12 @@ def _conv_kind(eg: ExportedGraph, n: torch.fx.Node) -> Optional[str]:
 def chain_blocks(instrs: List[_Instr], spans: Dict[Any, List[int]], outputs: Sequence[Any],
                  eg: ExportedGraph, pairs: Sequence[int]) -> List[Tuple[int, int]]:
     """(first, last) instructions of the 1x1 (or stem) -> depthwise 3x3 -> 1x1 blocks and
-    depthwise -> 1x1 pairs that the runtime may run as one kernel call (etch/kernel.h, chained calls): each
-    convolution (with the activation fused into it, `pairs`) writes one value that only the
-    next convolution reads; `last` is the block's last instruction (its fused activation's).
-    The chained kernel writes the block's result while it still reads the block's input, so
-    the caller keeps that input alive to `last`, and the runtime can chain the block whatever
-    else the plan puts where."""
+    depthwise -> 1x1 pairs that the runtime may run as one kernel call (etch/kernel.h, chained
+    calls): each convolution (with the activation fused into it, `pairs`) writes one value that
+    only the next convolution reads; `last` is the block's last instruction (its fused
+    activation's). The chained kernel writes the block's result while it still reads the
+    block's input, so the caller keeps that input alive to `last`, and the runtime can chain
+    the block whatever else the plan puts where."""
     fused = set(pairs)
     units = {}  # conv instruction -> (last instruction, written key, kind)
     for t, ins in enumerate(instrs):

@@ -74,7 +74,6 @@ static bool depthwise_ok(const etch_kernel_call *c, const conv_shape *s) {
  * most 8 channels (an image), any kernel, stride and padding, dilation 1 across, groups 1, a
  * blocked output, its NCHWc pack prepared: the blocked convolution's interleaved path, whose
  * windows read one run of KW * C_in lanes per row of a padded copy of the image. */
-
 static bool stem_ok(const etch_kernel_call *c, const conv_shape *s) {
     bool act;
     float lo, hi;
