@@ -1,14 +1,20 @@
 /*
- * Chained calls (etch/kernel.h) against the same calls run one by one, in one process: the
- * program is loaded twice with the optimized kernels, once as usual and once with the
- * convolution's chain function unregistered, and the two methods execute in alternation
- * (A B, B A, ...), so that both see the same machine noise; the figure is the median of the
- * per-pair time ratios, with its quartiles, beside each side's minimum and median.
+ * Two loads of one program in one process, executed in alternation (A B, B A, ...), so that
+ * both see the same machine noise; prints each side's minimum and median and the median (with
+ * quartiles) of the per-pair time ratio A / B. Two comparisons:
  *
- * usage: bench_chain FILE.pte [--threads N] [--pairs K]      (defaults: 1 thread, 300 pairs)
- * Inputs: every float input filled with a fixed pattern. Prints one line per run and the
- * number of chained runs the first load formed.
+ *   --compare chain     (default) A: the optimized kernels as registered, so the runtime runs
+ *                       the convolution blocks it can as chained calls; B: the same with the
+ *                       convolution's chain function unregistered. Both at --threads N.
+ *   --compare threads   A: a pool of --threads N (default 1); B: a pool of --threads-b M
+ *                       (default 2). The ratio is then B's speedup over A.
+ *
+ * usage: bench_paired FILE.pte [--compare chain|threads] [--threads N] [--threads-b M]
+ *                     [--pairs K]                        (defaults: chain, 1, 2, 300)
+ * Inputs: every float input filled with a fixed pattern. Both sides compute the same bits
+ * (tests/chain and tests/threadpool check it).
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,48 +101,79 @@ static void unload(loaded *L) {
     free(L->temp);
 }
 
+static int usage(const char *argv0) {
+    fprintf(stderr,
+            "usage: %s FILE.pte [--compare chain|threads] [--threads N] [--threads-b M] "
+            "[--pairs K]\n",
+            argv0);
+    return 2;
+}
+
+/* Chained runs a method formed (instructions whose info says chain > 1). */
+static int chained_runs(const etch_method *m) {
+    int runs = 0;
+    for (size_t ch = 0; ch < etch_method_num_chains(m); ch++)
+        for (size_t pc = 0; pc < etch_method_chain_length(m, ch); pc++) {
+            etch_instruction_info info;
+            if (etch_method_instruction_info(m, ch, pc, &info) == ETCH_OK && info.chain > 1)
+                runs++;
+        }
+    return runs;
+}
+
 int main(int argc, char **argv) {
     const char *path = NULL;
-    long threads = 1, pairs = 300;
+    long threads = 1, threads_b = 2, pairs = 300;
+    bool by_threads = false;
     for (int i = 1; i < argc; i++) {
         char *end = NULL;
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
             threads = strtol(argv[++i], &end, 10);
             if (*end || threads < 1 || threads > 64)
                 return fprintf(stderr, "error: --threads takes 1..64\n"), 2;
+        } else if (strcmp(argv[i], "--threads-b") == 0 && i + 1 < argc) {
+            threads_b = strtol(argv[++i], &end, 10);
+            if (*end || threads_b < 1 || threads_b > 64)
+                return fprintf(stderr, "error: --threads-b takes 1..64\n"), 2;
         } else if (strcmp(argv[i], "--pairs") == 0 && i + 1 < argc) {
             pairs = strtol(argv[++i], &end, 10);
             if (*end || pairs < 4 || pairs > 100000)
                 return fprintf(stderr, "error: --pairs takes 4..100000\n"), 2;
+        } else if (strcmp(argv[i], "--compare") == 0 && i + 1 < argc) {
+            const char *c = argv[++i];
+            if (strcmp(c, "chain") != 0 && strcmp(c, "threads") != 0)
+                return fprintf(stderr, "error: --compare takes chain or threads, not '%s'\n", c),
+                       2;
+            by_threads = strcmp(c, "threads") == 0;
         } else if (!path && argv[i][0] != '-') {
             path = argv[i];
         } else {
-            return fprintf(stderr, "usage: %s FILE.pte [--threads N] [--pairs K]\n", argv[0]), 2;
+            return usage(argv[0]);
         }
     }
     if (!path)
-        return fprintf(stderr, "usage: %s FILE.pte [--threads N] [--pairs K]\n", argv[0]), 2;
+        return usage(argv[0]);
     etch_program *prog = NULL;
-    etch_threadpool *pool = NULL;
-    const etch_kernel *conv = NULL;
+    etch_threadpool *pool = NULL, *pool_b = NULL;
     loaded a, b;
     if (etch_kernels_register_optimized() != ETCH_OK ||
         etch_program_open_file(path, NULL, &prog) != ETCH_OK ||
-        (threads > 1 && etch_threadpool_create((int)threads, &pool) != ETCH_OK))
+        (threads > 1 && etch_threadpool_create((int)threads, &pool) != ETCH_OK) ||
+        (by_threads && threads_b > 1 && etch_threadpool_create((int)threads_b, &pool_b) != ETCH_OK))
         goto fail;
     const etch_threadpool_iface *tp = pool ? etch_threadpool_get_iface(pool) : NULL;
     if (load(prog, tp, &a) != 0)
         goto fail;
-    int runs = 0;
-    for (size_t ch = 0; ch < etch_method_num_chains(a.m); ch++)
-        for (size_t pc = 0; pc < etch_method_chain_length(a.m, ch); pc++) {
-            etch_instruction_info info;
-            if (etch_method_instruction_info(a.m, ch, pc, &info) == ETCH_OK && info.chain > 1)
-                runs++;
-        }
-    conv = etch_kernels_find("aten::convolution.out", 21);
-    if (!conv || etch_kernels_register_chain(conv->fn, NULL) != ETCH_OK || load(prog, tp, &b))
-        goto fail;
+    const int runs = chained_runs(a.m);
+    if (by_threads) {
+        if (load(prog, pool_b ? etch_threadpool_get_iface(pool_b) : NULL, &b) != 0)
+            goto fail;
+    } else {
+        const etch_kernel *conv = etch_kernels_find("aten::convolution.out", 21);
+        if (!conv || etch_kernels_register_chain(conv->fn, NULL) != ETCH_OK ||
+            load(prog, tp, &b) != 0)
+            goto fail;
+    }
     double *ta = malloc((size_t)pairs * sizeof *ta), *tb = malloc((size_t)pairs * sizeof *tb);
     double *r = malloc((size_t)pairs * sizeof *r);
     if (!ta || !tb || !r)
@@ -158,14 +195,22 @@ int main(int argc, char **argv) {
     qsort(ta, (size_t)pairs, sizeof *ta, cmp);
     qsort(tb, (size_t)pairs, sizeof *tb, cmp);
     qsort(r, (size_t)pairs, sizeof *r, cmp);
-    printf("%s  threads %ld  runs chained %d  pairs %ld  chained min %.3f med %.3f ms  "
-           "unchained min %.3f med %.3f ms  ratio med %.3f (q1 %.3f, q3 %.3f)\n",
-           path, threads, runs, pairs, ta[0], ta[pairs / 2], tb[0], tb[pairs / 2], r[pairs / 2],
-           r[pairs / 4], r[3 * pairs / 4]);
+    if (by_threads)
+        printf("%s  threads %ld vs %ld  runs chained %d  pairs %ld  %ld threads min %.3f med "
+               "%.3f ms  %ld threads min %.3f med %.3f ms  speedup (ratio) med %.3f (q1 %.3f, "
+               "q3 %.3f)\n",
+               path, threads, threads_b, runs, pairs, threads, ta[0], ta[pairs / 2], threads_b,
+               tb[0], tb[pairs / 2], r[pairs / 2], r[pairs / 4], r[3 * pairs / 4]);
+    else
+        printf("%s  threads %ld  runs chained %d  pairs %ld  chained min %.3f med %.3f ms  "
+               "unchained min %.3f med %.3f ms  ratio med %.3f (q1 %.3f, q3 %.3f)\n",
+               path, threads, runs, pairs, ta[0], ta[pairs / 2], tb[0], tb[pairs / 2],
+               r[pairs / 2], r[pairs / 4], r[3 * pairs / 4]);
     unload(&a);
     unload(&b);
     etch_program_close(prog);
     etch_threadpool_destroy(pool);
+    etch_threadpool_destroy(pool_b);
     free(ta);
     free(tb);
     free(r);
