@@ -39,6 +39,9 @@
 /* Chain a block only when its intermediate (the expand's result, or the depthwise one's
  * without an expand) has at least this many times the bytes of the packed 1x1 weights. */
 #define CHAIN_MIN_RATIO 2
+/* Floats of a stem's padded image copy, below: the limit of the unchained call's copy
+ * (conv_nchwc.c), so that both read the image the same way */
+#define STEM_MAX_COPY 0x1p36
 /* Output pixels of the project per step (whole rows: at least this many when the image is
  * wide enough) */
 #define CHAIN_MIN_PIXELS 48
@@ -77,9 +80,11 @@ static bool depthwise_ok(const etch_kernel_call *c, const conv_shape *s) {
 static bool stem_ok(const etch_kernel_call *c, const conv_shape *s) {
     bool act;
     float lo, hi;
+    /* the padded copy: as large as the unchained call would make it at most */
+    const double copy = (double)s->C_in * (double)(s->IH + 2 * s->ph) * (double)(s->IW + 2 * s->pw);
     return !(c->blocked & 1u) && ((c->blocked >> 9) & 1u) && s->groups == 1 && s->C_in <= 8 &&
-           s->C_out % 8 == 0 && s->dw == 1 && etch_opt_conv_prep_nchwc(s) &&
-           etch_nchwc_tile_act(s->epi, &act, &lo, &hi);
+           s->C_out % 8 == 0 && s->dw == 1 && copy < STEM_MAX_COPY &&
+           etch_opt_conv_prep_nchwc(s) && etch_nchwc_tile_act(s->epi, &act, &lo, &hi);
 }
 
 /* The block of calls[0..n) the band loop runs: 3 (expand or stem, depthwise, project), 2
