@@ -82,7 +82,7 @@ struct etch_threadpool {
     int num_workers; /* started */
     etch_threadpool_iface iface;
     home_range *ranges;    /* [num_threads] */
-    worker_arg *args;      /* [num_threads - 1] */
+    worker_arg *args;      /* [num_threads]: worker i uses args[i] */
     pthread_t workers[];
 };
 
@@ -123,9 +123,9 @@ static void run_one(etch_threadpool *p, uint32_t v, uint32_t c) {
     in_parallel_region--;
 }
 
-/* As participant `self`, claim and run chunks of generation `gen` (of nchunks) until none is
- * left: first its own range from the front, then the others' from the back, nearest
- * participant first. Returns how many were run. */
+/* As participant `self`, claim and run chunks of generation `gen` until none is left: first
+ * its own range from the front, then the others' from the back, nearest participant first.
+ * Returns how many were run. */
 static uint32_t run_chunks(etch_threadpool *p, int self, uint32_t gen) {
     uint32_t ran = 0;
     const int T = p->num_threads;
@@ -307,9 +307,7 @@ etch_status etch_threadpool_create(int num_threads, etch_threadpool **out) {
     p->ranges = aligned_alloc(CACHE_LINE, (size_t)num_threads * sizeof(home_range));
     p->args = malloc((size_t)num_threads * sizeof(worker_arg));
     if (!p->ranges || !p->args) {
-        free(p->ranges);
-        free(p->args);
-        free(p);
+        free_parts(p);
         return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "threadpool_create: out of memory");
     }
     for (int k = 0; k < num_threads; k++)
