@@ -132,7 +132,64 @@ static void gemv_t_avx512(int64_t K, int64_t n, const float *x, const float *b, 
     }
 }
 
+/* gemv_p (gemm_isa.h) over 32-wide panels: four panels (128 columns, 8 accumulators, four
+ * weight streams) at a time, then single panels (the last one stored under a mask); each
+ * accumulator sums its column in k order. */
+static void gemv_p_avx512(int nr, int64_t K, int64_t kc, int64_t npad, int64_t j0, int64_t n,
+                          const float *x, int64_t x_s, const float *bp, float *y) {
+    (void)nr; /* NR (32) */
+    int64_t jp = j0;
+    const int64_t j1 = j0 + n;
+    for (; jp + 128 <= j1; jp += 128) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+               a7 = a0;
+        for (int64_t pc = 0; pc < K; pc += kc) {
+            const int64_t kb = K - pc < kc ? K - pc : kc;
+            const float *b0 = bp + pc * npad + jp * kb, *b1 = b0 + NR * kb;
+            const float *b2 = b1 + NR * kb, *b3 = b2 + NR * kb;
+            for (int64_t k = 0; k < kb; k++, b0 += NR, b1 += NR, b2 += NR, b3 += NR) {
+                const __m512 xv = _mm512_set1_ps(x[(pc + k) * x_s]);
+                a0 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(b0), a0);
+                a1 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(b0 + 16), a1);
+                a2 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(b1), a2);
+                a3 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(b1 + 16), a3);
+                a4 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(b2), a4);
+                a5 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(b2 + 16), a5);
+                a6 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(b3), a6);
+                a7 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(b3 + 16), a7);
+            }
+        }
+        float *o = y + (jp - j0);
+        _mm512_storeu_ps(o, a0);
+        _mm512_storeu_ps(o + 16, a1);
+        _mm512_storeu_ps(o + 32, a2);
+        _mm512_storeu_ps(o + 48, a3);
+        _mm512_storeu_ps(o + 64, a4);
+        _mm512_storeu_ps(o + 80, a5);
+        _mm512_storeu_ps(o + 96, a6);
+        _mm512_storeu_ps(o + 112, a7);
+    }
+    for (; jp < j1; jp += NR) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+        for (int64_t pc = 0; pc < K; pc += kc) {
+            const int64_t kb = K - pc < kc ? K - pc : kc;
+            const float *b0 = bp + pc * npad + jp * kb;
+            for (int64_t k = 0; k < kb; k++, b0 += NR) {
+                const __m512 xv = _mm512_set1_ps(x[(pc + k) * x_s]);
+                a0 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(b0), a0);
+                a1 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(b0 + 16), a1);
+            }
+        }
+        const int64_t m = j1 - jp < NR ? j1 - jp : NR;
+        float *o = y + (jp - j0);
+        const __mmask16 m0 = (__mmask16)(m >= 16 ? 0xffffu : (1u << m) - 1u);
+        const __mmask16 m1 = (__mmask16)(m >= 32 ? 0xffffu : m > 16 ? (1u << (m - 16)) - 1u : 0u);
+        _mm512_mask_storeu_ps(o, m0, a0);
+        _mm512_mask_storeu_ps(o + 16, m1, a1);
+    }
+}
+
 /* kc 256: a B micro-panel (32 KiB) streams through L1/L2; mc 192: the A block in L2. */
 const etch_sgemm_isa etch_sgemm_isa_avx512 = {
     "avx512", MR, NR, 192, 256, 1024, ukr_avx512, gemv_n_avx512, gemv_t_avx512, NULL, 1, NULL,
-    NULL};
+    gemv_p_avx512};
