@@ -128,19 +128,54 @@ void kt_shuffle_pool_init(kt_shuffle_pool *p, int threads, kt_split split, uint3
 const etch_isa kt_all_isas[KT_N_ISAS] = {ETCH_ISA_SCALAR, ETCH_ISA_AVX2, ETCH_ISA_AVX512,
                                          ETCH_ISA_NEON};
 
+bool kt_isa_wanted(etch_isa isa) {
+    const char *list = getenv("ETCH_TEST_ISAS");
+    if (!list)
+        return true;
+    bool wanted = false;
+    char buf[128];
+    if (strlen(list) >= sizeof buf) {
+        fprintf(stderr, "error: ETCH_TEST_ISAS is too long\n");
+        exit(2);
+    }
+    strcpy(buf, list);
+    for (char *name = strtok(buf, ","); name; name = strtok(NULL, ",")) {
+        etch_isa e;
+        if (etch_isa_parse(name, &e) != ETCH_OK) {
+            fprintf(stderr, "error: ETCH_TEST_ISAS: %s\n", etch_last_error());
+            exit(2);
+        }
+        if (!etch_isa_supported(e)) {
+            fprintf(stderr,
+                    "error: ETCH_TEST_ISAS asks for %s, which this build or CPU does not "
+                    "support\n",
+                    etch_isa_name(e));
+            exit(2);
+        }
+        wanted = wanted || e == isa;
+    }
+    return wanted;
+}
+
 int kt_pick_isas(etch_isa isas[KT_N_ISAS]) {
     int n = 0;
     printf("instruction sets:");
     for (int i = 0; i < KT_N_ISAS; i++) {
-        if (etch_isa_supported(kt_all_isas[i])) {
-            isas[n++] = kt_all_isas[i];
-            printf(" %s (run)", etch_isa_name(kt_all_isas[i]));
-        } else {
+        if (!etch_isa_supported(kt_all_isas[i])) {
             printf(" %s (NOT RUN: not built in or not supported by this CPU)",
                    etch_isa_name(kt_all_isas[i]));
+        } else if (!kt_isa_wanted(kt_all_isas[i])) {
+            printf(" %s (NOT RUN: not in ETCH_TEST_ISAS)", etch_isa_name(kt_all_isas[i]));
+        } else {
+            isas[n++] = kt_all_isas[i];
+            printf(" %s (run)", etch_isa_name(kt_all_isas[i]));
         }
     }
     printf("\n");
+    if (n == 0) {
+        fprintf(stderr, "error: no instruction set to run\n");
+        exit(2);
+    }
     return n;
 }
 

@@ -56,8 +56,13 @@ void kt_shuffle_pool_init(kt_shuffle_pool *p, int threads, kt_split split, uint3
 #define KT_N_ISAS 4
 extern const etch_isa kt_all_isas[KT_N_ISAS]; /* scalar, avx2, avx512, neon */
 /* Store the instruction sets this build and CPU support into isas (in kt_all_isas order) and
- * return how many; print one line naming each as run or NOT RUN. */
+ * return how many; print one line naming each as run or NOT RUN. ETCH_TEST_ISAS=a,b,...
+ * (names as ETCH_ISA takes them) keeps only those: tests/cross/run_avx512.sh runs the
+ * AVX-512 variants alone in its emulator, the others being tested on the host. A listed
+ * instruction set the build or CPU lacks, or an unknown name, ends the test (exit 2). */
 int kt_pick_isas(etch_isa isas[KT_N_ISAS]);
+/* Whether ETCH_TEST_ISAS (above) lets isa run (always, when it is unset); exits as above. */
+bool kt_isa_wanted(etch_isa isa);
 
 /* Channel-blocked layout (etch/kernel.h, NCHW8c): copy an NCHW float tensor [N, C, H, W]
  * (C % ETCH_BLOCK_C == 0) into blocked order, and back. */
