@@ -514,19 +514,14 @@ int main(int argc, char **argv) {
         CHECK_OK(etch_threadpool_create(t, &pools[t]));
     scratch = aligned_alloc(64, AMPLE);
 
-    static const etch_isa isas[] = {ETCH_ISA_SCALAR, ETCH_ISA_AVX2, ETCH_ISA_AVX512,
-                                    ETCH_ISA_NEON};
-    int isas_run = 0;
-    for (int i = 0; i < 4; i++) {
-        if (!etch_isa_supported(isas[i]) || !kt_isa_wanted(isas[i]))
-            continue;
+    etch_isa isas[KT_N_ISAS];
+    const int n_isas = kt_pick_isas(isas);
+    for (int i = 0; i < n_isas; i++) {
         CHECK_OK(etch_isa_set(isas[i]));
         const int before = gemm_cases;
         gemm_tests();
         printf("isa %s: %d GEMM cases\n", etch_isa_name(isas[i]), gemm_cases - before);
-        isas_run++;
     }
-    CHECK(isas_run >= 1);
     CHECK_OK(etch_isa_set(ETCH_ISA_SCALAR));
     const etch_sgemm_isa *sc = etch_sgemm_isa_for(ETCH_ISA_SCALAR);
     emu = (etch_sgemm_isa){"scalar 5x24", 5, 24, 40, 96, 264, ukr_5x24, sc->gemv_n, sc->gemv_t,
