@@ -8,7 +8,8 @@ whose names match a regular expression, and writes a gzip'd newc archive holding
   (its generated programs and golden data), at the same absolute paths as on the host, so
   that the command lines run unchanged;
 - the shared libraries and loader the executables need (from ``ldd``);
-- /etch/commands: one line per test, name, working directory and arguments separated by tabs;
+- /etch/commands: one line per test, name, working directory and arguments separated by tabs
+  (also written beside the archive, OUT.cpio.gz.commands, for the script to check the run);
 - /dev/console, /proc, /tmp.
 
 usage: avx512_initramfs.py CTEST_JSON REGEX INIT_BINARY OUT.cpio.gz
@@ -130,8 +131,11 @@ def main():
             if any("\t" in a or "\n" in a for a in argv):
                 sys.exit(f"error: test {t['name']}: an argument holds a tab or newline")
             commands.append("\t".join([t["name"], workdir] + argv))
-        cpio.file("etch/commands", ("\n".join(commands) + "\n").encode(), 0o644)
+        listing_text = "\n".join(commands) + "\n"
+        cpio.file("etch/commands", listing_text.encode(), 0o644)
         cpio.trailer()
+    with open(out_path + ".commands", "w") as f:
+        f.write(listing_text)
     print(f"initramfs: {len(selected)} tests: {' '.join(t['name'] for t in selected)}")
 
 

@@ -36,6 +36,7 @@ cc -O2 -static -Wall -Werror -o "$work/init" "$here/avx512_init.c"
 ctest --test-dir "$build" --show-only=json-v1 > "$work/tests.json"
 /usr/bin/python3 "$here/avx512_initramfs.py" "$work/tests.json" "$regex" "$work/init" \
   "$work/iso/initrd.img"
+mv "$work/iso/initrd.img.commands" "$work/commands" # the tests in the image, to check the run
 cp "$isolinux" "$ldlinux" "$work/iso/isolinux/"
 cp "$kernel" "$work/iso/vmlinuz"
 # clearcpuid=xsaves,xsavec: Bochs 2.7 reports the standard-format XSAVE size for the compacted
@@ -97,10 +98,6 @@ while IFS=$'\t' read -r name _; do
   else
     echo "ok: $name"
   fi
-done < <(/usr/bin/python3 -c '
-import json, re, sys
-for t in json.load(open(sys.argv[1]))["tests"]:
-    if re.search(sys.argv[2], t["name"]): print(t["name"] + "\t")
-' "$work/tests.json" "$regex")
+done < "$work/commands"
 grep -aq 'avx512 (run)' "$serial" || { echo "FAIL: no test ran its AVX-512 variant" >&2; status=1; }
 exit $status
