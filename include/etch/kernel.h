@@ -241,12 +241,23 @@ etch_status etch_kernel_chain_run(etch_kernel_context *ctx, size_t i);
 typedef void (*etch_parallel_fn)(void *arg, int64_t begin, int64_t end);
 void etch_kernel_parallel_for(etch_kernel_context *ctx, int64_t n, int64_t grain,
                               etch_parallel_fn fn, void *arg);
+/* The same, fn also told which thread runs the chunk: an index in
+ * [0, etch_kernel_num_threads(ctx)), 0 for the calling thread. Two chunks of one call never run
+ * at the same time with the same index, so a kernel can give each index its own scratch, and
+ * keep state there from one chunk to the next that index runs (a thread of etch's pool runs its
+ * own chunks in ascending order, then takes others' from the back: see etch/threadpool.h). */
+typedef void (*etch_parallel_thread_fn)(void *arg, int thread, int64_t begin, int64_t end);
+void etch_kernel_parallel_for_thread(etch_kernel_context *ctx, int64_t n, int64_t grain,
+                                     etch_parallel_thread_fn fn, void *arg);
 
 /* A thread pool as the runtime sees it (the extension layer provides a pthreads one). */
 typedef struct etch_threadpool_iface {
     void *self;
     int num_threads;
     void (*parallel_for)(void *self, int64_t n, int64_t grain, etch_parallel_fn fn, void *arg);
+    /* may be NULL: etch_kernel_parallel_for_thread then runs serially, as thread 0 */
+    void (*parallel_for_thread)(void *self, int64_t n, int64_t grain, etch_parallel_thread_fn fn,
+                                void *arg);
 } etch_threadpool_iface;
 
 #ifdef __cplusplus

@@ -12,7 +12,9 @@
  *   range[k] = generation (32 bits) | front (16 bits) | back (16 bits),
  * from which its owner claims chunks at the front; once its own range is empty, a participant
  * steals chunks from the back of the others', so the work of a participant that is late
- * (descheduled, say) is taken over. The job is published through one 64-bit atomic word,
+ * (descheduled, or on a slower core: the vCPUs of a virtual machine run at speeds that change
+ * independently, by a third and more) is taken over. A job of etch_parallel_thread_fn tells
+ * each chunk the index of the participant running it. The job is published through one 64-bit atomic word,
  *   state = generation (32 bits) | number of chunks (16 bits) | unused (16 bits).
  * A claim is a compare-and-swap that can only succeed for the generation it was read from, so a
  * participant that wakes late (after its job finished and the next one was published) can never
@@ -64,7 +66,8 @@ typedef struct worker_arg {
 struct etch_threadpool {
     /* written by the caller of parallel_for, read by everyone */
     _Alignas(CACHE_LINE) _Atomic uint64_t state;
-    etch_parallel_fn fn;
+    etch_parallel_fn fn;         /* one of fn and fnt */
+    etch_parallel_thread_fn fnt; /* told the participant running the chunk */
     void *arg;
     int64_t n;
     /* chunk counting */
@@ -110,16 +113,19 @@ static void chunk_range(int64_t n, uint32_t nchunks, uint32_t c, int64_t *begin,
     *end = *begin + q + ((int64_t)c < r ? 1 : 0);
 }
 
-/* Chunk c, from participant v's home range: part c - base of v's share, cut in as many balanced
- * parts as the range had chunks. */
-static void run_one(etch_threadpool *p, uint32_t v, uint32_t c) {
+/* Chunk c, from participant v's home range, run by participant self: part c - base of v's
+ * share, cut in as many balanced parts as the range had chunks. */
+static void run_one(etch_threadpool *p, int self, uint32_t v, uint32_t c) {
     const home_range *h = &p->ranges[v];
     int64_t b, e;
     chunk_range(h->ie - h->ib, h->count, c - h->base, &b, &e);
     b += h->ib;
     e += h->ib;
     in_parallel_region++;
-    p->fn(p->arg, b, e);
+    if (p->fnt)
+        p->fnt(p->arg, self, b, e);
+    else
+        p->fn(p->arg, b, e);
     in_parallel_region--;
 }
 
@@ -141,7 +147,7 @@ static uint32_t run_chunks(etch_threadpool *p, int self, uint32_t gen) {
             if (!atomic_compare_exchange_weak_explicit(w, &r, want, memory_order_acq_rel,
                                                        memory_order_acquire))
                 continue; /* r reloaded */
-            run_one(p, (uint32_t)v, k == 0 ? f : b - 1);
+            run_one(p, self, (uint32_t)v, k == 0 ? f : b - 1);
             ran++;
             r = atomic_load_explicit(w, memory_order_acquire);
         }
@@ -195,9 +201,10 @@ static void *worker_main(void *varg) {
     }
 }
 
-void etch_threadpool_parallel_for(etch_threadpool *p, int64_t n, int64_t grain,
-                                  etch_parallel_fn fn, void *arg) {
-    if (n <= 0 || !fn)
+/* A job of fn or fnt (the other NULL) over [0, n). */
+static void submit(etch_threadpool *p, int64_t n, int64_t grain, etch_parallel_fn fn,
+                   etch_parallel_thread_fn fnt, void *arg) {
+    if (n <= 0 || (!fn && !fnt))
         return;
     if (grain < 1)
         grain = 1;
@@ -206,11 +213,15 @@ void etch_threadpool_parallel_for(etch_threadpool *p, int64_t n, int64_t grain,
     if (homes < 2 || p->num_workers == 0 || in_parallel_region ||
         pthread_mutex_trylock(&p->submit) != 0) {
         in_parallel_region++;
-        fn(arg, 0, n);
+        if (fnt)
+            fnt(arg, 0, 0, n); /* one chunk: index 0 is this call's only one */
+        else
+            fn(arg, 0, n);
         in_parallel_region--;
         return;
     }
     p->fn = fn;
+    p->fnt = fnt;
     p->arg = arg;
     p->n = n;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
@@ -264,9 +275,24 @@ void etch_threadpool_parallel_for(etch_threadpool *p, int64_t n, int64_t grain,
     pthread_mutex_unlock(&p->submit);
 }
 
+void etch_threadpool_parallel_for(etch_threadpool *p, int64_t n, int64_t grain,
+                                  etch_parallel_fn fn, void *arg) {
+    submit(p, n, grain, fn, NULL, arg);
+}
+
+void etch_threadpool_parallel_for_thread(etch_threadpool *p, int64_t n, int64_t grain,
+                                         etch_parallel_thread_fn fn, void *arg) {
+    submit(p, n, grain, NULL, fn, arg);
+}
+
 static void iface_parallel_for(void *self, int64_t n, int64_t grain, etch_parallel_fn fn,
                                void *arg) {
     etch_threadpool_parallel_for((etch_threadpool *)self, n, grain, fn, arg);
+}
+
+static void iface_parallel_for_thread(void *self, int64_t n, int64_t grain,
+                                      etch_parallel_thread_fn fn, void *arg) {
+    etch_threadpool_parallel_for_thread((etch_threadpool *)self, n, grain, fn, arg);
 }
 
 static void stop_workers(etch_threadpool *p) {
@@ -315,6 +341,7 @@ etch_status etch_threadpool_create(int num_threads, etch_threadpool **out) {
     p->iface.self = p;
     p->iface.num_threads = num_threads;
     p->iface.parallel_for = iface_parallel_for;
+    p->iface.parallel_for_thread = iface_parallel_for_thread;
     if (pthread_mutex_init(&p->mu, NULL) != 0) {
         free_parts(p);
         return etch_err(ETCH_ERR_OUT_OF_RESOURCES, "threadpool_create: cannot create a mutex");

@@ -289,3 +289,15 @@ void etch_kernel_parallel_for(etch_kernel_context *ctx, int64_t n, int64_t grain
     }
     fn(arg, 0, n);
 }
+
+void etch_kernel_parallel_for_thread(etch_kernel_context *ctx, int64_t n, int64_t grain,
+                                     etch_parallel_thread_fn fn, void *arg) {
+    if (n <= 0)
+        return;
+    if (ctx->threadpool && ctx->threadpool->parallel_for_thread &&
+        ctx->threadpool->num_threads > 1 && n > (grain > 0 ? grain : 1)) {
+        ctx->threadpool->parallel_for_thread(ctx->threadpool->self, n, grain, fn, arg);
+        return;
+    }
+    fn(arg, 0, 0, n);
+}

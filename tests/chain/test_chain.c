@@ -12,7 +12,8 @@
  *     thread count;
  *   - outputs equal PyTorch's (tolerance 1e-4 of the output's magnitude);
  *   - outputs are bitwise those of the same kernels with chaining off (the chain function
- *     unregistered) at 1 thread, for 1 to 4 threads, and with no kernel scratch at all (the
+ *     unregistered) at 1 thread, for 1 to 4 threads, for the test pool's shuffled chunks with
+ *     random thread indices (2 and 3 threads), and with no kernel scratch at all (the
  *     chained kernel then runs the calls one by one; compared with the unchained run without
  *     scratch);
  *   - execute allocates nothing; with etch_method_options.no_fusion nothing is chained.
@@ -100,8 +101,15 @@ static float *read_floats(const char *name, const char *ext, int64_t numel) {
     return p;
 }
 
+static uint32_t g_rnd = 12345u;
+static uint32_t rnd(void) {
+    g_rnd = g_rnd * 1664525u + 1013904223u;
+    return g_rnd >> 8;
+}
+
 /* Load c with the optimized kernels (chain function registered or not), run it once, keep its
- * outputs and the runs instruction_info reports. */
+ * outputs and the runs instruction_info reports. threads < 0: the test pool of -threads
+ * (kernel_test_util.h: chunks one at a time in a shuffled order, random thread indices). */
 static void run_case(const chain_case *c, bool chain, int threads, size_t temp_size,
                      bool no_fusion, run_out *r) {
     memset(r, 0, sizeof *r);
@@ -117,10 +125,14 @@ static void run_case(const chain_case *c, bool chain, int threads, size_t temp_s
         CHECK_OK(etch_kernels_register_chain(k->fn, NULL));
     }
     etch_threadpool *pool = NULL;
+    kt_shuffle_pool spool;
     etch_method_options mo;
     memset(&mo, 0, sizeof mo);
     mo.no_fusion = no_fusion;
-    if (threads > 1) {
+    if (threads < 0) {
+        kt_shuffle_pool_init(&spool, -threads, KT_SPLIT_EVEN, rnd);
+        mo.threadpool = &spool.iface;
+    } else if (threads > 1) {
         CHECK_OK(etch_threadpool_create(threads, &pool));
         mo.threadpool = etch_threadpool_get_iface(pool);
     }
@@ -237,8 +249,8 @@ static void check_case(const chain_case *c, const etch_isa *isas, int n_isas) {
         const struct {
             int threads;
             size_t temp;
-        } cfg[] = {{1, TEMP_SIZE}, {2, TEMP_SIZE}, {3, TEMP_SIZE}, {4, TEMP_SIZE}, {1, 0},
-                   {3, 0}};
+        } cfg[] = {{1, TEMP_SIZE}, {2, TEMP_SIZE}, {3, TEMP_SIZE}, {4, TEMP_SIZE}, {-2, TEMP_SIZE},
+                   {-3, TEMP_SIZE}, {1, 0}, {3, 0}};
         for (size_t k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
             const run_out *want = &base[cfg[k].temp ? 0 : 1];
             memset(g_offered, 0, sizeof g_offered);

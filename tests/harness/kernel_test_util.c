@@ -69,8 +69,8 @@ etch_value *kt_mklist(kt_ilist *l, const int64_t *vals, size_t n) {
 
 #define KT_MAX_CHUNKS 64
 
-static void shuffle_parallel_for(void *self, int64_t n, int64_t grain, etch_parallel_fn fn,
-                                 void *arg) {
+static void shuffle_run(void *self, int64_t n, int64_t grain, etch_parallel_fn fn,
+                        etch_parallel_thread_fn fnt, void *arg) {
     kt_shuffle_pool *p = (kt_shuffle_pool *)self;
     p->calls++;
     if (grain < 1)
@@ -106,13 +106,29 @@ static void shuffle_parallel_for(void *self, int64_t n, int64_t grain, etch_para
     }
     for (int64_t c = 0; c < chunks; c++) {
         const int64_t i = order[c];
+        int64_t b, e;
         if (even) {
-            fn(arg, i * n / chunks, (i + 1) * n / chunks);
+            b = i * n / chunks;
+            e = (i + 1) * n / chunks;
         } else {
-            int64_t b = i * step, e = b + step < n ? b + step : n;
-            fn(arg, b, e);
+            b = i * step;
+            e = b + step < n ? b + step : n;
         }
+        if (fnt) /* any thread index: the chunks run one at a time */
+            fnt(arg, (int)(p->rnd() % (uint32_t)threads), b, e);
+        else
+            fn(arg, b, e);
     }
+}
+
+static void shuffle_parallel_for(void *self, int64_t n, int64_t grain, etch_parallel_fn fn,
+                                 void *arg) {
+    shuffle_run(self, n, grain, fn, NULL, arg);
+}
+
+static void shuffle_parallel_for_thread(void *self, int64_t n, int64_t grain,
+                                        etch_parallel_thread_fn fn, void *arg) {
+    shuffle_run(self, n, grain, NULL, fn, arg);
 }
 
 void kt_shuffle_pool_init(kt_shuffle_pool *p, int threads, kt_split split, uint32_t (*rnd)(void)) {
@@ -123,6 +139,7 @@ void kt_shuffle_pool_init(kt_shuffle_pool *p, int threads, kt_split split, uint3
     p->iface.self = p;
     p->iface.num_threads = threads;
     p->iface.parallel_for = shuffle_parallel_for;
+    p->iface.parallel_for_thread = shuffle_parallel_for_thread;
 }
 
 const etch_isa kt_all_isas[KT_N_ISAS] = {ETCH_ISA_SCALAR, ETCH_ISA_AVX2, ETCH_ISA_AVX512,

@@ -33,7 +33,8 @@ etch_value *kt_mklist(kt_ilist *l, const int64_t *vals, size_t n);
 /* ---- a test thread pool ---------------------------------------------------------------------
  * parallel_for runs the chunks one after the other on the calling thread, in an order shuffled
  * with the test's own generator, so that a kernel depending on the order or on the split shows
- * it. How [0, n) is split: */
+ * it; parallel_for_thread does the same and gives each chunk a thread index drawn at random.
+ * How [0, n) is split: */
 typedef enum kt_split {
     KT_SPLIT_TWO_PER_THREAD, /* 2 * threads parts, each at least grain items */
     KT_SPLIT_RANDOM_PARTS,   /* threads or 2 * threads parts (drawn per call), >= grain */

@@ -855,7 +855,7 @@ static void test_threadpool_split(void) {
     etch_value *args[11] = {&vx, &vw, &vb, kt_mklist(&ls, one, 1), kt_mklist(&lp, one, 1),
                             kt_mklist(&ld, one, 1), &tr, kt_mklist(&lo, zero, 1), &g, &vo1, &vo1};
     CHECK_OK(call("aten::convolution.out", args, 11));
-    etch_threadpool_iface pool = {NULL, 4, fake_parallel_for};
+    etch_threadpool_iface pool = {NULL, 4, fake_parallel_for, NULL};
     const etch_kernel *k = etch_kernels_find("aten::convolution.out", 21);
     etch_kernel_context ctx;
     etch_kernel_context_init(&ctx, "aten::convolution.out", NULL, 0, &pool);

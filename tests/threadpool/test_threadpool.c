@@ -4,6 +4,11 @@
  *     threads) combinations, n = 0 and grain > n included; every chunk lies inside one
  *     participant's share (part k of [0, n) cut in balanced parts), each share cut in its
  *     balanced number of chunks; thousands of back-to-back jobs;
+ *   - etch_threadpool_parallel_for_thread: every item once, each chunk told an index in
+ *     [0, threads), 0 the calling thread, never two running chunks with one index, one thread
+ *     per index; each participant's chunks of its own share ascending and contiguous from the
+ *     share's start, before any taken over; a participant held up in its first chunk has the
+ *     rest of its share taken over;
  *   - the workers really take part (a job whose chunks wait for each other completes), and
  *     each participant runs its own share: item k of such a job on the same thread in every
  *     repetition, item 0 on the calling thread;
@@ -154,6 +159,118 @@ static void test_coverage(void) {
     c.grain = 1;
     etch_threadpool_parallel_for(NULL, 10, 1, cover_fn, &c);
     CHECK(atomic_load(&c.chunks) == 1 && atomic_load(&c.hits[9]) == 1);
+}
+
+/* ---- the thread index (etch_threadpool_parallel_for_thread) -------------------------------- */
+
+#define IDX_MAX_THREADS 8
+typedef struct indexed {
+    int64_t n, grain;
+    int threads;
+    _Atomic int hits[MAX_N];
+    _Atomic int busy[IDX_MAX_THREADS]; /* a chunk of that index is running */
+    _Atomic int bad;                   /* index out of range, or in use by a running chunk */
+    /* per index, the chunks it ran in order (only that index's chunks write its row) */
+    int64_t cb[IDX_MAX_THREADS][MAX_CHUNKS], ce[IDX_MAX_THREADS][MAX_CHUNKS];
+    int nch[IDX_MAX_THREADS];
+    pthread_t tid[IDX_MAX_THREADS];
+    _Atomic int other_thread; /* an index ran on two threads */
+    int slow;                 /* this index sleeps in its first chunk (a late thread) */
+} indexed;
+
+static void indexed_fn(void *arg, int t, int64_t b, int64_t e) {
+    indexed *x = (indexed *)arg;
+    if (t < 0 || t >= x->threads || t >= IDX_MAX_THREADS) {
+        atomic_fetch_add(&x->bad, 1);
+        return;
+    }
+    if (atomic_exchange(&x->busy[t], 1))
+        atomic_fetch_add(&x->bad, 1);
+    if (x->nch[t] == 0)
+        x->tid[t] = pthread_self();
+    else if (!pthread_equal(x->tid[t], pthread_self()))
+        atomic_fetch_add(&x->other_thread, 1);
+    if (x->nch[t] < MAX_CHUNKS) {
+        x->cb[t][x->nch[t]] = b;
+        x->ce[t][x->nch[t]] = e;
+    }
+    if (t == x->slow && x->nch[t] == 0) {
+        struct timespec ts = {0, 30 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    x->nch[t]++;
+    for (int64_t i = b; i < e; i++)
+        atomic_fetch_add(&x->hits[i], 1);
+    atomic_store(&x->busy[t], 0);
+}
+
+/* Whether participant t's chunks are as etch/threadpool.h says: first those of its own share,
+ * ascending, each continuing the last, from the share's start; then none of its share. */
+static bool own_chunks_ok(const indexed *x, int t, int64_t homes) {
+    if (t >= homes)
+        return true; /* no share: only chunks taken over */
+    int64_t sb, se;
+    part(x->n, homes, t, &sb, &se);
+    int k = 0;
+    int64_t at = sb;
+    const int m = x->nch[t] < MAX_CHUNKS ? x->nch[t] : MAX_CHUNKS;
+    for (; k < m && x->cb[t][k] >= sb && x->ce[t][k] <= se; k++) {
+        if (x->cb[t][k] != at)
+            return false;
+        at = x->ce[t][k];
+    }
+    for (; k < m; k++)
+        if (x->cb[t][k] < se && x->ce[t][k] > sb)
+            return false;
+    return true;
+}
+
+static void test_thread_index(void) {
+    static const int64_t ns[] = {1, 2, 5, 16, 64, 257, 1000};
+    static indexed x;
+    int failures = 0, combos = 0, took_over = 0;
+    for (int t = 1; t <= IDX_MAX_THREADS; t++) {
+        etch_threadpool *pool = NULL;
+        CHECK_OK(etch_threadpool_create(t, &pool));
+        if (!pool)
+            continue;
+        for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+            for (int slow = -1; slow < (t > 1 ? 2 : 0); slow++) {
+                memset(&x, 0, sizeof x);
+                x.n = ns[a];
+                x.grain = 1;
+                x.threads = t;
+                x.slow = slow;
+                etch_threadpool_parallel_for_thread(pool, x.n, x.grain, indexed_fn, &x);
+                const int64_t homes = x.n < t ? x.n : t;
+                int ok = atomic_load(&x.bad) == 0 && atomic_load(&x.other_thread) == 0;
+                for (int64_t i = 0; i < x.n; i++)
+                    ok = ok && atomic_load(&x.hits[i]) == 1;
+                for (int k = 0; k < t; k++)
+                    ok = ok && own_chunks_ok(&x, k, homes);
+                /* index 0 is the calling thread (which may, descheduled, have run none) */
+                ok = ok && (x.nch[0] == 0 || pthread_equal(x.tid[0], pthread_self()));
+                /* a late participant's chunks are taken over (its share has 8 of them) */
+                if (slow == 1 && homes > 1 && x.n / homes >= 8)
+                    took_over += x.nch[1] < 8;
+                if (!ok && failures++ < 5)
+                    fprintf(stderr, "thread index: threads %d n %lld slow %d: wrong\n", t,
+                            (long long)x.n, slow);
+                combos++;
+            }
+        }
+        etch_threadpool_destroy(pool);
+    }
+    CHECK_MSG(failures == 0, "%d of %d thread-index combinations wrong", failures, combos);
+    /* participant 1 sleeps 30 ms in its first chunk: the others run the rest of its share */
+    CHECK_MSG(took_over > 0, "no late participant's chunks were taken over");
+    /* a NULL pool: one chunk, index 0 */
+    memset(&x, 0, sizeof x);
+    x.n = 10;
+    x.threads = 1;
+    x.slow = -1;
+    etch_threadpool_parallel_for_thread(NULL, 10, 1, indexed_fn, &x);
+    CHECK(x.nch[0] == 1 && x.cb[0][0] == 0 && x.ce[0][0] == 10 && atomic_load(&x.bad) == 0);
 }
 
 /* ---- many jobs back to back --------------------------------------------------------------- */
@@ -637,6 +754,7 @@ int main(int argc, char **argv) {
         seq[i] = i;
     test_create_checks();
     test_coverage();
+    test_thread_index();
     test_many_jobs();
     test_workers_take_part();
     test_nested();

@@ -4,15 +4,18 @@
  * convolution on that ("project"), every tensor channel-blocked. Run one by one, each call
  * writes its whole result and the next reads it back: mobilenet_v2's first expand writes
  * 112x112x96 floats (4.8 MB) that the depthwise convolution then reads, through the shared
- * last-level cache or memory. Chained, each thread takes a band of output rows and computes
- * it a few rows at a time: the expand's rows that the depthwise rows need (keeping the rows
- * the next step shares with this one), the depthwise rows, then the project's rows, so the
- * two intermediates live only in a per-thread scratch of a few rows that stays in L2.
+ * last-level cache or memory. Chained, the output rows are cut into steps of a few rows, and
+ * a step computes the expand's rows that its depthwise rows need, the depthwise rows, then the
+ * project's rows, so the two intermediates live only in a per-thread scratch of a few rows
+ * that stays in L2. Each thread runs a band of consecutive steps, keeping the expand's rows
+ * one step shares with the next; a thread that finishes its band early takes over steps from
+ * the end of another's (etch_kernel_parallel_for_thread), computing their rows anew, so a
+ * thread slowed down (a busy core) is not waited for.
  *
  * Each stage calls the same register tile (conv_nchwc.h) or depthwise row function (nchwc.h)
  * with the same weights as the unchained call, and every value they compute depends only on
  * its inputs: results are bitwise those of the calls run one by one (the tests check it).
- * The intermediates' own tensors are left unwritten. Without scratch for the bands the calls
+ * The intermediates' own tensors are left unwritten. Without scratch for the steps the calls
  * run one by one (etch_kernel_chain_run).
  *
  * The first call may also be a network's first convolution (a "stem": mobilenet_v2's 3x3
@@ -150,14 +153,23 @@ typedef struct chain_job {
     const nchwc_rows *rows;
     int64_t G;        /* depthwise output rows per step */
     int64_t R;        /* rows of the expand's band buffer: (G - 1) * stride + 3 */
-    int64_t workers;  /* bands of output rows per image, one per parallel item */
-    int64_t n0, n1;   /* the images the workers run */
+    int64_t steps;    /* steps of G rows per image (the last may have fewer): parallel items */
+    int64_t n0;       /* the image of step 0 */
     bool stem;        /* e reads an image through copy (stem_ok) */
     const float *copy; /* image n0's padded copy, [Hp][Wp][C_in] */
     int64_t Wp;
-    float *scratch;   /* per worker: the expand's rows, then the depthwise rows */
+    float *scratch;   /* per thread: the expand's rows, then the depthwise rows */
     int64_t worker_floats;
+    struct chain_ring *ring; /* per thread: what its scratch holds */
 } chain_job;
+
+/* What a thread's expand rows hold after its last step: the rows up to `have` of image n,
+ * whose next step would be the one from depthwise row `next` (n -1: nothing). A step that
+ * continues it computes only the rows not there yet; any other one computes its rows anew.
+ * One cache line per thread. */
+typedef struct chain_ring {
+    _Alignas(64) int64_t n, next, have;
+} chain_ring;
 
 /* 1x1 convolution over n consecutive pixels of blocked planes (in: its first pixel of block 0,
  * planes in_ps floats apart) into out (likewise, out_ps), every output channel tile. */
@@ -219,57 +231,56 @@ static void stem_rows(const chain_job *j, int64_t r0, int64_t r1, float *out, in
     }
 }
 
-/* Worker w: its share of the depthwise output rows of every image. */
-static void chain_worker(void *arg, int64_t w0, int64_t w1) {
+/* Steps [i0, i1) (step i: image n0 + i / steps, depthwise rows from (i % steps) * G on), run
+ * by thread t in its scratch. The pool runs a thread's own steps in ascending order, one range
+ * continuing the other, so the expand's rows shared with the previous step are mostly there
+ * already; a step taken over from another thread computes its rows anew. */
+static void chain_steps(void *arg, int t, int64_t i0, int64_t i1) {
     const chain_job *j = (const chain_job *)arg;
     const conv_shape *e = &j->e, *d = &j->d, *p = &j->p;
     const int64_t H = d->IH, W = d->IW, OH = d->OH, OW = d->OW, st = d->sh;
     const int64_t CB = d->C_in / 8, R = j->R;
-    for (int64_t w = w0; w < w1; w++) {
-        float *tbuf = j->scratch + w * j->worker_floats;
-        float *ubuf = tbuf + (j->has_e ? CB * R * W * 8 : 0);
-        const int64_t base = OH / j->workers, rem = OH % j->workers;
-        const int64_t a0 = w * base + imin(w, rem), a1 = a0 + base + (w < rem ? 1 : 0);
-        for (int64_t n = j->n0; n < j->n1; n++) {
-            const float *x = j->has_e ? e->in + n * e->C_in * H * W : d->in + n * d->C_in * H * W;
-            float *y = p->out + n * p->C_out * OH * OW;
-            int64_t have = 0; /* the expand's rows computed: up to `have` */
-            for (int64_t a = a0; a < a1;) {
-                const int64_t g = imin(j->G, a1 - a);
-                /* the input rows the depthwise rows [a, a + g) read */
-                const int64_t lo = imax(0, a * st - 1), hi = imin(H, (a + g - 1) * st + 2);
-                nchwc_dw_job dj = {.CB = CB, .IH = hi - lo, .IW = W, .OH = g, .OW = OW,
-                                   .KH = 3, .KW = 3, .sh = st, .sw = st, .ph = 1 + lo - a * st,
-                                   .pw = 1, .dh = 1, .dw = 1, .w = d->w, .wpk = j->wd,
-                                   .bias = d->bias,
-                                   .out = ubuf, .act = j->d_act, .lo = j->d_lo, .hi = j->d_hi};
-                if (j->has_e) {
-                    /* the rows not computed at the previous step, each at row r % R of the
-                     * ring (R rows: a step's window always fits) */
-                    for (int64_t r = a > a0 && have > lo ? have : lo; r < hi;) {
-                        const int64_t r1 = imin(hi, r + R - r % R);
-                        if (j->stem)
-                            stem_rows(j, r, r1, tbuf + r % R * W * 8, R * W * 8);
-                        else
-                            pointwise(j, e, j->we, j->e_act, j->e_lo, j->e_hi, x + r * W * 8,
-                                      H * W * 8, (r1 - r) * W, tbuf + r % R * W * 8, R * W * 8);
-                        r = r1;
-                    }
-                    have = hi;
-                    dj.in = tbuf;
-                    dj.ips = R * W * 8;
-                    dj.ring = R;
-                    dj.ring0 = lo;
-                } else {
-                    dj.in = x + lo * W * 8;
-                    dj.ips = H * W * 8;
-                }
-                j->rows->dw(&dj, 0, CB * g);
-                pointwise(j, p, j->wp, j->p_act, j->p_lo, j->p_hi, ubuf, g * OW * 8, g * OW,
-                          y + a * OW * 8, OH * OW * 8);
-                a += g;
+    float *tbuf = j->scratch + t * j->worker_floats;
+    float *ubuf = tbuf + (j->has_e ? CB * R * W * 8 : 0);
+    chain_ring *ring = &j->ring[t];
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t n = j->n0 + i / j->steps, a = i % j->steps * j->G, g = imin(j->G, OH - a);
+        const float *x = j->has_e ? e->in + n * e->C_in * H * W : d->in + n * d->C_in * H * W;
+        float *y = p->out + n * p->C_out * OH * OW;
+        /* the input rows the depthwise rows [a, a + g) read */
+        const int64_t lo = imax(0, a * st - 1), hi = imin(H, (a + g - 1) * st + 2);
+        nchwc_dw_job dj = {.CB = CB, .IH = hi - lo, .IW = W, .OH = g, .OW = OW,
+                           .KH = 3, .KW = 3, .sh = st, .sw = st, .ph = 1 + lo - a * st,
+                           .pw = 1, .dh = 1, .dw = 1, .w = d->w, .wpk = j->wd,
+                           .bias = d->bias,
+                           .out = ubuf, .act = j->d_act, .lo = j->d_lo, .hi = j->d_hi};
+        if (j->has_e) {
+            /* the rows not computed at the previous step, each at row r % R of the ring (R
+             * rows: a step's window always fits) */
+            const bool cont = ring->n == n && ring->next == a && ring->have > lo;
+            for (int64_t r = cont ? ring->have : lo; r < hi;) {
+                const int64_t r1 = imin(hi, r + R - r % R);
+                if (j->stem)
+                    stem_rows(j, r, r1, tbuf + r % R * W * 8, R * W * 8);
+                else
+                    pointwise(j, e, j->we, j->e_act, j->e_lo, j->e_hi, x + r * W * 8,
+                              H * W * 8, (r1 - r) * W, tbuf + r % R * W * 8, R * W * 8);
+                r = r1;
             }
+            ring->n = n;
+            ring->next = a + g;
+            ring->have = hi;
+            dj.in = tbuf;
+            dj.ips = R * W * 8;
+            dj.ring = R;
+            dj.ring0 = lo;
+        } else {
+            dj.in = x + lo * W * 8;
+            dj.ips = H * W * 8;
         }
+        j->rows->dw(&dj, 0, CB * g);
+        pointwise(j, p, j->wp, j->p_act, j->p_lo, j->p_hi, ubuf, g * OW * 8, g * OW,
+                  y + a * OW * 8, OH * OW * 8);
     }
 }
 
@@ -317,34 +328,39 @@ void etch_opt_conv_chain_run(etch_kernel_context *ctx) {
     j.fn = etch_nchwc_tile_active(&j.fn_reps);
     j.rows = etch_opt_nchwc_rows();
     const conv_shape *d = &j.d;
-    j.workers = imin(etch_kernel_num_threads(ctx), d->OH);
-    j.G = imin(imax(1, (CHAIN_MIN_PIXELS + d->OW - 1) / d->OW), (d->OH + j.workers - 1) / j.workers);
+    const int64_t threads = etch_kernel_num_threads(ctx);
+    /* steps of about CHAIN_MIN_PIXELS output pixels, but at least one per thread and image */
+    const int64_t bands = imin(threads, d->OH);
+    j.G = imin(imax(1, (CHAIN_MIN_PIXELS + d->OW - 1) / d->OW), (d->OH + bands - 1) / bands);
     j.R = (j.G - 1) * d->sh + 3;
+    j.steps = (d->OH + j.G - 1) / j.G;
     const int64_t CB = d->C_in / 8;
     j.worker_floats = (j.has_e ? CB * j.R * d->IW * 8 : 0) + CB * j.G * d->OW * 8;
     j.worker_floats = (j.worker_floats + 15) / 16 * 16; /* 64-byte aligned slices */
-    /* the stem's padded image copy after the workers' bands */
+    /* the stem's padded image copy after the threads' scratch */
     const int64_t copy_floats =
         j.stem ? j.e.C_in * (j.e.IH + 2 * j.e.ph) * (j.e.IW + 2 * j.e.pw) : 0;
     j.scratch = (float *)etch_kernel_temp_try(
-        ctx, (size_t)(j.workers * j.worker_floats + copy_floats) * sizeof(float), 64);
-    if (!j.scratch) {
+        ctx, (size_t)(threads * j.worker_floats + copy_floats) * sizeof(float), 64);
+    j.ring = (chain_ring *)etch_kernel_temp_try(ctx, (size_t)threads * sizeof(chain_ring),
+                                                _Alignof(chain_ring));
+    if (!j.scratch || !j.ring) {
         run_each(ctx);
         return;
     }
+    for (int64_t t = 0; t < threads; t++)
+        j.ring[t] = (chain_ring){.n = -1, .next = 0, .have = 0};
     if (!j.stem) {
         j.n0 = 0;
-        j.n1 = d->N;
-        etch_kernel_parallel_for(ctx, j.workers, 1, chain_worker, &j);
+        etch_kernel_parallel_for_thread(ctx, d->N * j.steps, 1, chain_steps, &j);
         return;
     }
-    float *copy = j.scratch + j.workers * j.worker_floats;
+    float *copy = j.scratch + threads * j.worker_floats;
     j.copy = copy;
     j.Wp = j.e.IW + 2 * j.e.pw;
-    for (int64_t img = 0; img < d->N; img++) { /* an image at a time: its copy, its bands */
+    for (int64_t img = 0; img < d->N; img++) { /* an image at a time: its copy, its steps */
         etch_nchwc_copy_interleaved(ctx, &j.e, img, copy);
         j.n0 = img;
-        j.n1 = img + 1;
-        etch_kernel_parallel_for(ctx, j.workers, 1, chain_worker, &j);
+        etch_kernel_parallel_for_thread(ctx, j.steps, 1, chain_steps, &j);
     }
 }
