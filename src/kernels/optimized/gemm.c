@@ -152,6 +152,7 @@ static inline int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * 
 #define DIRECT_A_FLOATS 6144 /* the direct path's A panels (24 KiB of stack) */
 #define GEMV_NB 1024    /* matrix-vector column block (the output stays in L1) */
 #define TASK_FLOPS 65536 /* rough work (M*N*K) below which a task is not worth a thread */
+#define GEMV_TASKS 4     /* matrix-vector tasks per thread, when there is enough work */
 
 /* Depth block of the packed path for depth K: the fewest blocks of at most isa->kc, of
  * equal depth (K = 688 -> 2 x 344, not 512 + 176), rounded up to 8. */
@@ -647,13 +648,18 @@ void etch_opt_sgemm_isa(etch_kernel_context *ctx, const etch_sgemm_desc *d,
         xb->kc == kc0)
         p.pb = xb->data;
 
+    /* matrix-vector products: GEMV_TASKS tasks per thread, so that the pool can move work
+     * from a slowed thread to the other (each column is read once however it is split) */
+    const int64_t want_v = threads > 1 && work / TASK_FLOPS >= (double)threads * GEMV_TASKS
+                               ? (int64_t)threads * GEMV_TASKS
+                               : want;
     if (d->M == 1 && p.pb && isa->gemv_p) {
         p.kind = RUN_GEMV_P;
         p.kc = kc0;
-        split(&p, d->N, 4 * (int64_t)nr, want); /* groups of 4 panels, as the kernel reads them */
+        split(&p, d->N, 4 * (int64_t)nr, want_v); /* groups of 4 panels, as the kernel reads them */
     } else if (gemv_ok(d)) {
         p.kind = RUN_GEMV;
-        split(&p, d->N, 16, want); /* whole cache lines of the output per task */
+        split(&p, d->N, 16, want_v); /* whole cache lines of the output per task */
     } else {
         const int64_t m_units = (d->M + mr - 1) / mr, n_units = (d->N + nr - 1) / nr;
         p.split_m = n_units < want && m_units > n_units;
