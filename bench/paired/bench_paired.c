@@ -10,7 +10,15 @@
  *                       (default 2). The ratio is then B's speedup over A.
  *
  * usage: bench_paired FILE.pte [--compare chain|threads] [--threads N] [--threads-b M]
- *                     [--pairs K] [--back-to-back]       (defaults: chain, 1, 2, 300)
+ *                     [--pairs K] [--back-to-back] [--by-instruction]
+ *                     (defaults: chain, 1, 2, 300)
+ *
+ * --by-instruction also times every instruction of the first chain (an observer, called after
+ * each) and prints where the noise lands: the pairs are split by B's time into the fastest
+ * quarter and the slowest, and for each instruction taking at least 1% of A's time, the mean
+ * time of A and of B in each group. Work that loses CPU time (a vCPU stalled or slowed) slows
+ * every instruction of the slow group; work bound by memory bandwidth slows only where it
+ * streams.
  *
  * By default each timed execute follows the other load's: a pool has sat idle (its threads
  * asleep) through the other side's run, as between the frames of a periodic task.
@@ -110,9 +118,84 @@ static void unload(loaded *L) {
 static int usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s FILE.pte [--compare chain|threads] [--threads N] [--threads-b M] "
-            "[--pairs K] [--back-to-back]\n",
+            "[--pairs K] [--back-to-back] [--by-instruction]\n",
             argv0);
     return 2;
+}
+
+/* Per-instruction times of one load's timed executes (--by-instruction). */
+typedef struct itimes {
+    double *t;   /* [pairs][n] ms */
+    size_t n;    /* instructions of chain 0 */
+    long run;    /* the timed execute being recorded; -1: none */
+    double last; /* when the previous instruction ended */
+} itimes;
+
+static void observe(void *user, size_t chain, size_t pc, const char *op) {
+    (void)op;
+    itimes *it = (itimes *)user;
+    const double t = now_ms();
+    if (it->run >= 0 && chain == 0 && pc < it->n)
+        it->t[(size_t)it->run * it->n + pc] += t - it->last;
+    it->last = t;
+}
+
+/* The pairs split by B's total time (bt, unsorted): mean time per instruction of A and B in
+ * the fastest quarter and in the slowest. */
+static void print_by_instruction(const etch_method *m, const itimes *A, const itimes *B,
+                                 const double *bt, long pairs, const char *la,
+                                 const char *lb) {
+    double *sorted = malloc((size_t)pairs * sizeof *sorted);
+    if (!sorted)
+        return;
+    memcpy(sorted, bt, (size_t)pairs * sizeof *sorted);
+    qsort(sorted, (size_t)pairs, sizeof *sorted, cmp);
+    const double q1 = sorted[pairs / 4], q3 = sorted[3 * pairs / 4];
+    free(sorted);
+    double a_all = 0;
+    for (long r = 0; r < pairs; r++)
+        for (size_t pc = 0; pc < A->n; pc++)
+            a_all += A->t[(size_t)r * A->n + pc];
+    a_all /= (double)pairs;
+    printf("  by instruction (mean ms), pairs split by %s's time: fastest quarter (<= %.3f ms) "
+           "| slowest quarter (>= %.3f ms)\n",
+           lb, q1, q3);
+    printf("  %4s %-26s %8s %8s %6s | %8s %8s %6s | %s slow/fast\n", "pc", "op", la, lb,
+           "ratio", la, lb, "ratio", lb);
+    double sum[4] = {0, 0, 0, 0};
+    for (size_t pc = 0; pc < A->n && pc < B->n; pc++) {
+        double g[4] = {0, 0, 0, 0}; /* A fast, B fast, A slow, B slow */
+        long nf = 0, ns = 0;
+        for (long r = 0; r < pairs; r++) {
+            const double a = A->t[(size_t)r * A->n + pc], b = B->t[(size_t)r * B->n + pc];
+            if (bt[r] <= q1) {
+                g[0] += a;
+                g[1] += b;
+                nf++;
+            }
+            if (bt[r] >= q3) {
+                g[2] += a;
+                g[3] += b;
+                ns++;
+            }
+        }
+        for (int k = 0; k < 4; k++) {
+            g[k] /= (double)(k < 2 ? nf : ns);
+            sum[k] += g[k];
+        }
+        if ((g[0] + g[2]) / 2 < 0.01 * a_all)
+            continue;
+        etch_instruction_info info;
+        const char *op = etch_method_instruction_info(m, 0, pc, &info) == ETCH_OK && info.op_name
+                             ? info.op_name
+                             : "-";
+        char name[40];
+        snprintf(name, sizeof name, "%s%s", op, info.chain > 1 ? " (chain)" : "");
+        printf("  %4zu %-26s %8.3f %8.3f %6.2f | %8.3f %8.3f %6.2f | %.2f\n", pc, name, g[0],
+               g[1], g[0] / g[1], g[2], g[3], g[2] / g[3], g[3] / g[1]);
+    }
+    printf("  %4s %-26s %8.3f %8.3f %6.2f | %8.3f %8.3f %6.2f | %.2f\n", "", "all instructions",
+           sum[0], sum[1], sum[0] / sum[1], sum[2], sum[3], sum[2] / sum[3], sum[3] / sum[1]);
 }
 
 /* Chained runs a method formed (instructions whose info says chain > 1). */
@@ -130,7 +213,7 @@ static int chained_runs(const etch_method *m) {
 int main(int argc, char **argv) {
     const char *path = NULL;
     long threads = 1, threads_b = 2, pairs = 300;
-    bool by_threads = false, back_to_back = false;
+    bool by_threads = false, back_to_back = false, by_instr = false;
     for (int i = 1; i < argc; i++) {
         char *end = NULL;
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
@@ -153,6 +236,8 @@ int main(int argc, char **argv) {
             by_threads = strcmp(c, "threads") == 0;
         } else if (strcmp(argv[i], "--back-to-back") == 0) {
             back_to_back = true;
+        } else if (strcmp(argv[i], "--by-instruction") == 0) {
+            by_instr = true;
         } else if (!path && argv[i][0] != '-') {
             path = argv[i];
         } else {
@@ -183,27 +268,46 @@ int main(int argc, char **argv) {
             goto fail;
     }
     double *ta = malloc((size_t)pairs * sizeof *ta), *tb = malloc((size_t)pairs * sizeof *tb);
-    double *r = malloc((size_t)pairs * sizeof *r);
-    if (!ta || !tb || !r)
+    double *r = malloc((size_t)pairs * sizeof *r), *bt = malloc((size_t)pairs * sizeof *bt);
+    itimes ia = {NULL, 0, -1, 0}, ib = {NULL, 0, -1, 0};
+    if (by_instr) {
+        ia.n = etch_method_num_chains(a.m) ? etch_method_chain_length(a.m, 0) : 0;
+        ib.n = etch_method_num_chains(b.m) ? etch_method_chain_length(b.m, 0) : 0;
+        ia.t = calloc((size_t)pairs * ia.n + 1, sizeof(double));
+        ib.t = calloc((size_t)pairs * ib.n + 1, sizeof(double));
+    }
+    if (!ta || !tb || !r || !bt || (by_instr && (!ia.t || !ib.t)))
         return fprintf(stderr, "error: out of memory\n"), 1;
     for (int i = 0; i < 10; i++)
         if (etch_method_execute(a.m) != ETCH_OK || etch_method_execute(b.m) != ETCH_OK)
             goto fail;
+    if (by_instr) {
+        etch_method_set_observer(a.m, observe, &ia);
+        etch_method_set_observer(b.m, observe, &ib);
+    }
     for (long i = 0; i < pairs; i++) {
         etch_method *first = i & 1 ? b.m : a.m, *second = i & 1 ? a.m : b.m;
+        itimes *fi = i & 1 ? &ib : &ia, *si = i & 1 ? &ia : &ib;
         if (back_to_back)
             etch_method_execute(first);
+        fi->run = i;
         const double t0 = now_ms();
+        fi->last = t0;
         etch_method_execute(first);
         const double t1 = now_ms();
+        fi->run = -1;
         if (back_to_back)
             etch_method_execute(second);
+        si->run = i;
         const double t1b = now_ms();
+        si->last = t1b;
         etch_method_execute(second);
         const double t2 = now_ms();
+        si->run = -1;
         ta[i] = i & 1 ? t2 - t1b : t1 - t0;
         tb[i] = i & 1 ? t1 - t0 : t2 - t1b;
         r[i] = ta[i] / tb[i];
+        bt[i] = tb[i];
     }
     qsort(ta, (size_t)pairs, sizeof *ta, cmp);
     qsort(tb, (size_t)pairs, sizeof *tb, cmp);
@@ -221,6 +325,17 @@ int main(int argc, char **argv) {
                path, threads, back_to_back ? " back-to-back" : "", runs, pairs, ta[0],
                ta[pairs / 2], tb[0], tb[pairs / 2], r[pairs / 2], r[pairs / 4],
                r[3 * pairs / 4]);
+    if (by_instr) {
+        char la[32], lb[32];
+        if (by_threads) {
+            snprintf(la, sizeof la, "%ldt", threads);
+            snprintf(lb, sizeof lb, "%ldt", threads_b);
+        } else {
+            snprintf(la, sizeof la, "chained");
+            snprintf(lb, sizeof lb, "unchained");
+        }
+        print_by_instruction(a.m, &ia, &ib, bt, pairs, la, lb);
+    }
     unload(&a);
     unload(&b);
     etch_program_close(prog);
@@ -229,6 +344,9 @@ int main(int argc, char **argv) {
     free(ta);
     free(tb);
     free(r);
+    free(bt);
+    free(ia.t);
+    free(ib.t);
     return 0;
 fail:
     fprintf(stderr, "error: %s\n", etch_last_error());

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Paired in-process comparisons into bench/paired/RESULTS.md: chained vs unchained mobilenet_v2
-# at 1 and 2 threads, and 1 vs 2 threads on mobilenet_v2 and resnet18.
+# at 1 and 2 threads, 1 vs 2 threads on mobilenet_v2 and resnet18, and where the noise lands
+# (mobilenet_v2, 1 vs 2 threads, by instruction).
 # Needs bench/cpu's exported models (bench/cpu/.work/*.pte: run
 # `/usr/bin/python3 bench/cpu/models.py --models mobilenet_v2,resnet18` first) and a Release
 # build. Usage: bash bench/paired/run.sh [PAIRS]   (default 300 pairs per line)
@@ -51,6 +52,17 @@ out=$here/RESULTS.md
         --pairs "$pairs" $mode | sed "s|$root/||"
     done
   done
+  echo '```'
+  echo
+  echo "## Where the noise lands (1 thread vs 2, back-to-back)"
+  echo
+  echo "The same comparison on mobilenet_v2 with each instruction timed (\`--by-instruction\`): the pairs"
+  echo "split by the 2-thread time into the fastest and the slowest quarter, mean milliseconds per"
+  echo "instruction (those taking at least 1% of the 1-thread time) in each group."
+  echo
+  echo '```'
+  "$bin" "$root/bench/cpu/.work/mobilenet_v2.pte" --compare threads --threads 1 --threads-b 2 \
+    --pairs "$pairs" --back-to-back --by-instruction | sed "s|$root/||"
   echo '```'
 } > "$out"
 cat "$out"
