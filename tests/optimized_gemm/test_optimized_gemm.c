@@ -295,10 +295,12 @@ static void sgemm_tests(void) {
             sgemm_case(&t);
         }
     }
-    /* threads x scratch, on shapes that split along N, along M, and M = 1 */
+    /* threads x scratch, on shapes that split along M (B small: 70 x 190 x 90; N too narrow:
+     * 260 x 20 x 70), along N (B over 1 MiB: 30 x 600 x 500; M too short: 9 x 150 x 40) and
+     * M = 1 */
     static const int64_t split_shapes[][3] = {{70, 190, 90}, {260, 20, 70}, {1, 333, 120},
-                                              {9, 150, 40}};
-    for (int s = 0; s < 4; s++)
+                                              {9, 150, 40}, {30, 600, 500}};
+    for (int s = 0; s < 5; s++)
         for (int th = 1; th <= 4; th++)
             for (int sc = 0; sc < 3; sc++)
                 for (int real = 0; real < (th > 1 ? 2 : 1); real++) {

@@ -153,6 +153,7 @@ static inline int64_t round_up(int64_t a, int64_t m) { return (a + m - 1) / m * 
 #define GEMV_NB 1024    /* matrix-vector column block (the output stays in L1) */
 #define TASK_FLOPS 65536 /* rough work (M*N*K) below which a task is not worth a thread */
 #define GEMV_TASKS 4     /* matrix-vector tasks per thread, when there is enough work */
+#define SPLIT_M_MAX_B 262144.0 /* floats of B (1 MiB) up to which threads split the rows */
 
 /* Depth block of the packed path for depth K: the fewest blocks of at most isa->kc, of
  * equal depth (K = 688 -> 2 x 344, not 512 + 176), rounded up to 8. */
@@ -662,7 +663,14 @@ void etch_opt_sgemm_isa(etch_kernel_context *ctx, const etch_sgemm_desc *d,
         split(&p, d->N, 16, want_v); /* whole cache lines of the output per task */
     } else {
         const int64_t m_units = (d->M + mr - 1) / mr, n_units = (d->N + nr - 1) / nr;
-        p.split_m = n_units < want && m_units > n_units;
+        /* split the rows when the columns are too few for the threads, and also when B is
+         * small (every thread then reads all of it, from L2 or L3) and the rows make at least
+         * two panels per thread: each thread writes whole rows of C, so the element-wise ops
+         * that follow, split by rows (norms, gates, rotary embeddings), read rows their own
+         * core wrote, where a column split leaves half of every row on each core */
+        p.split_m = (n_units < want && m_units > n_units) ||
+                    (want > 1 && m_units >= 2 * want &&
+                     (double)d->K * (double)d->N <= SPLIT_M_MAX_B);
         if (p.split_m)
             split(&p, d->M, mr, want);
         else
