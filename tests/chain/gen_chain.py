@@ -8,7 +8,8 @@ NAME.out.bin (PyTorch's outputs, float32, one after the other).
 
 `chains` lists, in instruction order, the length of each run of calls the optimized
 convolution's chain function takes (src/kernels/optimized/conv_chain.c): 3 for a 1x1 (or a
-"stem", a convolution of an NCHW image) -> depthwise 3x3 -> 1x1 block, 2 for depthwise -> 1x1.
+"stem", a convolution of an NCHW image) -> depthwise 3x3 -> 1x1 block, 2 for depthwise -> 1x1,
+one more when a residual add follows.
 
 Two kinds of programs:
   - networks of inverted-residual blocks and of stems exported with python/etch: what the
@@ -42,7 +43,11 @@ class Blocks(nn.Module):
     images):
       a  the stem (3x3 3->16 relu) -> depthwise (relu6) -> 1x1 16->8   chain of 3
       b  1x1 8->48 relu6 -> depthwise s2 relu6 -> 1x1 48->16    chain of 3 (no bias on the last)
-      c  1x1 16->48 relu -> depthwise relu -> 1x1 48->16, + input   chain of 3 (residual)
+      c  1x1 16->48 relu -> depthwise relu -> 1x1 48->16, + input, relu
+                                                                chain of 4 (the residual add,
+                                                                its relu fused into it)
+      e  1x1 16->32 relu6 -> depthwise relu6 -> 1x1 32->16, + input (the add's first operand)
+                                                                chain of 4
       g  1x1 16->48 gelu -> depthwise relu6 -> 1x1 48->24       gelu is no register
          activation: no chain of 3; the depthwise -> 1x1 pair   chain of 2
       d  1x1 24->40 hardtanh(-1, 3) -> depthwise s2 -> 1x1 40->24 relu
@@ -61,6 +66,9 @@ class Blocks(nn.Module):
         self.c = nn.Sequential(nn.Conv2d(16, 48, 1), nn.ReLU(),
                                nn.Conv2d(48, 48, 3, padding=1, groups=48), nn.ReLU(),
                                nn.Conv2d(48, 16, 1))
+        self.e = nn.Sequential(nn.Conv2d(16, 32, 1), nn.ReLU6(),
+                               nn.Conv2d(32, 32, 3, padding=1, groups=32), nn.ReLU6(),
+                               nn.Conv2d(32, 16, 1))
         self.g = nn.Sequential(nn.Conv2d(16, 48, 1), nn.GELU(),
                                nn.Conv2d(48, 48, 3, padding=1, groups=48), nn.ReLU6(),
                                nn.Conv2d(48, 24, 1))
@@ -72,7 +80,8 @@ class Blocks(nn.Module):
     def forward(self, x):
         x = torch.relu(self.stem(x))
         x = self.b(self.a(x))
-        x = self.c(x) + x
+        x = torch.relu(self.c(x) + x)
+        x = x + self.e(x)
         return self.head(self.d(self.g(x)))
 
 
@@ -82,9 +91,10 @@ class Stems(nn.Module):
       s  3x3 s2 p1 3->16 relu6 -> depthwise relu6 -> 1x1 16->8      chain of 3 (mobilenet_v2's)
       t  5x5 s2 p2 4->24 hardtanh(-1, 3) -> depthwise s2 -> 1x1 24->16 relu
                                                                  chain of 3
-      u  3x3 dilation 2 3->8 relu -> depthwise -> 1x1 8->8         a dilated stem is not the
-                                                                 interleaved path: the pair,
-                                                                 chain of 2
+      u  3x3 dilation 2 3->8 relu -> depthwise -> 1x1 8->8, + the stem's result
+                                                                 a dilated stem is not the
+                                                                 interleaved path: the pair and
+                                                                 the residual add, chain of 3
     each then a 1x1 head (a block's result may not be the program's output: the caller may
     place an output anywhere)."""
 
@@ -103,7 +113,9 @@ class Stems(nn.Module):
                                     nn.Conv2d(8, 8, 1)])
 
     def forward(self, x, z):
-        return (self.heads[0](self.s(x)), self.heads[1](self.t(z)), self.heads[2](self.u(x)))
+        u0 = self.u[1](self.u[0](x))  # the dilated stem and its relu
+        u = self.u[3](self.u[2](u0)) + u0
+        return (self.heads[0](self.s(x)), self.heads[1](self.t(z)), self.heads[2](u))
 
 
 # ---- hand-built programs ------------------------------------------------------------------
@@ -312,13 +324,13 @@ def main():
     with torch.no_grad():
         y = model(x)
     program = etch.export(model, (x,), check_ops=False)
-    cases.append(("blocks", program.buffer, [x], [y], [3, 3, 3, 2, 3]))
+    cases.append(("blocks", program.buffer, [x], [y], [3, 3, 4, 4, 2, 3]))
     stems = Stems().eval()
     xs = (torch.randn(2, 3, 29, 33), torch.randn(2, 4, 30, 25))
     with torch.no_grad():
         ys = list(stems(*xs))
     program = etch.export(stems, xs, check_ops=False)
-    cases.append(("stems", program.buffer, list(xs), ys, [3, 3, 2]))
+    cases.append(("stems", program.buffer, list(xs), ys, [3, 3, 3]))
     for kind in ("clash", "t_shared", "jump", "weight_input"):
         buf, ins, outs, chains = hand_case(kind)
         cases.append((kind, buf, ins, outs, chains))

@@ -33,10 +33,18 @@
  * (those the tiles apply in registers); and the intermediate is large against the weights
  * (CHAIN_MIN_RATIO): in a block whose weights outweigh its activations (mobilenet_v2's last
  * ones) every thread would read every weight where the unchained calls split them.
+ *
+ * A residual add after the block (mobilenet_v2's y = x + block(x)) joins the run when it is
+ * add.out with alpha 1 of the last 1x1's result and a tensor of the same layout, all blocked
+ * (add_of): each step then writes the add's result over its rows (the sum, then the add's fused
+ * activation, through the add kernel's own vector functions), and the 1x1's result is left
+ * unwritten like the other intermediates.
  */
 #include <string.h>
 
 #include "kernels/optimized/conv_nchwc.h"
+#include "kernels/optimized/eltwise_util.h"
+#include "kernels/optimized/epilogue.h"
 #include "kernels/optimized/nchwc.h"
 
 /* Chain a block only when its intermediate (the expand's result, or the depthwise one's
@@ -93,11 +101,9 @@ static bool stem_ok(const etch_kernel_call *c, const conv_shape *s) {
 /* The block of calls[0..n) the band loop runs: 3 (expand or stem, depthwise, project), 2
  * (depthwise, project) or 0; shapes in s[3] (s[0] unused without an expand). */
 static size_t block_of(const etch_kernel_call *calls, size_t n, conv_shape s[3]) {
-    if (n < 2)
+    if (n < 2 || calls[0].kernel->fn != etch_opt_convolution_out ||
+        calls[1].kernel->fn != etch_opt_convolution_out)
         return 0;
-    for (size_t i = 0; i < n && i < 3; i++)
-        if (calls[i].kernel->fn != etch_opt_convolution_out)
-            return 0;
     conv_shape a, b;
     if (!etch_opt_conv_call_shape(&calls[0], &a) || !etch_opt_conv_call_shape(&calls[1], &b))
         return 0;
@@ -108,7 +114,8 @@ static size_t block_of(const etch_kernel_call *calls, size_t n, conv_shape s[3])
         return 2;
     }
     conv_shape c;
-    if (n < 3 || !(pointwise_ok(&calls[0], &a) || stem_ok(&calls[0], &a)) ||
+    if (n < 3 || calls[2].kernel->fn != etch_opt_convolution_out ||
+        !(pointwise_ok(&calls[0], &a) || stem_ok(&calls[0], &a)) ||
         !depthwise_ok(&calls[1], &b) ||
         !etch_opt_conv_call_shape(&calls[2], &c) || !pointwise_ok(&calls[2], &c) ||
         a.C_out != b.C_in || b.C_out != c.C_in || a.N != b.N || b.N != c.N || a.OH != b.IH ||
@@ -120,12 +127,59 @@ static size_t block_of(const etch_kernel_call *calls, size_t n, conv_shape s[3])
     return 3;
 }
 
+/* A residual add after the block's last 1x1 (call c; p: that 1x1's shape): add.out of the 1x1's
+ * result y and another tensor r of its layout, alpha 1, Float, all three channel-blocked. The
+ * block then writes out = y + r (or r + y, the add's operand order) step by step into the add's
+ * result, with the add's fused activation, if any, after it, through the same vector function
+ * the add kernel uses: bitwise the add's result. y itself is left unwritten. */
+typedef struct chain_add {
+    const float *r;
+    float *z;     /* the add's result */
+    bool y_first; /* y is the add's self (first operand) */
+    const etch_epilogue *epi;
+} chain_add;
+
+static bool add_of(const etch_kernel_call *c, const conv_shape *p, chain_add *out) {
+    const uint64_t io = 1u | 2u | 8u; /* self, other, out */
+    if (c->kernel->fn != etch_opt_add_out || c->nargs < 4 || (c->blocked & io) != io)
+        return false;
+    etch_tensor *a = etch_ew_float(c->args[0]), *b = etch_ew_float(c->args[1]);
+    etch_tensor *z = etch_ew_float(c->args[3]);
+    float alpha = 0.0f;
+    if (!a || !b || !z || !c->args[2] || c->args[2]->tag == ETCH_VALUE_BOOL ||
+        !etch_ew_scalar_f(c->args[2], &alpha) || alpha != 1.0f)
+        return false;
+    const bool y_first = a->data == (void *)p->out;
+    etch_tensor *y = y_first ? a : b, *r = y_first ? b : a;
+    if (y->data != (void *)p->out || r->data == (void *)p->out || y->dim != 4 ||
+        y->sizes[0] != p->N || y->sizes[1] != p->C_out || y->sizes[2] != p->OH ||
+        y->sizes[3] != p->OW || !etch_ew_same_layout(y, r) || !etch_ew_same_layout(y, z))
+        return false;
+    out->r = (const float *)r->data;
+    out->z = (float *)z->data;
+    out->y_first = y_first;
+    out->epi = c->epilogue;
+    return true;
+}
+
+/* The calls of calls[0..n) the band loop runs: the block (block_of), then a residual add
+ * (add_of) when one follows; 0 for none. */
+static size_t run_of(const etch_kernel_call *calls, size_t n, conv_shape s[3], chain_add *add,
+                     bool *has_add) {
+    const size_t got = block_of(calls, n, s);
+    *has_add = got && n > got && add_of(&calls[got], &s[2], add);
+    return got + (*has_add ? 1 : 0);
+}
+
 size_t etch_opt_convolution_chain(etch_kernel_context *ctx, const etch_kernel_call *calls,
                                   size_t n) {
     (void)ctx;
     conv_shape s[3];
-    const size_t got = block_of(calls, n, s);
-    if (!got)
+    chain_add add;
+    bool has_add;
+    const size_t all = run_of(calls, n, s, &add, &has_add);
+    const size_t got = all - (has_add ? 1 : 0); /* the convolutions */
+    if (!all)
         return 0;
     /* the intermediate written and read back, against the weights every thread would read */
     const conv_shape *d = &s[1], *p = &s[2];
@@ -134,7 +188,7 @@ size_t etch_opt_convolution_chain(etch_kernel_context *ctx, const etch_kernel_ca
     double weights = (double)p->C_in * (double)p->C_out;
     if (got == 3)
         weights += (double)s[0].C_in * (double)s[0].C_out * (double)(s[0].KH * s[0].KW);
-    return mid >= CHAIN_MIN_RATIO * weights ? got : 0;
+    return mid >= CHAIN_MIN_RATIO * weights ? all : 0;
 }
 
 /* ---- the band loop ---------------------------------------------------------------------- */
@@ -161,6 +215,9 @@ typedef struct chain_job {
     float *scratch;   /* per thread: the expand's rows, then the depthwise rows */
     int64_t worker_floats;
     struct chain_ring *ring; /* per thread: what its scratch holds */
+    bool has_add;            /* a residual add follows (add_of): the steps write its result */
+    chain_add add;
+    const etch_opt_vec *vec; /* the add's vector functions */
 } chain_job;
 
 /* What a thread's expand rows hold after its last step: the rows up to `have` of image n,
@@ -246,7 +303,7 @@ static void chain_steps(void *arg, int t, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; i++) {
         const int64_t n = j->n0 + i / j->steps, a = i % j->steps * j->G, g = imin(j->G, OH - a);
         const float *x = j->has_e ? e->in + n * e->C_in * H * W : d->in + n * d->C_in * H * W;
-        float *y = p->out + n * p->C_out * OH * OW;
+        float *y = (j->has_add ? j->add.z : p->out) + n * p->C_out * OH * OW;
         /* the input rows the depthwise rows [a, a + g) read */
         const int64_t lo = imax(0, a * st - 1), hi = imin(H, (a + g - 1) * st + 2);
         nchwc_dw_job dj = {.CB = CB, .IH = hi - lo, .IW = W, .OH = g, .OW = OW,
@@ -281,6 +338,15 @@ static void chain_steps(void *arg, int t, int64_t i0, int64_t i1) {
         j->rows->dw(&dj, 0, CB * g);
         pointwise(j, p, j->wp, j->p_act, j->p_lo, j->p_hi, ubuf, g * OW * 8, g * OW,
                   y + a * OW * 8, OH * OW * 8);
+        if (j->has_add) /* the residual over the rows just written, every channel block */
+            for (int64_t cb = 0; cb < p->C_out / 8; cb++) {
+                const int64_t off = (n * p->C_out / 8 + cb) * OH * OW * 8 + a * OW * 8;
+                float *z = j->add.z + off;
+                const float *r = j->add.r + off;
+                j->vec->binary(ETCH_OPT_BIN_ADD, z, j->add.y_first ? z : r, 0,
+                               j->add.y_first ? r : z, 0, 1.0f, g * OW * 8);
+                etch_opt_apply_epilogue(j->add.epi, z, g * OW * 8);
+            }
     }
 }
 
@@ -294,18 +360,22 @@ static void run_each(etch_kernel_context *ctx) {
 
 void etch_opt_conv_chain_run(etch_kernel_context *ctx) {
     const size_t n = etch_kernel_chain_length(ctx);
-    etch_kernel_call calls[3];
+    etch_kernel_call calls[4];
     conv_shape s[3];
-    bool ok = n <= 3;
+    chain_add add;
+    bool has_add = false, ok = n <= 4;
     for (size_t i = 0; ok && i < n; i++)
         ok = etch_kernel_chain_call(ctx, i, &calls[i]);
-    if (!ok || block_of(calls, n, s) != n) {
+    if (!ok || run_of(calls, n, s, &add, &has_add) != n) {
         run_each(ctx); /* not the block accepted at load (the arguments changed) */
         return;
     }
     chain_job j;
     memset(&j, 0, sizeof j);
-    j.has_e = n == 3;
+    j.has_e = n - (has_add ? 1 : 0) == 3;
+    j.has_add = has_add;
+    j.add = add;
+    j.vec = etch_opt_vec_active();
     if (j.has_e)
         j.e = s[0];
     j.stem = j.has_e && stem_ok(&calls[0], &j.e);
