@@ -55,8 +55,8 @@ void etch_threadpool_parallel_for(etch_threadpool *pool, int64_t n, int64_t grai
                                   etch_parallel_fn fn, void *arg);
 /* The same, each chunk told the participant running it (0 the caller, i + 1 worker i; 0 for
  * every chunk when the call runs serially): fn(arg, participant, begin, end). A participant's
- * chunks of its own share come in ascending order, each starting where its last one ended;
- * chunks it takes from others come after them, from the back of their shares. */
+ * chunks of its own share come in ascending order, each continuing the one before; chunks
+ * it takes from others come after them, from the back of their shares. */
 void etch_threadpool_parallel_for_thread(etch_threadpool *pool, int64_t n, int64_t grain,
                                          etch_parallel_thread_fn fn, void *arg);
 

@@ -14,7 +14,8 @@
  * steals chunks from the back of the others', so the work of a participant that is late
  * (descheduled, or on a slower core: the vCPUs of a virtual machine run at speeds that change
  * independently, by a third and more) is taken over. A job of etch_parallel_thread_fn tells
- * each chunk the index of the participant running it. The job is published through one 64-bit atomic word,
+ * each chunk the index of the participant running it. The job is published through one 64-bit
+ * atomic word,
  *   state = generation (32 bits) | number of chunks (16 bits) | unused (16 bits).
  * A claim is a compare-and-swap that can only succeed for the generation it was read from, so a
  * participant that wakes late (after its job finished and the next one was published) can never
