@@ -883,6 +883,66 @@ static void test_threadpool_split(void) {
     CHECK(memcmp(mo1, mo2, sizeof mo1) == 0);
 }
 
+/* etch_kernel_parallel_for_thread through the kernel context: a pool without
+ * parallel_for_thread (or none, or one thread) runs fn once, as thread 0 over [0, n); a pool with
+ * it gets the call as made. */
+typedef struct thread_calls {
+    int calls;
+    int thread;
+    int64_t begin, end, covered;
+} thread_calls;
+
+static void note_thread_chunk(void *arg, int thread, int64_t begin, int64_t end) {
+    thread_calls *t = (thread_calls *)arg;
+    t->calls++;
+    t->thread = thread;
+    t->begin = begin;
+    t->end = end;
+    t->covered += end - begin;
+}
+
+static int forwarded; /* calls that reached the test pool's parallel_for_thread */
+
+static void reverse_parallel_for_thread(void *self, int64_t n, int64_t grain,
+                                        etch_parallel_thread_fn fn, void *arg) {
+    (void)self;
+    forwarded++;
+    int64_t step = grain > 0 ? grain : 1;
+    for (int64_t end = n, k = 0; end > 0; end -= step, k++) /* thread indices 3, 2, 1, 0, ... */
+        fn(arg, (int)(3 - k % 4), end - step > 0 ? end - step : 0, end);
+}
+
+static void test_parallel_for_thread(void) {
+    etch_threadpool_iface without = {NULL, 4, fake_parallel_for, NULL};
+    etch_threadpool_iface single = {NULL, 1, fake_parallel_for, reverse_parallel_for_thread};
+    etch_threadpool_iface with = {NULL, 4, fake_parallel_for, reverse_parallel_for_thread};
+    const etch_threadpool_iface *serial[3] = {NULL, &without, &single};
+    for (int i = 0; i < 3; i++) {
+        etch_kernel_context ctx;
+        etch_kernel_context_init(&ctx, "test", NULL, 0, serial[i]);
+        thread_calls t = {0, -1, -1, -1, 0};
+        etch_kernel_parallel_for_thread(&ctx, 37, 4, note_thread_chunk, &t);
+        CHECK_MSG(t.calls == 1 && t.thread == 0 && t.begin == 0 && t.end == 37,
+                  "serial parallel_for_thread (%d): %d calls, last thread %d [%lld, %lld)", i,
+                  t.calls, t.thread, (long long)t.begin, (long long)t.end);
+        t = (thread_calls){0, -1, -1, -1, 0};
+        etch_kernel_parallel_for_thread(&ctx, 0, 1, note_thread_chunk, &t);
+        CHECK(t.calls == 0);
+    }
+    etch_kernel_context ctx;
+    etch_kernel_context_init(&ctx, "test", NULL, 0, &with);
+    thread_calls t = {0, -1, -1, -1, 0};
+    forwarded = 0;
+    etch_kernel_parallel_for_thread(&ctx, 37, 4, note_thread_chunk, &t);
+    CHECK_MSG(forwarded == 1 && t.calls == 10 && t.covered == 37 && t.begin == 0 && t.end == 1,
+              "parallel_for_thread through the pool: %d forwarded, %d chunks covering %lld",
+              forwarded, t.calls, (long long)t.covered);
+    /* no more than a grain: inline, as thread 0 */
+    t = (thread_calls){0, -1, -1, -1, 0};
+    etch_kernel_parallel_for_thread(&ctx, 4, 4, note_thread_chunk, &t);
+    CHECK(forwarded == 1 && t.calls == 1 && t.thread == 0 && t.end == 4);
+}
+
 int main(int argc, char **argv) {
     test_registration();
     test_et_view();
@@ -891,6 +951,7 @@ int main(int argc, char **argv) {
     test_malformed_args();
     test_in_place();
     test_threadpool_split();
+    test_parallel_for_thread();
     if (argc > 1)
         run_golden(argv[1]);
     return etch_test_finish();
