@@ -114,6 +114,17 @@ static void chunk_range(int64_t n, uint32_t nchunks, uint32_t c, int64_t *begin,
     *end = *begin + q + ((int64_t)c < r ? 1 : 0);
 }
 
+/* [b, e) of a job of fn or fnt, run by participant self, as a parallel region. */
+static void call_chunk(etch_parallel_fn fn, etch_parallel_thread_fn fnt, void *arg, int self,
+                       int64_t b, int64_t e) {
+    in_parallel_region++;
+    if (fnt)
+        fnt(arg, self, b, e);
+    else
+        fn(arg, b, e);
+    in_parallel_region--;
+}
+
 /* Chunk c, from participant v's home range, run by participant self: part c - base of v's
  * share, cut in as many balanced parts as the range had chunks. */
 static void run_one(etch_threadpool *p, int self, uint32_t v, uint32_t c) {
@@ -122,12 +133,7 @@ static void run_one(etch_threadpool *p, int self, uint32_t v, uint32_t c) {
     chunk_range(h->ie - h->ib, h->count, c - h->base, &b, &e);
     b += h->ib;
     e += h->ib;
-    in_parallel_region++;
-    if (p->fnt)
-        p->fnt(p->arg, self, b, e);
-    else
-        p->fn(p->arg, b, e);
-    in_parallel_region--;
+    call_chunk(p->fn, p->fnt, p->arg, self, b, e);
 }
 
 /* As participant `self`, claim and run chunks of generation `gen` until none is left: first
@@ -213,12 +219,7 @@ static void submit(etch_threadpool *p, int64_t n, int64_t grain, etch_parallel_f
     const int64_t homes = p ? (n / grain < p->num_threads ? n / grain : p->num_threads) : 1;
     if (homes < 2 || p->num_workers == 0 || in_parallel_region ||
         pthread_mutex_trylock(&p->submit) != 0) {
-        in_parallel_region++;
-        if (fnt)
-            fnt(arg, 0, 0, n); /* one chunk: index 0 is this call's only one */
-        else
-            fn(arg, 0, n);
-        in_parallel_region--;
+        call_chunk(fn, fnt, arg, 0, 0, n); /* one chunk: index 0 is this call's only one */
         return;
     }
     p->fn = fn;

@@ -278,26 +278,32 @@ void *etch_kernel_temp_alloc(etch_kernel_context *ctx, size_t size, size_t align
     return p;
 }
 
+/* The pool a parallel loop over n items in grains of `grain` goes to, or NULL when it runs
+ * inline (no pool, one thread, no more than one grain). */
+static const etch_threadpool_iface *loop_pool(const etch_kernel_context *ctx, int64_t n,
+                                              int64_t grain) {
+    const etch_threadpool_iface *tp = ctx->threadpool;
+    return tp && tp->num_threads > 1 && n > (grain > 0 ? grain : 1) ? tp : NULL;
+}
+
 void etch_kernel_parallel_for(etch_kernel_context *ctx, int64_t n, int64_t grain,
                               etch_parallel_fn fn, void *arg) {
     if (n <= 0)
         return;
-    if (ctx->threadpool && ctx->threadpool->parallel_for && ctx->threadpool->num_threads > 1 &&
-        n > (grain > 0 ? grain : 1)) {
-        ctx->threadpool->parallel_for(ctx->threadpool->self, n, grain, fn, arg);
-        return;
-    }
-    fn(arg, 0, n);
+    const etch_threadpool_iface *tp = loop_pool(ctx, n, grain);
+    if (tp && tp->parallel_for)
+        tp->parallel_for(tp->self, n, grain, fn, arg);
+    else
+        fn(arg, 0, n);
 }
 
 void etch_kernel_parallel_for_thread(etch_kernel_context *ctx, int64_t n, int64_t grain,
                                      etch_parallel_thread_fn fn, void *arg) {
     if (n <= 0)
         return;
-    if (ctx->threadpool && ctx->threadpool->parallel_for_thread &&
-        ctx->threadpool->num_threads > 1 && n > (grain > 0 ? grain : 1)) {
-        ctx->threadpool->parallel_for_thread(ctx->threadpool->self, n, grain, fn, arg);
-        return;
-    }
-    fn(arg, 0, 0, n);
+    const etch_threadpool_iface *tp = loop_pool(ctx, n, grain);
+    if (tp && tp->parallel_for_thread)
+        tp->parallel_for_thread(tp->self, n, grain, fn, arg);
+    else
+        fn(arg, 0, 0, n);
 }
