@@ -8,10 +8,14 @@
  *                       convolution's chain function unregistered. Both at --threads N.
  *   --compare threads   A: a pool of --threads N (default 1); B: a pool of --threads-b M
  *                       (default 2). The ratio is then B's speedup over A.
+ *   --compare isa       A: the optimized kernels' instruction set --isa X (default: the best
+ *                       this CPU supports); B: --isa-b Y (default avx2). Each side is loaded
+ *                       (weights packed, layouts chosen) and executed under its own set: the
+ *                       set is switched before every execute. Both at --threads N.
  *
- * usage: bench_paired FILE.pte [--compare chain|threads] [--threads N] [--threads-b M]
- *                     [--pairs K] [--back-to-back] [--by-instruction]
- *                     (defaults: chain, 1, 2, 300)
+ * usage: bench_paired FILE.pte [--compare chain|threads|isa] [--threads N] [--threads-b M]
+ *                     [--isa X] [--isa-b Y] [--pairs K] [--back-to-back] [--by-instruction]
+ *                     (defaults: chain, 1, 2, best, avx2, 300)
  *
  * --by-instruction also times every instruction of the first chain (an observer, called after
  * each) and prints where the noise lands: the pairs are split by B's time into the fastest
@@ -117,8 +121,8 @@ static void unload(loaded *L) {
 
 static int usage(const char *argv0) {
     fprintf(stderr,
-            "usage: %s FILE.pte [--compare chain|threads] [--threads N] [--threads-b M] "
-            "[--pairs K] [--back-to-back] [--by-instruction]\n",
+            "usage: %s FILE.pte [--compare chain|threads|isa] [--threads N] [--threads-b M] "
+            "[--isa X] [--isa-b Y] [--pairs K] [--back-to-back] [--by-instruction]\n",
             argv0);
     return 2;
 }
@@ -210,10 +214,29 @@ static int chained_runs(const etch_method *m) {
     return runs;
 }
 
+/* One side of the comparison: its method and, under --compare isa, its instruction set (set
+ * before each of its executes, while the pool's workers wait). */
+typedef struct side {
+    etch_method *m;
+    bool own_isa;
+    etch_isa isa;
+} side;
+
+static void set_isa(const side *s) {
+    if (s->own_isa)
+        etch_isa_set(s->isa); /* checked supported when parsed */
+}
+
+static etch_status run(const side *s) {
+    set_isa(s);
+    return etch_method_execute(s->m);
+}
+
 int main(int argc, char **argv) {
     const char *path = NULL;
     long threads = 1, threads_b = 2, pairs = 300;
-    bool by_threads = false, back_to_back = false, by_instr = false;
+    bool by_threads = false, by_isa = false, back_to_back = false, by_instr = false;
+    etch_isa isa_a = etch_isa_best(), isa_b = ETCH_ISA_AVX2;
     for (int i = 1; i < argc; i++) {
         char *end = NULL;
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
@@ -230,10 +253,22 @@ int main(int argc, char **argv) {
                 return fprintf(stderr, "error: --pairs takes 4..100000\n"), 2;
         } else if (strcmp(argv[i], "--compare") == 0 && i + 1 < argc) {
             const char *c = argv[++i];
-            if (strcmp(c, "chain") != 0 && strcmp(c, "threads") != 0)
-                return fprintf(stderr, "error: --compare takes chain or threads, not '%s'\n", c),
+            if (strcmp(c, "chain") != 0 && strcmp(c, "threads") != 0 && strcmp(c, "isa") != 0)
+                return fprintf(stderr,
+                               "error: --compare takes chain, threads or isa, not '%s'\n", c),
                        2;
             by_threads = strcmp(c, "threads") == 0;
+            by_isa = strcmp(c, "isa") == 0;
+        } else if ((strcmp(argv[i], "--isa") == 0 || strcmp(argv[i], "--isa-b") == 0) &&
+                   i + 1 < argc) {
+            etch_isa *dst = argv[i][5] ? &isa_b : &isa_a;
+            if (etch_isa_parse(argv[i + 1], dst) != ETCH_OK || !etch_isa_supported(*dst))
+                return fprintf(stderr,
+                               "error: %s '%s': not an instruction set this build and CPU "
+                               "support (scalar, avx2, avx512, neon; best here: %s)\n",
+                               argv[i], argv[i + 1], etch_isa_name(etch_isa_best())),
+                       2;
+            i++;
         } else if (strcmp(argv[i], "--back-to-back") == 0) {
             back_to_back = true;
         } else if (strcmp(argv[i], "--by-instruction") == 0) {
@@ -255,11 +290,14 @@ int main(int argc, char **argv) {
         (by_threads && threads_b > 1 && etch_threadpool_create((int)threads_b, &pool_b) != ETCH_OK))
         goto fail;
     const etch_threadpool_iface *tp = pool ? etch_threadpool_get_iface(pool) : NULL;
-    if (load(prog, tp, &a) != 0)
+    if ((by_isa && etch_isa_set(isa_a) != ETCH_OK) || load(prog, tp, &a) != 0)
         goto fail;
     const int runs = chained_runs(a.m);
     if (by_threads) {
         if (load(prog, pool_b ? etch_threadpool_get_iface(pool_b) : NULL, &b) != 0)
+            goto fail;
+    } else if (by_isa) {
+        if (etch_isa_set(isa_b) != ETCH_OK || load(prog, tp, &b) != 0)
             goto fail;
     } else {
         const etch_kernel *conv = etch_kernels_find("aten::convolution.out", 21);
@@ -278,30 +316,35 @@ int main(int argc, char **argv) {
     }
     if (!ta || !tb || !r || !bt || (by_instr && (!ia.t || !ib.t)))
         return fprintf(stderr, "error: out of memory\n"), 1;
+    side sa = {a.m, by_isa, isa_a}, sb = {b.m, by_isa, isa_b};
     for (int i = 0; i < 10; i++)
-        if (etch_method_execute(a.m) != ETCH_OK || etch_method_execute(b.m) != ETCH_OK)
+        if (run(&sa) != ETCH_OK || run(&sb) != ETCH_OK)
             goto fail;
     if (by_instr) {
         etch_method_set_observer(a.m, observe, &ia);
         etch_method_set_observer(b.m, observe, &ib);
     }
     for (long i = 0; i < pairs; i++) {
-        etch_method *first = i & 1 ? b.m : a.m, *second = i & 1 ? a.m : b.m;
+        const side *first = i & 1 ? &sb : &sa, *second = i & 1 ? &sa : &sb;
         itimes *fi = i & 1 ? &ib : &ia, *si = i & 1 ? &ia : &ib;
         if (back_to_back)
-            etch_method_execute(first);
+            run(first);
+        else
+            set_isa(first);
         fi->run = i;
         const double t0 = now_ms();
         fi->last = t0;
-        etch_method_execute(first);
+        etch_method_execute(first->m);
         const double t1 = now_ms();
         fi->run = -1;
         if (back_to_back)
-            etch_method_execute(second);
+            run(second);
+        else
+            set_isa(second);
         si->run = i;
         const double t1b = now_ms();
         si->last = t1b;
-        etch_method_execute(second);
+        etch_method_execute(second->m);
         const double t2 = now_ms();
         si->run = -1;
         ta[i] = i & 1 ? t2 - t1b : t1 - t0;
@@ -319,6 +362,13 @@ int main(int argc, char **argv) {
                path, threads, threads_b, back_to_back ? " back-to-back" : "", runs, pairs,
                threads, ta[0], ta[pairs / 2], threads_b, tb[0], tb[pairs / 2], r[pairs / 2],
                r[pairs / 4], r[3 * pairs / 4]);
+    else if (by_isa)
+        printf("%s  threads %ld%s  isa %s vs %s  pairs %ld  %s min %.3f med %.3f ms  %s min "
+               "%.3f med %.3f ms  ratio med %.3f (q1 %.3f, q3 %.3f)\n",
+               path, threads, back_to_back ? " back-to-back" : "", etch_isa_name(isa_a),
+               etch_isa_name(isa_b), pairs, etch_isa_name(isa_a), ta[0], ta[pairs / 2],
+               etch_isa_name(isa_b), tb[0], tb[pairs / 2], r[pairs / 2], r[pairs / 4],
+               r[3 * pairs / 4]);
     else
         printf("%s  threads %ld%s  runs chained %d  pairs %ld  chained min %.3f med %.3f ms  "
                "unchained min %.3f med %.3f ms  ratio med %.3f (q1 %.3f, q3 %.3f)\n",
@@ -330,6 +380,9 @@ int main(int argc, char **argv) {
         if (by_threads) {
             snprintf(la, sizeof la, "%ldt", threads);
             snprintf(lb, sizeof lb, "%ldt", threads_b);
+        } else if (by_isa) {
+            snprintf(la, sizeof la, "%s", etch_isa_name(isa_a));
+            snprintf(lb, sizeof lb, "%s", etch_isa_name(isa_b));
         } else {
             snprintf(la, sizeof la, "chained");
             snprintf(lb, sizeof lb, "unchained");
