@@ -29,8 +29,8 @@ untar() { # tar may lack xz on the target: Python's tarfile reads it
   tar -C "$2" -xJf "$1" 2>/dev/null ||
     "$py" -c 'import sys,tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2"
 }
-[ -d "$pl/.lib" ] || untar "$pl/lib.tar.xz" "$pl/.lib"
-[ -d "$pl/tests" ] || untar "$pl/tests.tar.xz" "$pl"
+[ -d "$pl/.lib" ] || [ ! -f "$pl/lib.tar.xz" ] || untar "$pl/lib.tar.xz" "$pl/.lib"
+[ -d "$pl/tests" ] || [ ! -f "$pl/tests.tar.xz" ] || untar "$pl/tests.tar.xz" "$pl"
 export LD_LIBRARY_PATH=$pl/.lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 status=0
 stage() { echo "== $1 ($(date -u +%H:%M:%S))"; }
