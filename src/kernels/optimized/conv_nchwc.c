@@ -150,7 +150,9 @@ nchwc_tile_fn etch_nchwc_tile_active(bool *reps) {
     *reps = false;
     switch (etch_isa_active()) {
 #if ETCH_OPT_X86
-    case ETCH_ISA_AVX512: /* no AVX-512 kernel: the AVX2 one */
+    case ETCH_ISA_AVX512:
+        *reps = true;
+        return etch_nchwc_tile_avx512;
     case ETCH_ISA_AVX2:
         *reps = true;
         return etch_nchwc_tile_avx2;
@@ -170,7 +172,7 @@ nchwc_tile_fn etch_nchwc_tile_active(bool *reps) {
 typedef struct nchwc_job {
     const conv_shape *s; /* the call; or one image (N = 1) and its input copy (run_group) */
     nchwc_tile_fn fn;    /* NULL: tile_direct on s->w */
-    bool fn_reps;        /* fn runs nchwc_tile.reps repetitions itself (the AVX2 tile) */
+    bool fn_reps;        /* fn runs nchwc_tile.reps repetitions itself (the x86 tiles) */
     const float *wpack;  /* tiles [t0, t0 + nt) of the pack */
     int64_t t0, nt, Cp;
     int64_t items;             /* per (image, tile): pixel chunks (full) or output rows */

@@ -63,11 +63,11 @@ typedef struct nchwc_tile {
     bool out_nchw;                /* NCHW output: pixel stride 1, channel stride obs */
     bool act;                     /* clamp to [lo, hi] */
     float lo, hi;
-    /* AVX2 tile only (conv_nchwc.c runs the repetitions itself for the others): the tile is
+    /* x86 tiles only (conv_nchwc.c runs the repetitions itself for the others): the tile is
      * run `reps` (>= 1) times, each time on the next np pixels: every px[j] advanced by pstep
      * floats and out by np pixels */
     int64_t reps, pstep;
-    /* AVX2 tile only, a hint: prefetch (into L2) the lines [pf, pf_end), pf_n of them per
+    /* x86 tiles only, a hint: prefetch (into L2) the lines [pf, pf_end), pf_n of them per
      * window step (tap, or block of a 1x1); pf NULL: none. The driver points it at the packed
      * weights of the next pass, a slice per tile, so that they stream in spread over the
      * current pass instead of missing at its start. */
@@ -107,7 +107,7 @@ typedef struct nchwc_split {
 nchwc_split etch_nchwc_split_pixels(int64_t n);
 
 /* Packed weights the tiles that run next will read, prefetched into L2 by the tiles running
- * now (the AVX2 tile's pf fields): `len` floats from `start`, whole lines, a slice per
+ * now (the x86 tiles' pf fields): `len` floats from `start`, whole lines, a slice per
  * register tile call over `calls` calls, spread over each call's `steps` window steps. */
 typedef struct nchwc_prefetch {
     const float *next; /* the next line to prefetch */
@@ -136,6 +136,8 @@ void etch_nchwc_copy_interleaved(etch_kernel_context *ctx, const conv_shape *s, 
 
 void etch_nchwc_tile_scalar(const nchwc_tile *t);
 void etch_nchwc_tile_avx2(const nchwc_tile *t);
+/* 16-wide tiles with a blocked output; the others go to etch_nchwc_tile_avx2 */
+void etch_nchwc_tile_avx512(const nchwc_tile *t);
 void etch_nchwc_tile_neon(const nchwc_tile *t);
 
 /* ---- Winograd F(4x4, 3x3) (conv_wino.c) -----------------------------------------------------

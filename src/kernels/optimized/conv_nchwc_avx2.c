@@ -2,8 +2,8 @@
  * pixels x 16 output channels in 12 accumulators (2 ymm of weights, 1 broadcast), or x 8
  * channels in 6. Specialised on the pixel count, the tile width and the input layout (blocked:
  * lane stride 1, 8 lanes; NCHW: lane stride H*W, a short last block), so that the accumulators
- * stay in registers; each pixel has its own input pointer. AVX-512
- * machines run this kernel too (conv_nchwc.c). */
+ * stay in registers; each pixel has its own input pointer. The AVX-512 tile hands its 8-wide
+ * tiles and NCHW outputs to this one. */
 #include <immintrin.h>
 
 #include "kernels/optimized/conv_nchwc.h"
