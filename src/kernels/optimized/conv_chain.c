@@ -205,9 +205,11 @@ typedef struct chain_job {
     nchwc_tile_fn fn;
     bool fn_reps;
     const nchwc_rows *rows;
-    int64_t G;        /* depthwise output rows per step */
+    int64_t G;        /* depthwise output rows per step, at most */
     int64_t R;        /* rows of the expand's band buffer: (G - 1) * stride + 3 */
-    int64_t steps;    /* steps of G rows per image (the last may have fewer): parallel items */
+    int64_t bands;    /* bands of rows per image, as even as rows allow: one per thread */
+    int64_t spb;      /* steps per band, each of at most G rows, as even as rows allow */
+    int64_t steps;    /* steps per image (bands * spb): the parallel items */
     int64_t n0;       /* the image of step 0 */
     bool stem;        /* e reads an image through copy (stem_ok) */
     const float *copy; /* image n0's padded copy, [Hp][Wp][C_in] */
@@ -288,7 +290,26 @@ static void stem_rows(const chain_job *j, int64_t r0, int64_t r1, float *out, in
     }
 }
 
-/* Steps [i0, i1) (step i: image n0 + i / steps, depthwise rows from (i % steps) * G on), run
+/* n rows cut into k ranges as even as can be (the first n % k one longer): range i's first
+ * row and length. */
+static void even_range(int64_t n, int64_t k, int64_t i, int64_t *first, int64_t *len) {
+    const int64_t base = n / k, rem = n % k;
+    *first = i * base + imin(i, rem);
+    *len = base + (i < rem ? 1 : 0);
+}
+
+/* The depthwise output rows [*a, *a + *g) of step k of an image: band k / spb of the image's
+ * rows, then step k % spb of the band's (*g 0: a band with fewer rows than steps). The pool
+ * hands each thread an equal count of consecutive steps, so with one band per thread each
+ * gets as many rows as the others, give or take one. */
+static void step_rows(const chain_job *j, int64_t k, int64_t *a, int64_t *g) {
+    int64_t b0, bl, s0;
+    even_range(j->d.OH, j->bands, k / j->spb, &b0, &bl);
+    even_range(bl, j->spb, k % j->spb, &s0, g);
+    *a = b0 + s0;
+}
+
+/* Steps [i0, i1) (step i: image n0 + i / steps, its step i % steps: step_rows), run
  * by thread t in its scratch. The pool runs a thread's own steps in ascending order, one range
  * continuing the other, so the expand's rows shared with the previous step are mostly there
  * already; a step taken over from another thread computes its rows anew. */
@@ -301,7 +322,11 @@ static void chain_steps(void *arg, int t, int64_t i0, int64_t i1) {
     float *ubuf = tbuf + (j->has_e ? CB * R * W * 8 : 0);
     chain_ring *ring = &j->ring[t];
     for (int64_t i = i0; i < i1; i++) {
-        const int64_t n = j->n0 + i / j->steps, a = i % j->steps * j->G, g = imin(j->G, OH - a);
+        const int64_t n = j->n0 + i / j->steps;
+        int64_t a, g;
+        step_rows(j, i % j->steps, &a, &g);
+        if (g == 0)
+            continue;
         const float *x = j->has_e ? e->in + n * e->C_in * H * W : d->in + n * d->C_in * H * W;
         float *y = (j->has_add ? j->add.z : p->out) + n * p->C_out * OH * OW;
         /* the input rows the depthwise rows [a, a + g) read */
@@ -399,11 +424,13 @@ void etch_opt_conv_chain_run(etch_kernel_context *ctx) {
     j.rows = etch_opt_nchwc_rows();
     const conv_shape *d = &j.d;
     const int64_t threads = etch_kernel_num_threads(ctx);
-    /* steps of about CHAIN_MIN_PIXELS output pixels, but at least one per thread and image */
-    const int64_t bands = imin(threads, d->OH);
-    j.G = imin(imax(1, (CHAIN_MIN_PIXELS + d->OW - 1) / d->OW), (d->OH + bands - 1) / bands);
+    /* a band of rows per thread, cut into steps of about CHAIN_MIN_PIXELS output pixels */
+    j.bands = imin(threads, d->OH);
+    const int64_t band_rows = (d->OH + j.bands - 1) / j.bands;
+    j.G = imin(imax(1, (CHAIN_MIN_PIXELS + d->OW - 1) / d->OW), band_rows);
+    j.spb = (band_rows + j.G - 1) / j.G;
     j.R = (j.G - 1) * d->sh + 3;
-    j.steps = (d->OH + j.G - 1) / j.G;
+    j.steps = j.bands * j.spb;
     const int64_t CB = d->C_in / 8;
     j.worker_floats = (j.has_e ? CB * j.R * d->IW * 8 : 0) + CB * j.G * d->OW * 8;
     j.worker_floats = (j.worker_floats + 15) / 16 * 16; /* 64-byte aligned slices */
