@@ -261,7 +261,7 @@ int main(int argc, char **argv) {
             by_isa = strcmp(c, "isa") == 0;
         } else if ((strcmp(argv[i], "--isa") == 0 || strcmp(argv[i], "--isa-b") == 0) &&
                    i + 1 < argc) {
-            etch_isa *dst = argv[i][5] ? &isa_b : &isa_a;
+            etch_isa *dst = strcmp(argv[i], "--isa-b") == 0 ? &isa_b : &isa_a;
             if (etch_isa_parse(argv[i + 1], dst) != ETCH_OK || !etch_isa_supported(*dst))
                 return fprintf(stderr,
                                "error: %s '%s': not an instruction set this build and CPU "

@@ -52,17 +52,19 @@ AI void store_px(float *o, int64_t obs, int j, __m512 v) {
     _mm256_storeu_ps(o + obs + 8 * j, _mm512_extractf32x8_ps(v, 1));
 }
 
-/* na (1..12) pixels: pixel j reads from q[j] and writes its blocked output at out + 8 j.
- * Returns the prefetch cursor advanced over this call's window steps. */
+/* na (1..12) pixels: pixel j reads from q[j] and writes its blocked output at out + 8 j; the
+ * call stands for `calls` repetitions (1 or 2) of the tile, whose prefetch slices it issues.
+ * Returns the prefetch cursor advanced over them. */
 AI const char *tile_body(const nchwc_tile *t, const int na, const int mode,
-                         const float *const q[MAXA], float *out, const char *pf) {
+                         const float *const q[MAXA], float *out, const char *pf,
+                         const int calls) {
     const float *q0 = q[0], *q1 = na > 1 ? q[1] : q0, *q2 = na > 2 ? q[2] : q0;
     const float *q3 = na > 3 ? q[3] : q0, *q4 = na > 4 ? q[4] : q0, *q5 = na > 5 ? q[5] : q0;
     const float *q6 = na > 6 ? q[6] : q0, *q7 = na > 7 ? q[7] : q0, *q8 = na > 8 ? q[8] : q0;
     const float *q9 = na > 9 ? q[9] : q0, *q10 = na > 10 ? q[10] : q0;
     const float *q11 = na > 11 ? q[11] : q0;
     const char *const pf_end = (const char *)t->pf_end;
-    const int64_t pf_n = t->pf_n, obs = t->obs;
+    const int64_t pf_n = t->pf_n * calls, obs = t->obs;
 #define PREFETCH()                                                                             \
     for (int64_t q_ = 0; q_ < pf_n && pf < pf_end; q_++, pf += 64)                             \
     _mm_prefetch(pf, _MM_HINT_T1)
@@ -162,12 +164,12 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int mode) {
         for (int j = 0; j < np; j++) {
             q[np + j] = q[j] + pstep;
         }
-        pf = tile_body(t, 2 * np, mode, q, out, pf);
+        pf = tile_body(t, 2 * np, mode, q, out, pf, 2);
         for (int j = 0; j < np; j++)
             q[j] += 2 * pstep;
     }
     if (r < reps)
-        tile_body(t, np, mode, q, out, pf);
+        tile_body(t, np, mode, q, out, pf, 1);
 }
 
 #define INST(np, mode)                                                                         \
