@@ -2,8 +2,9 @@
  * pixels x 16 output channels in 12 accumulators (2 ymm of weights, 1 broadcast), or x 8
  * channels in 6. Specialised on the pixel count, the tile width and the input layout (blocked:
  * lane stride 1, 8 lanes; NCHW: lane stride H*W, a short last block), so that the accumulators
- * stay in registers; each pixel has its own input pointer. The AVX-512 tile hands its 8-wide
- * tiles and NCHW outputs to this one. */
+ * stay in registers; each pixel has its own input pointer. The walk over blocks, taps and
+ * lanes is conv_nchwc_taps.inc, shared with the AVX-512 tile, which hands its 8-wide tiles and
+ * NCHW outputs to this one. */
 #include <immintrin.h>
 
 #include "kernels/optimized/conv_nchwc.h"
@@ -190,55 +191,7 @@ AI void tile_impl(const nchwc_tile *t, const int np, const int two, const int mo
             LOADC(5)
 #undef LOADC
         }
-        const int64_t ls = mode == IN_NCHW ? t->ls : 1;
-        const int64_t cb_last = mode == IN_BLK ? 8 : t->cb_last;
-        const int64_t nkh = t->nkh, nkw = t->nkw, khs = t->khs, kws = t->kws, KW = t->KW;
-        if (mode == IN_BLK && nkh == 1 && nkw == 1) { /* one tap (1x1): one loop over the blocks */
-            const int64_t bs = t->bs, wbs = t->wbs;
-            int64_t off = t->b0 * bs;
-            const float *wp = t->w + t->b0 * wbs + (t->kh0 * KW + t->kw0) * 8 * oct;
-            for (int64_t b = t->b0; b < t->b1; b++, off += bs, wp += wbs) {
-                PREFETCH();
-                LANE(0, 1);
-                LANE(1, 1);
-                LANE(2, 1);
-                LANE(3, 1);
-                LANE(4, 1);
-                LANE(5, 1);
-                LANE(6, 1);
-                LANE(7, 1);
-            }
-        } else
-        for (int64_t b = t->b0; b < t->b1; b++) {
-            const int64_t cb = b == t->nb - 1 ? cb_last : 8;
-            const float *wb = t->w + b * t->wbs + (t->kh0 * KW + t->kw0) * cb * oct;
-            const int64_t wkw = cb * oct, wkh = KW * cb * oct;
-            for (int64_t kh = 0; kh < nkh; kh++) {
-                const float *wp = wb + kh * wkh;
-                int64_t off = b * t->bs + kh * khs;
-                for (int64_t kw = 0; kw < nkw; kw++, off += kws, wp += wkw) {
-                    PREFETCH();
-                    if (mode == IN_BLK) {
-                        LANE(0, 1);
-                        LANE(1, 1);
-                        LANE(2, 1);
-                        LANE(3, 1);
-                        LANE(4, 1);
-                        LANE(5, 1);
-                        LANE(6, 1);
-                        LANE(7, 1);
-                    } else { /* any number of lanes (an NCHW input, or a run of taps x lanes) */
-                        int64_t l = 0;
-                        for (; l + 2 <= cb; l += 2) {
-                            LANE(l, ls);
-                            LANE(l + 1, ls);
-                        }
-                        if (l < cb)
-                            LANE(l, ls);
-                    }
-                }
-            }
-        }
+#include "kernels/optimized/conv_nchwc_taps.inc"
         if (t->act) {
             const __m256 lo = _mm256_set1_ps(t->lo), hi = _mm256_set1_ps(t->hi);
             /* max/min return their second operand when either is NaN: NaN passes through */

@@ -6,7 +6,8 @@
  * up to 12 accumulators, enough independent FMAs to keep both FMA units busy (np alone would
  * leave them waiting on the FMA latency for np < 8). Every output value is the same chain of
  * FMAs, in the same order, as in the AVX2 tile, so the two give the same bits.
- * 8-wide tiles and NCHW outputs go to the AVX2 tile. */
+ * 8-wide tiles and NCHW outputs go to the AVX2 tile. The walk over blocks, taps and lanes is
+ * the AVX2 tile's (conv_nchwc_taps.inc). */
 #include <immintrin.h>
 
 #include "kernels/optimized/conv_nchwc.h"
@@ -79,56 +80,8 @@ AI const char *tile_body(const nchwc_tile *t, const int na, const int mode,
         LOADA(6) LOADA(7) LOADA(8) LOADA(9) LOADA(10) LOADA(11)
 #undef LOADA
     }
-    const int64_t ls = mode == IN_NCHW ? t->ls : 1;
-    const int64_t cb_last = mode == IN_BLK ? 8 : t->cb_last;
-    const int64_t nkh = t->nkh, nkw = t->nkw, khs = t->khs, kws = t->kws, KW = t->KW;
-    if (mode == IN_BLK && nkh == 1 && nkw == 1) { /* one tap (1x1): one loop over the blocks */
-        const int64_t bs = t->bs, wbs = t->wbs;
-        int64_t off = t->b0 * bs;
-        const float *wp = t->w + t->b0 * wbs + (t->kh0 * KW + t->kw0) * 8 * 16;
-        for (int64_t bl = t->b0; bl < t->b1; bl++, off += bs, wp += wbs) {
-            PREFETCH();
-            LANE(0, 1);
-            LANE(1, 1);
-            LANE(2, 1);
-            LANE(3, 1);
-            LANE(4, 1);
-            LANE(5, 1);
-            LANE(6, 1);
-            LANE(7, 1);
-        }
-    } else {
-        for (int64_t bl = t->b0; bl < t->b1; bl++) {
-            const int64_t cb = bl == t->nb - 1 ? cb_last : 8;
-            const float *wb = t->w + bl * t->wbs + (t->kh0 * KW + t->kw0) * cb * 16;
-            const int64_t wkw = cb * 16, wkh = KW * cb * 16;
-            for (int64_t kh = 0; kh < nkh; kh++) {
-                const float *wp = wb + kh * wkh;
-                int64_t off = bl * t->bs + kh * khs;
-                for (int64_t kw = 0; kw < nkw; kw++, off += kws, wp += wkw) {
-                    PREFETCH();
-                    if (mode == IN_BLK) {
-                        LANE(0, 1);
-                        LANE(1, 1);
-                        LANE(2, 1);
-                        LANE(3, 1);
-                        LANE(4, 1);
-                        LANE(5, 1);
-                        LANE(6, 1);
-                        LANE(7, 1);
-                    } else { /* any number of lanes (an NCHW input, or a run of taps x lanes) */
-                        int64_t l = 0;
-                        for (; l + 2 <= cb; l += 2) {
-                            LANE(l, ls);
-                            LANE(l + 1, ls);
-                        }
-                        if (l < cb)
-                            LANE(l, ls);
-                    }
-                }
-            }
-        }
-    }
+    const int64_t oct = 16;
+#include "kernels/optimized/conv_nchwc_taps.inc"
 #undef PREFETCH
     if (t->act) { /* max/min return their second operand when either is NaN: NaN passes */
         const __m512 lo = _mm512_set1_ps(t->lo), hi = _mm512_set1_ps(t->hi);
