@@ -85,6 +85,29 @@ class Blocks(nn.Module):
         return self.head(self.d(self.g(x)))
 
 
+class Wide(nn.Module):
+    """Rows wide enough (50 pixels) that each step of a chained block is one output row, on a
+    1 x 3 x 7 x 50 input: 7 rows in one band per thread leave some bands a row short of their
+    steps at 3 and 4 threads (an empty step):
+      w  the stem (3x3 3->16 relu) -> depthwise (relu6) -> 1x1 16->16      chain of 3
+      v  1x1 16->32 relu6 -> depthwise relu6 -> 1x1 32->16, + the input   chain of 4
+    then a 1x1 head."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.w = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1, groups=16), nn.ReLU6(),
+                               nn.Conv2d(16, 16, 1))
+        self.v = nn.Sequential(nn.Conv2d(16, 32, 1), nn.ReLU6(),
+                               nn.Conv2d(32, 32, 3, padding=1, groups=32), nn.ReLU6(),
+                               nn.Conv2d(32, 16, 1))
+        self.head = nn.Conv2d(16, 8, 1)
+
+    def forward(self, x):
+        x = self.w(torch.relu(self.stem(x)))
+        return self.head(x + self.v(x))
+
+
 class Stems(nn.Module):
     """Convolutions of the program's inputs ("stems": NCHW images, blocked outputs) ahead of a
     depthwise -> 1x1 pair, on 2 x 3 x 29 x 33 and 2 x 4 x 30 x 25 inputs:
@@ -325,6 +348,12 @@ def main():
         y = model(x)
     program = etch.export(model, (x,), check_ops=False)
     cases.append(("blocks", program.buffer, [x], [y], [3, 3, 4, 4, 2, 3]))
+    wide = Wide().eval()
+    xw = torch.randn(1, 3, 7, 50)
+    with torch.no_grad():
+        yw = wide(xw)
+    program = etch.export(wide, (xw,), check_ops=False)
+    cases.append(("wide", program.buffer, [xw], [yw], [3, 4]))
     stems = Stems().eval()
     xs = (torch.randn(2, 3, 29, 33), torch.randn(2, 4, 30, 25))
     with torch.no_grad():
