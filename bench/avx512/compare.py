@@ -161,7 +161,8 @@ def report(results, isas, threads) -> str:
         for th in threads:
             g = {e: med.get("%s/%d" % (e, th)) for e in cols}
             row = [str(th)] + ["%.3f" % g[e] if g[e] else "-" for e in cols]
-            a0, a1 = g.get("etch-" + isas[0]), g.get("etch-" + isas[1]) if len(isas) > 1 else None
+            a0 = g.get("etch-" + isas[0])
+            a1 = g.get("etch-" + isas[1]) if len(isas) > 1 else None
             if len(isas) >= 2:
                 row.append("%.3f" % (a0 / a1) if a0 and a1 else "-")
             if "ort" in cols:
