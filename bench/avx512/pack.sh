@@ -56,8 +56,10 @@ for t in json.load(open(spec))["tests"]:
             rel = os.path.relpath(a, build)
             src, dst = a, os.path.join(dest, rel)
             os.makedirs(os.path.dirname(dst), exist_ok=True)
-            (shutil.copytree if os.path.isdir(src) else shutil.copy2)(src, dst,
-                                                                       **({"dirs_exist_ok": True} if os.path.isdir(src) else {}))
+            if os.path.isdir(src):
+                shutil.copytree(src, dst, dirs_exist_ok=True)
+            else:
+                shutil.copy2(src, dst)
             a = "@/" + rel
         elif os.path.isabs(a):
             sys.exit("test %s names %s outside the build tree" % (t["name"], a))
