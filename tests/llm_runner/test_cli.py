@@ -6,6 +6,7 @@ counts, --chat keeps the cache across turns, usage errors exit 2."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import unittest
 
@@ -85,7 +86,10 @@ class GreedyTest(unittest.TestCase):
         """--no-prepack: the greedy text of a prompted run is unchanged (mapped or read); with
         --load-mode read (a buffer whose pages the runtime cannot give back) the packed copy is
         a second copy of the weights, so without it the peak RSS is not larger. (Mapped, the
-        packed weights' pages are given back: tests/prepack measures that.)"""
+        packed weights' pages are given back: tests/prepack measures that.) The RSS part is
+        checked in the plain build only: under the sanitizers (ETCH_SANITIZED, set by CMake)
+        the peak RSS is mostly shadow memory and freed blocks held in quarantine, which moved
+        it by as much as this model's packed copy (about 1 MB) between runs."""
         args = ["--model", str(model_path("bin")), "--tokenizer", tok(), "--prompt",
                 "Once upon a time, Tom", "--max-new-tokens", "30", "--temperature", "0"]
         a = run(*args)
@@ -95,8 +99,9 @@ class GreedyTest(unittest.TestCase):
         for r in (a, b, c, d):
             self.assertEqual(r[0], 0, r[2])
             self.assertEqual(r[1], a[1])
-        self.assertLessEqual(stats_lines(d[2])[0]["peak_rss_bytes"],
-                             stats_lines(c[2])[0]["peak_rss_bytes"])
+        if not os.environ.get("ETCH_SANITIZED"):
+            self.assertLessEqual(stats_lines(d[2])[0]["peak_rss_bytes"],
+                                 stats_lines(c[2])[0]["peak_rss_bytes"])
 
     def test_prefill_only(self):
         rc, out, err = run("--model", str(model_path("bin")), "--tokenizer", tok(),
