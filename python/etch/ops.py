@@ -22,7 +22,10 @@ import torch
 aten = torch.ops.aten
 
 # Operators of ExecuTorch's portable kernel library (kernels/portable/functions.yaml, listed in
-# docs/pte-format.md §9), as "namespace::name.overload".
+# docs/pte-format.md §9), as "namespace::name.overload"; then the ATen sort out-variants
+# (torch.sort / torch.argsort / torch.msort capture as aten::sort, lowered to sort.values or
+# sort.values_stable), which etch's portable library implements (op_sort.c) but that list
+# lacks: a runtime without them fails at load naming the operator.
 PORTABLE_OPS = frozenset("aten::" + n for n in """
 _adaptive_avg_pool2d.out _cdist_forward.out _conj_physical.out _log_softmax.out
 _native_batch_norm_legit.out _native_batch_norm_legit.no_stats_out
@@ -62,6 +65,8 @@ transpose_copy.int_out tril.out trunc.out unbind_copy.int_out unfold_copy.out
 unsqueeze_copy.out upsample_bilinear2d.vec_out _upsample_bilinear2d_aa.out
 upsample_nearest2d.vec_out var.correction_out var_mean.correction_out var.out
 view_as_real_copy.out view_copy.out where.self_out zeros.out
+""".split()) | frozenset("aten::" + n for n in """
+sort.values sort.values_stable
 """.split()) | frozenset("""
 dim_order_ops::_empty_dim_order.out dim_order_ops::_to_dim_order_copy.out
 dim_order_ops::_clone_dim_order.out
