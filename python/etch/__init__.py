@@ -2,7 +2,7 @@
 
     import etch
     program = etch.export(model, (x,))          # nn.Module + example inputs -> Program
-    program.save("model.pte")
+    program.save("model.pte")                   # external_data="w.ptd": weights in w.ptd
     print(program.summary())
     y = etch.runtime.load("model.pte").forward(x)
     open("model.bpte", "wb").write(etch.bundle(program, [((x,), (y,))]))
@@ -18,13 +18,15 @@ import importlib
 
 __version__ = "0.1.0"
 
-__all__ = ["export", "bundle", "Program", "runtime", "serialize", "ExportError"]
+__all__ = ["export", "bundle", "Program", "runtime", "serialize", "ExportError",
+           "save_external_data"]
 
 _LAZY = {
     "export": ("etch.exporter", "export"),
     "ExportError": ("etch.exporter", "ExportError"),
     "Program": ("etch.program", "Program"),
     "bundle": ("etch.bundling", "bundle"),
+    "save_external_data": ("etch.external_data", "save_external_data"),
 }
 
 

@@ -60,10 +60,8 @@ def _no_fused_fast_paths():
         ov.has_torch_function = orig
 
 
-def _state_of(model: torch.nn.Module) -> Tuple[List[str], List[torch.Tensor]]:
-    """Every parameter and buffer under every name (tied weights appear under each name, so
-    functional_call replaces all of them)."""
-    names, tensors = [], []
+def _named_state(model: torch.nn.Module):
+    """(name, tensor) for every parameter and buffer under every name."""
     seen = set()
     for kind in ("named_parameters", "named_buffers"):
         try:
@@ -74,8 +72,21 @@ def _state_of(model: torch.nn.Module) -> Tuple[List[str], List[torch.Tensor]]:
             if name in seen or t is None:
                 continue
             seen.add(name)
-            names.append(name)
-            tensors.append(t.detach().clone())
+            yield name, t
+
+
+def state_names(model: torch.nn.Module) -> List[str]:
+    """The fully qualified names of the model's parameters and buffers."""
+    return [name for name, _ in _named_state(model)]
+
+
+def _state_of(model: torch.nn.Module) -> Tuple[List[str], List[torch.Tensor]]:
+    """Every parameter and buffer under every name (tied weights appear under each name, so
+    functional_call replaces all of them)."""
+    names, tensors = [], []
+    for name, t in _named_state(model):
+        names.append(name)
+        tensors.append(t.detach().clone())
     return names, tensors
 
 

@@ -153,12 +153,20 @@ def _cmd_export(args) -> int:
     model = load_factory(args.target, json.loads(args.kwargs) if args.kwargs else None)
     if not args.input:
         raise ValueError("give at least one --input SHAPE:DTYPE")
+    if args.bundle and args.external_data:
+        raise ValueError("--bundle and --external-data cannot be combined: a bundled program "
+                         "carries its constants (etch verify takes no .ptd)")
     inputs = tuple(parse_input_spec(s, args.seed + i) for i, s in enumerate(args.input))
     dynamic = _parse_dynamic(args.dynamic, len(inputs))
     program = etch.export(model, inputs, dynamic_shapes=dynamic,
                           allow_etch_ops=args.allow_etch_ops,
-                          check_ops=False if args.no_check else "auto", progress=prog)
+                          check_ops=False if args.no_check else "auto",
+                          external_data=args.external_data, progress=prog)
     program.save(args.output)
+    if args.external_data:
+        prog.done("wrote %s (%d constants; run with: etch run %s --data %s)"
+                  % (program.data_path_for(args.output), len(program.external_constants),
+                     args.output, program.data_path_for(args.output)))
     prog.done("wrote %s (%d bytes; planned memory %d bytes; %d constant bytes)"
               % (args.output, len(program.buffer), program.planned_bytes,
                  program.constant_bytes))
@@ -186,6 +194,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="a dynamic dimension and its upper bound")
     e.add_argument("--kwargs", help="JSON keyword arguments for FACTORY")
     e.add_argument("--bundle", metavar="FILE.bpte", help="also write a bundled program")
+    e.add_argument("--external-data", metavar="FILE.ptd",
+                   help="keep the constant weights in FILE.ptd beside the .pte (merged into "
+                        "an existing one, whose entries must agree)")
     e.add_argument("--rtol", type=float, default=1e-4)
     e.add_argument("--atol", type=float, default=1e-5)
     e.add_argument("--allow-etch-ops", action="store_true",

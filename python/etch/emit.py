@@ -17,6 +17,7 @@ and every intermediate; all of them live in arena 1.
 
 from __future__ import annotations
 
+import hashlib
 import operator
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -32,7 +33,7 @@ from .serialize import schema as S
 
 aten = torch.ops.aten
 
-__all__ = ["emit_method", "EmittedMethod", "EmitError", "ConstantTable"]
+__all__ = ["emit_method", "EmittedMethod", "EmitError", "ConstantTable", "ExternalConstant"]
 
 
 class EmitError(RuntimeError):
@@ -42,12 +43,36 @@ class EmitError(RuntimeError):
 class ConstantTable:
     """Constant tensor blobs shared by all methods of a program (index 0 = placeholder);
     identical bytes share an index.  `mutable` holds the initial values of mutable state
-    (one entry per state tensor; index 0 = placeholder)."""
+    (one entry per state tensor; index 0 = placeholder).
 
-    def __init__(self):
+    With ``external=True`` constants go to `external` instead (key -> ExternalConstant, for a
+    ``.ptd``): the key is the tensor's fully qualified name when it is one of the model's
+    parameters or buffers (`state_names`), else (a constant the exporter made, such as a
+    folded batch-norm weight) ``_etch_constant.<hash>`` of its dtype, shape and bytes, so that
+    several programs exported from one model name every tensor alike."""
+
+    def __init__(self, external: bool = False, state_names=()):
         self.blobs: List[bytes] = [b""]
         self._index: Dict[bytes, int] = {}
         self.mutable: List[bytes] = [b""]
+        self.is_external = external
+        self.state_names = frozenset(state_names)
+        self.external: Dict[str, "ExternalConstant"] = {}
+
+    def add_external(self, name: str, t: torch.Tensor) -> str:
+        """Record `t` for the .ptd; returns its key."""
+        data = _tensor_bytes(t)
+        scalar_type = _ops.scalar_type(t.dtype)
+        sizes = tuple(int(d) for d in t.shape)
+        if name not in self.state_names:
+            h = hashlib.sha256(repr((scalar_type, sizes)).encode() + data).hexdigest()
+            name = "_etch_constant." + h[:24]
+        have = self.external.get(name)
+        if have is None:
+            self.external[name] = ExternalConstant(name, scalar_type, sizes, data)
+        elif (have.scalar_type, have.sizes, have.data) != (scalar_type, sizes, data):
+            raise EmitError("constant %s has two different values in one program" % name)
+        return name
 
     def add_mutable(self, t: torch.Tensor) -> int:
         self.mutable.append(_tensor_bytes(t))
@@ -65,6 +90,15 @@ class ConstantTable:
     @property
     def nbytes(self) -> int:
         return sum(len(b) for b in self.blobs)
+
+
+@dataclass(frozen=True)
+class ExternalConstant:
+    """A constant stored outside the .pte (an entry of its .ptd)."""
+    key: str
+    scalar_type: int
+    sizes: Tuple[int, ...]
+    data: bytes
 
 
 def _tensor_bytes(t: torch.Tensor) -> bytes:
@@ -450,7 +484,13 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
         if (n, i) in tensor_idx:
             return tensor_idx[(n, i)]
         spec = spec_at(n, i)
-        if eg.is_constant(n):
+        if eg.is_constant(n) and constants.is_external:
+            t = _tensor(spec)
+            t.extra_tensor_info = S.ExtraTensorInfo(
+                fully_qualified_name=constants.add_external(n.target, eg.constant_value(n)),
+                location=S.TensorDataLocation.EXTERNAL)
+            idx = V.add(t)
+        elif eg.is_constant(n):
             idx = V.add(_tensor(spec, buffer_idx=constants.add(eg.constant_value(n))))
         elif n.op == "call_function" and n.target is aten.copy_.default:
             idx = tensor_value(n.args[0])

@@ -7,6 +7,7 @@ memory planning (:mod:`etch.emit`) -> operator check against the C runtime
 
 from __future__ import annotations
 
+import os
 from typing import Callable, Dict, Optional, Sequence
 
 import torch
@@ -27,6 +28,7 @@ class ExportError(RuntimeError):
 def export(model: torch.nn.Module, example_inputs, *,
            dynamic_shapes: Optional[Sequence[Optional[Dict[int, int]]]] = None,
            allow_etch_ops: bool = False, check_ops="auto", optimize: bool = True,
+           external_data=None,
            progress: Optional[Callable[[str], None]] = None) -> Program:
     """Export `model` for etch / ExecuTorch runtimes.
 
@@ -36,7 +38,14 @@ def export(model: torch.nn.Module, example_inputs, *,
     check_ops: ``True`` — fail unless every operator is registered in the C library
         (``ETCH_LIB`` or ``<repo>/build/libetch.so``) with a signature matching its call;
         ``"auto"`` — check when the library is found; ``False`` — skip.
+    external_data: a ``.ptd`` file name: every constant tensor is stored there instead of in
+        the ``.pte`` (keyed by its parameter's or buffer's name), and ``Program.save`` writes
+        it beside the program, merging with an existing file (:mod:`etch.external_data`).
     """
+    if external_data is not None:
+        if not isinstance(external_data, (str, os.PathLike)) or not os.fspath(external_data):
+            raise TypeError("external_data must be a .ptd file name, not %r" % (external_data,))
+        external_data = os.fspath(external_data)
     say = progress or (lambda s: None)
     eg = capture(model, example_inputs, dynamic_shapes=dynamic_shapes, progress=say)
     eg.propagate()
@@ -52,9 +61,14 @@ def export(model: torch.nn.Module, example_inputs, *,
     if missing:
         raise ExportError("no portable kernel for: %s" % ", ".join(missing))
     say("emitting")
-    constants = ConstantTable()
+    if external_data is not None:
+        from .capture import state_names
+        constants = ConstantTable(external=True, state_names=state_names(model))
+    else:
+        constants = ConstantTable()
     method = emit_method(eg, constants)
-    program = Program([method], constants, eg.log, graphs={eg.name: eg})
+    program = Program([method], constants, eg.log, graphs={eg.name: eg},
+                      external_data=external_data)
     if not allow_etch_ops and program.etch_only_operators:
         raise ExportError("etch-only operators (pass allow_etch_ops=True to keep them): %s"
                           % ", ".join(program.etch_only_operators))

@@ -2,7 +2,9 @@
 
 ``Program.buffer`` is the file's bytes (the same input always gives the same bytes),
 ``Program.save(path)`` writes them, ``Program.summary()`` describes the program: operators and
-how often each is called, planned memory against its lower bound, constants.
+how often each is called, planned memory against its lower bound, constants.  A program
+exported with ``external_data=`` keeps its constants in a ``.ptd`` (:mod:`etch.external_data`):
+``Program.data_buffer`` is that file's bytes, and ``save`` writes it beside the ``.pte``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 from typing import Dict, List, Optional
 
 from . import ops as _ops
-from .emit import ConstantTable, EmittedMethod
+from .emit import ConstantTable, EmittedMethod, ExternalConstant
 from .serialize import pte as _pte
 from .serialize import schema as S
 
@@ -20,8 +22,11 @@ __all__ = ["Program"]
 
 class Program:
     def __init__(self, methods: List[EmittedMethod], constants: ConstantTable,
-                 pass_log: Optional[List[str]] = None, graphs: Optional[Dict] = None):
+                 pass_log: Optional[List[str]] = None, graphs: Optional[Dict] = None,
+                 external_data: Optional[str] = None):
         self.methods = list(methods)
+        # the .ptd file name given to export (None: constants live in the .pte)
+        self.external_data = external_data
         # method name -> the ExportedGraph it was emitted from (reference computations)
         self.graphs = dict(graphs or {})
         self.constants = constants
@@ -45,8 +50,39 @@ class Program:
             self._buffer = _pte.serialize_program(self.program, self.data)
         return self._buffer
 
-    def save(self, path) -> None:
+    @property
+    def external_constants(self) -> List[ExternalConstant]:
+        """The constants stored in the .ptd (empty unless exported with external_data=)."""
+        return list(self.constants.external.values())
+
+    @property
+    def data_buffer(self) -> Optional[bytes]:
+        """The bytes of this program's .ptd alone, or None without external data."""
+        if self.external_data is None:
+            return None
+        from .external_data import serialize_external
+        return serialize_external(self.external_constants)
+
+    def data_path_for(self, path) -> Optional[str]:
+        """Where save(path) writes the .ptd: external_data, relative to the .pte's folder
+        unless absolute."""
+        if self.external_data is None:
+            return None
+        return os.path.join(os.path.dirname(os.path.abspath(os.fspath(path))),
+                            os.fspath(self.external_data))
+
+    def save(self, path, data_path=None, *, overwrite_data: bool = False) -> None:
+        """Write the .pte to `path`; with external data also the .ptd, at `data_path` or
+        :meth:`data_path_for` (merged into an existing file, whose entries must agree, unless
+        `overwrite_data`: see :mod:`etch.external_data`)."""
         data = self.buffer
+        if self.external_data is not None:
+            from .external_data import save_external_data
+            save_external_data(data_path if data_path is not None else self.data_path_for(path),
+                               [self], merge=not overwrite_data)
+        elif data_path is not None:
+            raise ValueError("data_path given, but the program keeps its constants inside the "
+                             ".pte (export it with external_data=...)")
         tmp = "%s.tmp%d" % (os.fspath(path), os.getpid())
         with open(tmp, "wb") as f:
             f.write(data)
@@ -107,6 +143,10 @@ class Program:
                 tag = "" if _ops.is_portable_name(name) else "   [etch-only]"
                 lines.append("    %-50s x%d%s" % (name, n, tag))
         lines.append("constants: %d tensors, %d bytes" % (self.num_constants, self.constant_bytes))
+        if self.external_data is not None:
+            ext = self.external_constants
+            lines.append("external constants (%s): %d tensors, %d bytes"
+                         % (self.external_data, len(ext), sum(len(c.data) for c in ext)))
         if self.etch_only_operators:
             lines.append("etch-only operators (not portable to ExecuTorch): %s"
                          % ", ".join(self.etch_only_operators))

@@ -3,6 +3,7 @@ module API of include/etch/module.h).
 
     m = etch.runtime.load("model.pte")       # or load(program.buffer) / load(program)
     m = etch.runtime.load("model.pte", num_threads=4, kernels="portable")
+    m = etch.runtime.load("model.pte", data="weights.ptd")   # constants in a .ptd
     y = m.forward(x)                          # torch tensors in, torch tensors out (copies)
     ys = m.run_method("forward", x, y)        # always a list of outputs
 
@@ -12,6 +13,7 @@ The library is ``ETCH_LIB`` if set, else ``<repo>/build/libetch.so``.
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Any, Dict, List, Optional, Union
 
 import torch
@@ -30,7 +32,7 @@ class Module:
     """An open program; methods load on first use."""
 
     def __init__(self, source, lib_path: Optional[str] = None, num_threads: int = 1,
-                 kernels: str = "optimized"):
+                 kernels: str = "optimized", data=None):
         if kernels not in _lib.KERNELS:
             raise ValueError("kernels must be one of %s, not %r"
                              % (", ".join(sorted(_lib.KERNELS)), kernels))
@@ -44,6 +46,15 @@ class Module:
         opts = self._lib.etch_module_default_options()
         opts.num_threads = num_threads
         opts.kernels = _lib.KERNELS[kernels]
+        self._data = None
+        if data is not None:
+            if not isinstance(data, (str, os.PathLike)):
+                raise TypeError("data must be the path of a .ptd file, not %s"
+                                % type(data).__name__)
+            self._data = os.fspath(data)
+            if not os.path.isfile(self._data):
+                raise FileNotFoundError("external data file %s does not exist" % self._data)
+            opts.data_path = os.fsencode(self._data)
         self._opts = opts
         if hasattr(source, "buffer") and not isinstance(source, (bytes, bytearray)):
             source = source.buffer
@@ -93,11 +104,17 @@ class Module:
         m = self._methods.get(name)
         if m is None:
             m = ctypes.c_void_p()
-            self._check(self._lib.etch_module_load_method(self._handle, name.encode(),
-                                                          ctypes.byref(m)),
-                        "load method %s" % name)
+            st = self._lib.etch_module_load_method(self._handle, name.encode(), ctypes.byref(m))
+            if st != 0 and self._data is None and self._needs_data(name):
+                raise RuntimeError_("load method %s: it keeps its constants in external data "
+                                    "(a .ptd file): pass data='FILE.ptd' to etch.runtime.load"
+                                    % name)
+            self._check(st, "load method %s" % name)
             self._methods[name] = m
         return m
+
+    def _needs_data(self, name: str) -> bool:
+        return "external" in _lib.last_error(self._lib).lower()
 
     def forward(self, *inputs: torch.Tensor):
         """Run `forward` (or the only method); one output is returned bare, several as a
@@ -185,8 +202,11 @@ def tensor_to_torch(t: "_lib.etch_tensor") -> torch.Tensor:
 
 
 def load(source: Union[str, bytes, Any], lib_path: Optional[str] = None,
-         num_threads: int = 1, kernels: str = "optimized") -> Module:
+         num_threads: int = 1, kernels: str = "optimized", data=None) -> Module:
     """Open a program: a path, the bytes of a .pte/.bpte, or an etch.Program.
+
+    data: the path of the .ptd holding the program's external constants (a program
+    exported with external_data=; the file Program.save wrote).
 
     num_threads: threads for kernels that split their work, the calling one included (0 or
     1: serial). kernels: "optimized" (the default: SIMD kernels, activations fused into the
@@ -194,4 +214,4 @@ def load(source: Union[str, bytes, Any], lib_path: Optional[str] = None,
     "registered" (whatever the process registered with etch_kernels_register*). The C
     kernel registry is process-wide: once a module opened with the optimized kernels, a
     portable-only module is refused in the same process (RuntimeError_ says so)."""
-    return Module(source, lib_path, num_threads, kernels)
+    return Module(source, lib_path, num_threads, kernels, data)
