@@ -114,7 +114,8 @@ class Module:
         return m
 
     def _needs_data(self, name: str) -> bool:
-        return "external" in _lib.last_error(self._lib).lower()
+        msg = _lib.last_error(self._lib)
+        return "external" in msg.lower() or ".ptd" in msg
 
     def forward(self, *inputs: torch.Tensor):
         """Run `forward` (or the only method); one output is returned bare, several as a

@@ -196,7 +196,7 @@ class ExternalData(unittest.TestCase):
             self.assertLessEqual(rel_err(got, model(x)), TOL)
         r = run_cli("run", pte, "--inputs", self.path("x.npy"))
         self.assertNotEqual(r.returncode, 0)
-        self.assertIn(".ptd", r.stderr)
+        self.assertRegex(r.stderr, r"\.ptd|--data")
         r = run_cli("run", pte, "--data", self.path("missing.ptd"))
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("missing.ptd", r.stderr)
@@ -275,6 +275,38 @@ class ExternalData(unittest.TestCase):
         with self.assertRaises(ValueError) as cm:
             pa.save(self.path("a.pte"), self.path("junk.ptd"))
         self.assertIn("junk.ptd", str(cm.exception))
+
+    @needs_lib
+    def test_state_stays_in_the_pte_and_empty_ptd(self):
+        class Acc(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("acc", torch.zeros(4))
+                self.w = torch.nn.Parameter(torch.linspace(-1, 1, 4))
+
+            def forward(self, x):
+                self.acc.add_(x * self.w)
+                return self.acc.clone()
+
+        p = etch.export(Acc(), (torch.ones(4),), external_data="s.ptd", check_ops=True)
+        self.assertEqual([c.key for c in p.external_constants], ["w"])
+        p.save(self.path("a.pte"))
+        m = etch.runtime.load(self.path("a.pte"), data=self.path("s.ptd"))
+        ref = Acc()
+        for _ in range(3):
+            x = torch.randn(4)
+            with torch.no_grad():
+                self.assertLessEqual(rel_err(m.forward(x), ref(x)), TOL)
+
+        class NoWeights(torch.nn.Module):
+            def forward(self, x):
+                return x * 2
+
+        p = etch.export(NoWeights(), (torch.ones(3),), external_data="e.ptd", check_ops=True)
+        p.save(self.path("n.pte"))
+        self.assertEqual(P.unpack_ptd(P.read_ptd(_read(self.path("e.ptd")))), [])
+        y = etch.runtime.load(self.path("n.pte"), data=self.path("e.ptd")).forward(torch.ones(3))
+        self.assertTrue(torch.equal(y, torch.full((3,), 2.0)))
 
     def test_bad_arguments(self):
         model, inputs = zoo.build("mlp")
