@@ -87,6 +87,10 @@ def bundle(program, cases: Sequence[Any], *, rtol: float = 1e-5, atol: float = 1
 
     verify: ``"auto"`` runs the cases through libetch when it is found, ``True`` requires it,
     ``False`` skips it."""
+    if getattr(program, "external_data", None) is not None:
+        raise BundleError("the program keeps its constants in %s: a bundled program must carry "
+                          "them (export it without external_data= to bundle it)"
+                          % program.external_data)
     graph = getattr(program, "graphs", {}).get(method)
     data = program.buffer
     test_cases = []

@@ -194,6 +194,9 @@ class ExternalData(unittest.TestCase):
         got = torch.from_numpy(np.load(os.path.join(out, "output_0.npy")))
         with torch.no_grad():
             self.assertLessEqual(rel_err(got, model(x)), TOL)
+        r = run_cli("info", pte)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("needs external data: yes", r.stdout)
         r = run_cli("run", pte, "--inputs", self.path("x.npy"))
         self.assertNotEqual(r.returncode, 0)
         self.assertRegex(r.stderr, r"\.ptd|--data")
@@ -317,6 +320,11 @@ class ExternalData(unittest.TestCase):
         with self.assertRaises(ValueError):
             etch.export(model, inputs, check_ops=False).save(self.path("m.pte"), self.path("w.ptd"))
         self.assertIsNone(etch.export(model, inputs, check_ops=False).data_buffer)
+        from etch.bundling import BundleError
+        with self.assertRaises(BundleError) as cm:
+            etch.bundle(etch.export(model, inputs, external_data="w.ptd", check_ops=False),
+                        [inputs])
+        self.assertIn("w.ptd", str(cm.exception))
 
 
 if __name__ == "__main__":

@@ -97,7 +97,7 @@ class SortExport(unittest.TestCase):
 
     @needs_lib
     def test_edge_shapes(self):
-        for shape, dim in [([0, 4], 1), ([4, 0], 1), ([5, 1], 1), ([1, 5], 0)]:
+        for shape, dim in [([0, 4], 1), ([4, 0], 1), ([5, 1], 1), ([1, 5], 0), ([], 0), ([], -1)]:
             with self.subTest(shape=shape, dim=dim):
                 x = torch.randn(shape)
                 model = Sorts(dim, True)
