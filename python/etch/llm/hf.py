@@ -303,10 +303,7 @@ def load_hf(d: str, max_seq_len: Optional[int] = None) -> HFCheckpoint:
         if t >= args.vocab_size:
             raise ValueError("%s: token id %d outside the vocabulary (%d)"
                              % (d, t, args.vocab_size))
-    state = convert_state(load_hf_weights(d), args, d)
-    ck = HFCheckpoint(args=args, state=state, architecture=arch,
-                      bos_id=bos[0] if bos else -1, eos_ids=list(dict.fromkeys(eos)),
-                      max_position_embeddings=int(cfg.get("max_position_embeddings", 2048)))
+    notes = []
     tok = os.path.join(d, "tokenizer.json")
     if os.path.isfile(tok):
         n = tokenizer_vocab_size(tok)
@@ -314,10 +311,15 @@ def load_hf(d: str, max_seq_len: Optional[int] = None) -> HFCheckpoint:
             raise ValueError("%s: %d token ids, more than the model's vocab_size %d"
                              % (tok, n, args.vocab_size))
         if n < args.vocab_size:
-            ck.notes.append("tokenizer.json has %d ids, the model %d (padded vocabulary)"
-                            % (n, args.vocab_size))
-        ck.tokenizer_json = tok
-    return ck
+            notes.append("tokenizer.json has %d ids, the model %d (padded vocabulary)"
+                         % (n, args.vocab_size))
+    else:
+        tok = None
+    state = convert_state(load_hf_weights(d), args, d)
+    return HFCheckpoint(args=args, state=state, architecture=arch,
+                        bos_id=bos[0] if bos else -1, eos_ids=list(dict.fromkeys(eos)),
+                        max_position_embeddings=int(cfg.get("max_position_embeddings", 2048)),
+                        tokenizer_json=tok, notes=notes)
 
 
 def build_hf_model(ck: HFCheckpoint) -> Llama:
