@@ -1,12 +1,15 @@
 """Command line of :mod:`etch.llm`.
 
-    python3 -m etch.llm export --checkpoint PATH [--max-seq-len N] [--bos-id 1]
+    python3 -m etch.llm export (--checkpoint PATH | --hf DIR) [--max-seq-len N] [--bos-id 1]
                                [--eos-ids 1,2] [--no-check] [--summary]
-                               [--fused-attention] -o model.pte
-    python3 -m etch.llm generate --checkpoint PATH [--prompt-ids 1,...] [--max-new-tokens N]
-                                 [--max-seq-len N] [--token-by-token]
+                               [--fused-attention] [--no-chat-template] -o model.pte
+    python3 -m etch.llm generate (--checkpoint PATH | --hf DIR) [--prompt-ids 1,...]
+                                 [--max-new-tokens N] [--max-seq-len N] [--token-by-token]
 
-``export`` writes the program (progress on stderr).  ``generate`` runs the reference module
+``export`` writes the program (progress on stderr).  ``--hf DIR`` reads a Hugging Face model
+folder (:mod:`etch.llm.hf`): config.json, the weights, generation_config.json, tokenizer.json
+(checked against the vocabulary) and the chat template of tokenizer_config.json
+(:mod:`etch.llm.chat`, stored as ``get_chat_template``).  ``generate`` runs the reference module
 in eager PyTorch, greedy, and prints the generated ids (one line, comma separated): the
 reference the C runner is checked against.
 """
@@ -26,20 +29,36 @@ def _ids(s: str) -> List[int]:
         raise argparse.ArgumentTypeError("expected comma-separated integers, got %r" % s)
 
 
+DEFAULT_MAX_SEQ_LEN = 2048      # etch.llm.hf.DEFAULT_MAX_SEQ_LEN (not imported: torch)
+
+
+def _source(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", help="llama2.c .bin (version 0) or PyTorch checkpoint (.pt)")
+    src.add_argument("--hf", metavar="DIR",
+                     help="Hugging Face model folder (LlamaForCausalLM, Qwen2ForCausalLM): "
+                          "config.json, *.safetensors or pytorch_model.bin, tokenizer.json")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python3 -m etch.llm",
                                 description="llama checkpoints -> etch .pte programs")
     sub = p.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("export", help="export a checkpoint to a .pte program")
-    e.add_argument("--checkpoint", required=True,
-                   help="llama2.c .bin (version 0) or PyTorch checkpoint (.pt)")
+    _source(e)
     e.add_argument("-o", "--output", required=True)
     e.add_argument("--max-seq-len", type=int, default=None,
-                   help="KV-cache positions (default: the checkpoint's)")
-    e.add_argument("--bos-id", type=int, default=1)
-    e.add_argument("--eos-ids", type=_ids, default=[1, 2],
+                   help="KV-cache positions (default: the checkpoint's; --hf: "
+                        "max_position_embeddings, at most %d)" % DEFAULT_MAX_SEQ_LEN)
+    e.add_argument("--bos-id", type=int, default=None,
+                   help="BOS id, -1 for none (default 1; --hf: the config's when the "
+                        "tokenizer adds BOS, else -1)")
+    e.add_argument("--eos-ids", type=_ids, default=None,
                    help="ids that end generation (default 1,2: llama2.c's models end a story "
-                        "with BOS)")
+                        "with BOS; --hf: eos_token_id of generation_config.json or "
+                        "config.json)")
+    e.add_argument("--no-chat-template", action="store_true",
+                   help="--hf: do not store the chat template (get_chat_template)")
     e.add_argument("--no-check", action="store_true",
                    help="skip the operator check against libetch")
     e.add_argument("--summary", action="store_true", help="print the program summary")
@@ -48,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
                         "up to the current position; the file then loads in etch only, not "
                         "in ExecuTorch)")
     g = sub.add_parser("generate", help="greedy generation in eager PyTorch (reference)")
-    g.add_argument("--checkpoint", required=True)
+    _source(g)
     g.add_argument("--prompt-ids", type=_ids, default=[1])
     g.add_argument("--max-new-tokens", type=int, default=32)
     g.add_argument("--max-seq-len", type=int, default=None)
@@ -66,8 +85,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     def say(msg: str) -> None:
         print("[%6.1fs] %s" % (time.time() - t0, msg), file=sys.stderr, flush=True)
 
+    hf = None
     try:
-        model = build_model(args.checkpoint, args.max_seq_len)
+        if args.hf:
+            from .hf import build_hf_model, load_hf
+            hf = load_hf(args.hf, args.max_seq_len)
+            model = build_hf_model(hf)
+        else:
+            model = build_model(args.checkpoint, args.max_seq_len)
     except (OSError, ValueError) as e:
         print("error: %s" % e, file=sys.stderr)
         return 1
@@ -82,11 +107,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     say("model: dim %d, hidden %d, %d layers, %d heads (%d kv), vocab %d, context %d, %s "
         "classifier" % (a.dim, a.hidden_dim, a.n_layers, a.n_heads, a.n_kv_heads, a.vocab_size,
                         a.max_seq_len, "shared" if a.shared_classifier else "separate"))
+    bos_id = 1 if args.bos_id is None else args.bos_id
+    eos_ids = [1, 2] if args.eos_ids is None else args.eos_ids
+    extra = {}
+    if hf is not None:
+        try:
+            bos_id, eos_ids, extra = _hf_extras(args, hf, say)
+        except (OSError, ValueError, ImportError) as e:
+            print("error: %s" % e, file=sys.stderr)
+            return 1
     from .export import export_llama
     try:
-        exp = export_llama(model, bos_id=args.bos_id, eos_ids=args.eos_ids,
+        exp = export_llama(model, bos_id=bos_id, eos_ids=eos_ids,
                            check_ops=False if args.no_check else "auto", progress=say,
-                           fused_attention=args.fused_attention)
+                           fused_attention=args.fused_attention, extra_metadata=extra)
     except ValueError as e:
         print("error: %s" % e, file=sys.stderr)
         return 1
@@ -95,3 +129,70 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.summary:
         print(exp.summary(), file=sys.stderr)
     return 0
+
+
+def _hf_extras(args, hf, say):
+    """BOS, EOS ids and the chat template metadata of a Hugging Face folder."""
+    import os
+    from . import chat
+    a = hf.args
+    scaling = a.rope_scaling and a.rope_scaling["rope_type"]
+    say("%s: rope theta %g%s, rms eps %g, head_dim %d%s; context %d of the model's %d"
+        % (hf.architecture, a.rope_theta, ", scaling %s" % scaling if scaling else "",
+           a.norm_eps, a.head_dim, ", q/k/v bias" if a.qkv_bias else "", a.max_seq_len,
+           hf.max_position_embeddings))
+    for n in hf.notes:
+        say(n)
+    bos_id = args.bos_id
+    if bos_id is None:
+        bos_id = hf.bos_id if hf.bos_id >= 0 and _adds_bos(args.hf) else -1
+    eos_ids = args.eos_ids if args.eos_ids is not None else hf.eos_ids
+    say("bos %d, eos %s" % (bos_id, ",".join(str(t) for t in eos_ids)))
+    if hf.tokenizer_json:
+        say("tokenizer: %s (etch llm --tokenizer %s)" % (hf.tokenizer_json, hf.tokenizer_json))
+    else:
+        say("warning: %s has no tokenizer.json" % args.hf)
+    extra = {}
+    if args.no_chat_template:
+        return bos_id, eos_ids, extra
+    tpl, special = chat.load_template(args.hf)
+    if tpl is None:
+        say("no chat template in %s" % os.path.join(args.hf, "tokenizer_config.json"))
+        return bos_id, eos_ids, extra
+    strings, why = chat.derive(tpl, special)
+    if strings is None:
+        say("warning: chat template not stored (no get_chat_template): %s" % why)
+        return bos_id, eos_ids, extra
+    if chat.strips_text(tpl, special):
+        say("note: the chat template strips whitespace around message texts; "
+            "get_chat_template carries them as given")
+    say("chat template: %s" % ", ".join("%s=%r" % kv for kv in zip(chat.FIELDS, strings)))
+    extra["get_chat_template"] = strings
+    return bos_id, eos_ids, extra
+
+
+def _adds_bos(d: str) -> bool:
+    """Whether the folder's tokenizer starts a text with BOS: add_bos_token in
+    tokenizer_config.json, else a TemplateProcessing post-processor of tokenizer.json that
+    begins with a special token."""
+    import json
+    import os
+    p = os.path.join(d, "tokenizer_config.json")
+    if os.path.isfile(p):
+        with open(p, "rb") as f:
+            tc = json.loads(f.read().decode("utf-8"))
+        if isinstance(tc, dict) and isinstance(tc.get("add_bos_token"), bool):
+            return tc["add_bos_token"]
+    p = os.path.join(d, "tokenizer.json")
+    if not os.path.isfile(p):
+        return True
+    with open(p, "rb") as f:
+        tj = json.loads(f.read().decode("utf-8"))
+    pp = tj.get("post_processor") if isinstance(tj, dict) else None
+    procs = (pp.get("processors") or []) if isinstance(pp, dict) and \
+        pp.get("type") == "Sequence" else [pp]
+    for q in procs:
+        if isinstance(q, dict) and q.get("type") == "TemplateProcessing":
+            single = q.get("single") or []
+            return bool(single) and isinstance(single[0], dict) and "SpecialToken" in single[0]
+    return False

@@ -12,7 +12,11 @@ The program has:
   ``get_vocab_size``, ``get_max_seq_len`` (most tokens one forward call takes),
   ``get_max_context_len`` (the KV cache's positions), ``get_bos_id``, ``get_eos_ids`` (one
   ``Int`` output per id), ``get_n_layers`` (Int), ``use_kv_cache`` and
-  ``enable_dynamic_shape`` (Bool).
+  ``enable_dynamic_shape`` (Bool);
+* for Hugging Face checkpoints with a chat template (:mod:`etch.llm.chat`),
+  ``get_chat_template``: 8 ``String`` outputs (conversation_prefix, system_prefix,
+  system_suffix, user_prefix, user_suffix, assistant_prefix, assistant_suffix,
+  default_system).
 
 With ``fused_attention=True`` attention is the etch-only operator ``etch::sdpa_kv``
 (:mod:`etch.llm.attention`: reads only the keys up to the last new position, streaming
@@ -38,15 +42,17 @@ __all__ = ["export_llama", "metadata_plan", "LlamaExport", "METADATA_METHODS"]
 METADATA_METHODS = ("get_vocab_size", "get_max_seq_len", "get_max_context_len", "get_bos_id",
                     "get_eos_ids", "get_n_layers", "use_kv_cache", "enable_dynamic_shape")
 
-Scalar = Union[bool, int, float]
+Scalar = Union[bool, int, float, str]
 
 
 def metadata_plan(name: str, values: Sequence[Scalar]) -> S.ExecutionPlan:
     """A method with no inputs and no instructions whose outputs are the constants `values`
-    (Bool for bools, Int for ints, Double for floats)."""
+    (Bool for bools, Int for ints, Double for floats, String for str)."""
     evs: List[S.EValue] = []
     for v in values:
-        if isinstance(v, bool):
+        if isinstance(v, str):
+            evs.append(S.EValue(S.String(v)))
+        elif isinstance(v, bool):
             evs.append(S.EValue(S.Bool(v)))
         elif isinstance(v, int):
             evs.append(S.EValue(S.Int(int(v))))
@@ -89,7 +95,7 @@ class LlamaExport:
         os.replace(tmp, path)
 
     def summary(self) -> str:
-        meta = ", ".join("%s=%s" % (k, v[0] if len(v) == 1 else list(v))
+        meta = ", ".join("%s=%r" % (k, v[0] if len(v) == 1 else list(v))
                          for k, v in self.metadata.items())
         return "%s\nmetadata: %s\nfile: %d bytes" % (self.program.summary(), meta,
                                                      len(self.buffer))
@@ -97,12 +103,14 @@ class LlamaExport:
 
 def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 2),
                  check_ops="auto", progress: Optional[Callable[[str], None]] = None,
-                 fused_attention: bool = False) -> LlamaExport:
+                 fused_attention: bool = False,
+                 extra_metadata: Optional[Dict[str, Sequence[Scalar]]] = None) -> LlamaExport:
     """Export `model` (its KV cache sized by ``model.args.max_seq_len``).
 
     The default ``eos_ids`` suit llama2.c's TinyStories models: 2 is the tokenizer's EOS, and
     those models end a story by starting the next one with BOS (1), where llama2.c's own
-    generator stops too.
+    generator stops too.  ``bos_id`` -1: the model has no BOS (the runner adds none).
+    ``extra_metadata``: more metadata methods (name -> constants), e.g. get_chat_template.
 
     fused_attention: attend with the etch-only operator ``etch::sdpa_kv`` (the file then
     loads in etch only); the model is switched for the export and switched back after."""
@@ -122,7 +130,7 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
         model.set_fused_attention(was_fused)
     if not eos_ids:
         raise ValueError("at least one EOS id is needed")
-    for t in (bos_id, *eos_ids):
+    for t in ((bos_id,) if bos_id != -1 else ()) + tuple(eos_ids):
         if not 0 <= int(t) < a.vocab_size:
             raise ValueError("token id %d outside the vocabulary (%d)" % (t, a.vocab_size))
     meta: Dict[str, Tuple[Scalar, ...]] = {
@@ -135,4 +143,8 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
         "use_kv_cache": (True,),
         "enable_dynamic_shape": (True,),
     }
+    for k, v in (extra_metadata or {}).items():
+        if k in meta or k == "forward":
+            raise ValueError("metadata method %s already exists" % k)
+        meta[k] = tuple(v)
     return LlamaExport(program, meta)

@@ -6,6 +6,13 @@ embeddings over adjacent pairs (x[2i], x[2i+1]) of each head with frequency
 n_kv_heads)), SwiGLU feed-forward w2(silu(w1 x) * w3 x), a final RMSNorm and a classifier that
 is the token embedding when the checkpoint shares it.
 
+For Hugging Face checkpoints (:mod:`etch.llm.hf`) the arguments also carry a head size that
+is not dim / n_heads, biases on the q/k/v projections (Qwen2), on the output projection and
+on the feed-forward (Llama's ``attention_bias`` / ``mlp_bias``), and RoPE frequency scaling
+(``linear``, ``llama3``).  Hugging Face's half-split RoPE (rotate_half) is the same rotation
+after a permutation of each head's q/k rows, which the importer undoes, so the module keeps
+one (interleaved) convention.
+
 The module owns its KV cache as buffers, written in place at the positions of the current
 tokens, so the exported program holds the cache as mutable state:
 
@@ -30,13 +37,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict
+from typing import Dict, Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["ModelArgs", "Llama", "rope_tables"]
+__all__ = ["ModelArgs", "Llama", "rope_tables", "rope_frequencies"]
 
 
 @dataclass
@@ -51,10 +58,17 @@ class ModelArgs:
     shared_classifier: bool = True
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
+    n_head_dim: int = 0           # head size; 0: dim // n_heads
+    qkv_bias: bool = False        # bias on wq, wk, wv
+    o_bias: bool = False          # bias on wo
+    mlp_bias: bool = False        # bias on w1, w2, w3
+    rope_scaling: Optional[dict] = None   # None, {"rope_type": "linear", "factor": f} or
+    #                             {"rope_type": "llama3", "factor", "low_freq_factor",
+    #                              "high_freq_factor", "original_max_position_embeddings"}
 
     @property
     def head_dim(self) -> int:
-        return self.dim // self.n_heads
+        return self.n_head_dim or self.dim // self.n_heads
 
     def check(self) -> None:
         for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size",
@@ -62,19 +76,56 @@ class ModelArgs:
             if getattr(self, k) < 1:
                 raise ValueError("model argument %s = %d must be positive"
                                  % (k, getattr(self, k)))
-        if self.dim % self.n_heads or self.head_dim % 2:
+        if (not self.n_head_dim and self.dim % self.n_heads) or self.head_dim % 2:
             raise ValueError("dim %d must split into %d heads of even size"
                              % (self.dim, self.n_heads))
+        rope_frequencies(self.head_dim, self.rope_theta, self.rope_scaling)   # checks it
         if self.n_heads % self.n_kv_heads:
             raise ValueError("n_heads %d is not a multiple of n_kv_heads %d"
                              % (self.n_heads, self.n_kv_heads))
 
 
-def rope_tables(head_dim: int, n_pos: int, theta: float = 10000.0):
-    """cos and sin of pos * theta^(-2i/head_dim), [n_pos, head_dim / 2], float32 (computed in
-    float64 and rounded once)."""
+def rope_frequencies(head_dim: int, theta: float = 10000.0,
+                     scaling: Optional[dict] = None) -> torch.Tensor:
+    """theta^(-2i/head_dim), i = 0 .. head_dim/2 - 1, float64, with Hugging Face's frequency
+    scaling applied: ``linear`` divides every frequency by ``factor``; ``llama3`` divides the
+    low frequencies (wavelength above original_max_position_embeddings / low_freq_factor) by
+    ``factor``, keeps the high ones (wavelength below ... / high_freq_factor) and blends
+    between them linearly in original_max_position_embeddings / wavelength."""
     i = torch.arange(0, head_dim, 2, dtype=torch.float64)
     freq = 1.0 / (theta ** (i / head_dim))
+    if not scaling:
+        return freq
+    kind = scaling.get("rope_type", scaling.get("type"))
+    try:
+        factor = float(scaling["factor"])
+        if kind == "linear":
+            return freq / factor
+        if kind == "llama3":
+            low = float(scaling["low_freq_factor"])
+            high = float(scaling["high_freq_factor"])
+            old = float(scaling["original_max_position_embeddings"])
+        else:
+            raise ValueError("RoPE scaling %r is not supported (only linear and llama3)"
+                             % (kind,))
+    except KeyError as e:
+        raise ValueError("RoPE scaling %r lacks %s" % (kind, e)) from None
+    if factor <= 0 or high <= low:
+        raise ValueError("RoPE scaling llama3: factor %g must be > 0 and high_freq_factor %g "
+                         "> low_freq_factor %g" % (factor, high, low))
+    wavelen = 2 * math.pi / freq
+    smooth = (old / wavelen - low) / (high - low)
+    mid = (1 - smooth) * freq / factor + smooth * freq
+    out = torch.where(wavelen > old / low, freq / factor, freq)
+    is_mid = (wavelen >= old / high) & (wavelen <= old / low)
+    return torch.where(is_mid, mid, out)
+
+
+def rope_tables(head_dim: int, n_pos: int, theta: float = 10000.0,
+                scaling: Optional[dict] = None):
+    """cos and sin of pos * freq_i (:func:`rope_frequencies`), [n_pos, head_dim / 2], float32
+    (computed in float64 and rounded once)."""
+    freq = rope_frequencies(head_dim, theta, scaling)
     ang = torch.outer(torch.arange(n_pos, dtype=torch.float64), freq)
     return torch.cos(ang).float(), torch.sin(ang).float()
 
@@ -102,10 +153,10 @@ class Attention(nn.Module):
     def __init__(self, a: ModelArgs):
         super().__init__()
         self.n_heads, self.n_kv, self.hd = a.n_heads, a.n_kv_heads, a.head_dim
-        self.wq = nn.Linear(a.dim, a.n_heads * a.head_dim, bias=False)
-        self.wk = nn.Linear(a.dim, a.n_kv_heads * a.head_dim, bias=False)
-        self.wv = nn.Linear(a.dim, a.n_kv_heads * a.head_dim, bias=False)
-        self.wo = nn.Linear(a.n_heads * a.head_dim, a.dim, bias=False)
+        self.wq = nn.Linear(a.dim, a.n_heads * a.head_dim, bias=a.qkv_bias)
+        self.wk = nn.Linear(a.dim, a.n_kv_heads * a.head_dim, bias=a.qkv_bias)
+        self.wv = nn.Linear(a.dim, a.n_kv_heads * a.head_dim, bias=a.qkv_bias)
+        self.wo = nn.Linear(a.n_heads * a.head_dim, a.dim, bias=a.o_bias)
         self.register_buffer("k_cache", torch.zeros(a.n_kv_heads, a.head_dim, a.max_seq_len))
         self.register_buffer("v_cache", torch.zeros(a.n_kv_heads, a.max_seq_len, a.head_dim))
         self.fused = False
@@ -149,9 +200,9 @@ class Attention(nn.Module):
 class FeedForward(nn.Module):
     def __init__(self, a: ModelArgs):
         super().__init__()
-        self.w1 = nn.Linear(a.dim, a.hidden_dim, bias=False)
-        self.w2 = nn.Linear(a.hidden_dim, a.dim, bias=False)
-        self.w3 = nn.Linear(a.dim, a.hidden_dim, bias=False)
+        self.w1 = nn.Linear(a.dim, a.hidden_dim, bias=a.mlp_bias)
+        self.w2 = nn.Linear(a.hidden_dim, a.dim, bias=a.mlp_bias)
+        self.w3 = nn.Linear(a.dim, a.hidden_dim, bias=a.mlp_bias)
 
     def forward(self, x):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
@@ -184,7 +235,8 @@ class Llama(nn.Module):
         self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
         if args.shared_classifier:
             self.output.weight = self.tok_embeddings.weight
-        cos, sin = rope_tables(args.head_dim, args.max_seq_len, args.rope_theta)
+        cos, sin = rope_tables(args.head_dim, args.max_seq_len, args.rope_theta,
+                               args.rope_scaling)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.register_buffer("key_pos", torch.arange(args.max_seq_len), persistent=False)
