@@ -130,12 +130,13 @@ consumers)
   echo "ok: pkg-config shared consumer: $(ldd "$exe" | grep libetch | tr -s ' \t' ' ')"
 
   # pkg-config --static: a self-contained binary (-static). The sanitizer runtimes cannot be
-  # linked statically, so the sanitized build links libetch.a alone statically.
+  # linked statically, so the sanitized build links libetch.a alone statically (libc and libm
+  # shared: the libraries --static names after -letch are then needed as shared ones).
   exe=$work/pc-static
   if [ "$sanitize" = ON ]; then
     "$cc" -std=c11 -Wall -Wextra -Werror "${san[@]}" "$src/tests/install/consumer/consumer.c" \
-          $(pkg-config --static --cflags etch) -Wl,-Bstatic $(pkg-config --static --libs etch) \
-          -Wl,-Bdynamic -o "$exe"
+          $(pkg-config --static --cflags --libs etch |
+            sed 's/\(^\| \)-letch\( \|$\)/ -Wl,-Bstatic -letch -Wl,-Bdynamic /') -o "$exe"
     ! needed "$exe" | grep -q '^libetch' || fail "pkg-config static consumer links a shared libetch"
   else
     "$cc" -std=c11 -Wall -Wextra -Werror -static "$src/tests/install/consumer/consumer.c" \
