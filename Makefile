@@ -23,7 +23,7 @@ build:
 run:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j$(JOBS) --target etch etch_shared
-	./$(BUILD)/etch llm --model models/default/model.pte --tokenizer models/default/tokenizer.model --prompt "Once upon a time" --max-new-tokens 200 --temperature 0.7 --top-p 0.9 --seed 42
+	$(BUILD)/etch llm --model models/default/model.pte --tokenizer models/default/tokenizer.model --prompt "Once upon a time" --max-new-tokens 200 --temperature 0.7 --top-p 0.9 --seed 42
 
 test:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DETCH_BUILD_TESTS=ON
