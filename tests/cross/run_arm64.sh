@@ -16,7 +16,7 @@ for tool in aarch64-linux-gnu-gcc qemu-aarch64; do
     exit 1
   fi
 done
-cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DETCH_BUILD_TESTS=ON \
   -DCMAKE_TOOLCHAIN_FILE="$src/cmake/toolchain-aarch64-linux-gnu.cmake" >/dev/null
 # only the test programs the regex selects (and what they need)
 targets=$(ctest --test-dir "$build" -N -R "$regex" 2>/dev/null | sed -n 's/^ *Test *#[0-9]*: //p')
