@@ -35,6 +35,8 @@ expect 0 "$ETCH" run --help;           has_out '--load-mode'
 expect 0 "$ETCH" info -h;              has_out 'usage: etch info'
 expect 0 "$ETCH" verify x.bpte --help; has_out 'usage: etch verify'
 expect 0 "$ETCH" --version;            has_out '^etch [0-9]+\.[0-9]+\.[0-9]+'
+expect 0 "$ETCH" -V;                   has_out '^etch [0-9]+\.[0-9]+\.[0-9]+$'
+expect 0 "$ETCH" help help;            has_out '^usage: etch <command>'; has_out 'etch help <command>'
 expect 2 "$ETCH";                      has_err 'usage'
 expect 2 "$ETCH" frobnicate;           has_err "unknown command 'frobnicate'"
 expect 2 "$ETCH" --frobnicate;         has_err "unknown option '--frobnicate'"
@@ -128,6 +130,11 @@ expect 0 "$ETCH" run "$FIX/addmul_external.pte" --data "$FIX/addmul_external.ptd
 has_out '= \[5, 8, 11, 14\]'
 npy_check out/ext/output_0.npy float32 2x2 5,8,11,14
 expect 1 "$ETCH" run "$FIX/addmul_external.pte" --inputs m22.npy; has_err '^error: NotFound: .*\.ptd'
+# the CLI names its flag, not the library's struct field
+has_err "^error: NotFound: method 'forward' needs external tensor data: give its \.ptd file with --data FILE\.ptd$"
+if grep -q 'etch_module_options' "$ERR"; then fail "run without --data names a C field"; else pass; fi
+expect 1 "$ETCH" bench "$FIX/addmul_external.pte" --iterations 1; has_err 'with --data FILE\.ptd$'
+if grep -q 'etch_module_options' "$ERR"; then fail "bench without --data names a C field"; else pass; fi
 
 # Default inputs are ones: 1 + 1 = 2, [1,1,1] + 1 = [2,2,2].
 expect 0 "$ETCH" run "$ADD" --output-dir out/def --num-executions 3
@@ -142,6 +149,15 @@ expect 2 "$ETCH" run "$ADD" --inputs one.npy;              has_err 'takes 2 inpu
 expect 2 "$ETCH" run "$ADD" --inputs one.npy,two.npy,one.npy; has_err 'names 3 files'
 expect 1 "$ETCH" run "$ADD" --inputs one.npy,d1.npy;       has_err "^error: InvalidArgument: 'd1.npy': input 1: dtype Double"
 expect 1 "$ETCH" run "$ADD" --inputs one.npy,one_2d.npy;   has_err "^error: [A-Za-z]+: 'one_2d.npy': input 1"
+# a mismatch names the shape the method takes (its kind) and the one given, and the dtypes
+has_err "input 1: rank 2, expected 1: the method takes Float \[1\] \(static shape\), given Float \[1, 1\]$"
+expect 1 "$ETCH" run "$ADD" --inputs one.npy,x3.npy
+has_err "^error: NotSupported: 'x3.npy': input 1: .*: the method takes Float \[1\] \(static shape\), given Float \[3\]$"
+expect 1 "$ETCH" run "$ADD" --inputs one.npy,d1.npy
+has_err "input 1: dtype Double, expected Float: the method takes Float \[1\] \(static shape\), given Double \[1\]$"
+# a bad ETCH_ISA reads clearly (the message was once formatted over itself)
+expect 1 env ETCH_ISA=bogus "$ETCH" run "$ADD"
+has_err "^error: NotSupported: ETCH_ISA=bogus: unknown instruction set 'bogus' \(expected scalar, avx2, avx512 or neon\)$"
 expect 1 "$ETCH" run "$ADD" --inputs one.npy,nope.npy;     has_err '^error: AccessFailed: input 1.*nope\.npy'
 printf 'garbage' >bad.npy
 expect 1 "$ETCH" run "$ADD" --inputs one.npy,bad.npy;      has_err '^error: InvalidArgument: input 1.*bad magic'

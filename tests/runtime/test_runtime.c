@@ -925,11 +925,32 @@ static void test_dynamic(void) {
     float big[20];
     for (int i = 0; i < 20; i++)
         big[i] = 1000.0f + (float)i;
+    /* each refusal names the input, the shape given and the shape the program takes (with
+     * the upper bound of a dynamic one) */
     CHECK_STATUS(set_floats(L.m, 0, big, 2, s54), ETCH_ERR_NOT_SUPPORTED);
-    CHECK(contains(etch_last_error(), "input 0"));
+    CHECK_MSG(contains(etch_last_error(), "input 0: ") &&
+                  contains(etch_last_error(), "takes Float [4, 4] (dynamic shape, upper bound "
+                                              "[4, 4]: at most 16 elements), given Float [5, 4]"),
+              "%s", etch_last_error());
     CHECK_STATUS(set_floats(L.m, 0, big, 2, s29), ETCH_ERR_NOT_SUPPORTED);
+    CHECK_MSG(contains(etch_last_error(), "given Float [2, 9]"), "%s", etch_last_error());
     CHECK_STATUS(set_floats(L.m, 0, big, 1, &s16), ETCH_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(contains(etch_last_error(), "input 0: rank 1, expected 2: the method takes Float "
+                                          "[4, 4] (dynamic shape, upper bound [4, 4]: at most "
+                                          "16 elements), given Float [16]"),
+              "%s", etch_last_error());
     CHECK_STATUS(set_floats(L.m, 1, big, 1, &s3), ETCH_ERR_NOT_SUPPORTED);
+    CHECK_MSG(contains(etch_last_error(), "input 1: ") &&
+                  contains(etch_last_error(), "takes Float [2] (static shape), given Float [3]"),
+              "%s", etch_last_error());
+    int32_t ints[2] = {1, 2};
+    etch_tensor ti;
+    int64_t s2 = 2;
+    CHECK_OK(etch_tensor_init(&ti, ETCH_DTYPE_INT, 1, &s2, ints));
+    CHECK_STATUS(etch_method_set_input_tensor(L.m, 1, &ti), ETCH_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(contains(etch_last_error(), "input 1: dtype Int, expected Float: the method takes "
+                                          "Float [2] (static shape), given Int [2]"),
+              "%s", etch_last_error());
     const etch_tensor *xin = etch_method_input(L.m, 0)->u.tensor;
     CHECK(xin->sizes[0] == 4 && xin->sizes[1] == 4 && ((float *)xin->data)[0] == x[0]);
     check_output(L.m, 3, DYNAMIC_GUARD, 4, 0, NULL, "guard after refused inputs");

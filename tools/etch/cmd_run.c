@@ -131,9 +131,9 @@ int cmd_run(int argc, char **argv) {
         return cli_fail(st);
     }
     etch_method *m;
-    if ((st = etch_module_load_method(s->mod, name, &m)) != ETCH_OK) {
+    if ((rc = cli_module_load_method(s->mod, name, &o.ma, &m)) != CLI_OK) {
         run_state_free(s);
-        return cli_fail(st);
+        return rc;
     }
     double t1 = cli_now_ms();
     printf("loaded method '%s' from %s in %.3f ms (threads %d, kernels %s)\n", name, o.path,
