@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end tests of the etch CLI against the shared fixtures.
 #
-#   run_cli_tests.sh ETCH NPY_TOOL FIXTURES_DIR
+#   run_cli_tests.sh ETCH NPY_TOOL FIXTURES_DIR PTD_LAYOUTS_DIR
+#
+# PTD_LAYOUTS_DIR holds what gen_ptd_layouts.py wrote: the fixture's external data in the
+# current (current.ptd) and the legacy FlatTensor layout (legacy.ptd, legacy_lying.ptd).
 #
 # Each check runs one command and compares its exit status (and, where given, a pattern in
 # its stdout/stderr). Inputs are written and outputs checked with npy_tool (no numpy).
@@ -11,6 +14,8 @@ set -u
 ETCH=$(abspath "${1:?usage: run_cli_tests.sh ETCH NPY_TOOL FIXTURES_DIR}")
 NPY=$(abspath "${2:?missing NPY_TOOL}")
 FIX=$(abspath "${3:?missing FIXTURES_DIR}")/pte
+LAYOUTS=$(abspath "${4:?missing PTD_LAYOUTS_DIR}")
+[ -f "$LAYOUTS/legacy.ptd" ] || cli_abort "no generated .ptd files in $LAYOUTS"
 for f in "$ETCH" "$NPY"; do
     [ -x "$f" ] || cli_abort "not an executable: $f"
 done
@@ -135,6 +140,17 @@ has_err "^error: NotFound: method 'forward' needs external tensor data: give its
 if grep -q 'etch_module_options' "$ERR"; then fail "run without --data names a C field"; else pass; fi
 expect 1 "$ETCH" bench "$FIX/addmul_external.pte" --iterations 1; has_err 'with --data FILE\.ptd$'
 if grep -q 'etch_module_options' "$ERR"; then fail "bench without --data names a C field"; else pass; fi
+
+# Both FlatTensor layouts load and give the same result; a legacy file that lies is refused by
+# the tensor's name
+for f in current legacy; do
+    expect 0 "$ETCH" info "$LAYOUTS/$f.ptd";                 has_out '^entries: 2'
+    expect 0 "$ETCH" run "$FIX/addmul_external.pte" --data "$LAYOUTS/$f.ptd" \
+        --inputs m22.npy --output-dir "out/ext_$f"
+    npy_check "out/ext_$f/output_0.npy" float32 2x2 5,8,11,14
+done
+expect 1 "$ETCH" run "$FIX/addmul_external.pte" --data "$LAYOUTS/legacy_lying.ptd" --inputs m22.npy
+has_err "^error: InvalidExternalData: .*legacy_lying\.ptd: \.ptd \(legacy layout\): tensor 'b' \[28, \+16\) lies outside its segment 0 of 32 bytes$"
 
 # Default inputs are ones: 1 + 1 = 2, [1,1,1] + 1 = [2,2,2].
 expect 0 "$ETCH" run "$ADD" --output-dir out/def --num-executions 3
