@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # End-to-end tests of the etch CLI against the shared fixtures.
 #
-#   run_cli_tests.sh ETCH NPY_TOOL FIXTURES_DIR PTD_LAYOUTS_DIR
+#   run_cli_tests.sh ETCH NPY_TOOL FIXTURES_DIR GENERATED_DIR PYTHON
 #
-# PTD_LAYOUTS_DIR holds what gen_ptd_layouts.py wrote: the fixture's external data in the
-# current (current.ptd) and the legacy FlatTensor layout (legacy.ptd, legacy_lying.ptd).
+# GENERATED_DIR holds what the build generated: gen_ptd_layouts.py's copies of the fixture's
+# external data in the current (current.ptd) and the legacy FlatTensor layout (legacy.ptd,
+# legacy_lying.ptd), and gen_value_outputs.py's value_outputs.pte. PYTHON (with numpy) reads
+# back the non-tensor outputs.
 #
 # Each check runs one command and compares its exit status (and, where given, a pattern in
 # its stdout/stderr). Inputs are written and outputs checked with npy_tool (no numpy).
@@ -14,8 +16,10 @@ set -u
 ETCH=$(abspath "${1:?usage: run_cli_tests.sh ETCH NPY_TOOL FIXTURES_DIR}")
 NPY=$(abspath "${2:?missing NPY_TOOL}")
 FIX=$(abspath "${3:?missing FIXTURES_DIR}")/pte
-LAYOUTS=$(abspath "${4:?missing PTD_LAYOUTS_DIR}")
-[ -f "$LAYOUTS/legacy.ptd" ] || cli_abort "no generated .ptd files in $LAYOUTS"
+LAYOUTS=$(abspath "${4:?missing GENERATED_DIR}")
+PY=${5:?missing PYTHON}
+[ -f "$LAYOUTS/legacy.ptd" ] && [ -f "$LAYOUTS/value_outputs.pte" ] ||
+    cli_abort "no generated files in $LAYOUTS"
 for f in "$ETCH" "$NPY"; do
     [ -x "$f" ] || cli_abort "not an executable: $f"
 done
@@ -151,6 +155,20 @@ for f in current legacy; do
 done
 expect 1 "$ETCH" run "$FIX/addmul_external.pte" --data "$LAYOUTS/legacy_lying.ptd" --inputs m22.npy
 has_err "^error: InvalidExternalData: .*legacy_lying\.ptd: \.ptd \(legacy layout\): tensor 'b' \[28, \+16\) lies outside its segment 0 of 32 bytes$"
+
+# Non-tensor outputs are written as 0-d arrays: Strings as NumPy strings (np.load gives back
+# the str), Int / Double / Bool as int64 / float64 / bool
+expect 0 "$ETCH" run "$LAYOUTS/value_outputs.pte" --inputs x3.npy --output-dir out/values --print-output
+has_out '^output 1: String "linear\.weight"$'
+has_out '^wrote 7 outputs to out/values$'
+if "$PY" -c '
+import numpy as np
+want = [np.array([2, 4, 6], np.float32), np.array("linear.weight"), np.array("na\u00efve \u2713"),
+        np.array(""), np.array(7), np.array(2.5), np.array(True)]
+for i, w in enumerate(want):
+    a = np.load("out/values/output_%d.npy" % i)
+    assert a.dtype == w.dtype and a.shape == w.shape and (a == w).all(), (i, a, a.dtype, w.dtype)
+' 2>"$ERR"; then pass; else fail "non-tensor outputs read back differently"; fi
 
 # Default inputs are ones: 1 + 1 = 2, [1,1,1] + 1 = [2,2,2].
 expect 0 "$ETCH" run "$ADD" --output-dir out/def --num-executions 3
