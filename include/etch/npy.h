@@ -44,8 +44,9 @@ void etch_npy_free(etch_npy *npy); /* accepts a zeroed struct */
 /* Write a tensor (any dim order: elements are written in logical C order). The file is
  * removed again when writing fails. */
 etch_status etch_npy_write_file(const char *path, const etch_tensor *t);
-/* Write a non-tensor value (Int → int64, Double → float64, Bool → bool) as a 0-d array;
- * tensors as above. Other kinds are refused. */
+/* Write a non-tensor value (Int → int64, Double → float64, Bool → bool, String → a NumPy
+ * string '<U<n>' of its UTF-8 text, or '|S<n>' bytes when it is not UTF-8) as a 0-d array;
+ * tensors as above. Other kinds (lists, None) are refused. */
 etch_status etch_npy_write_value(const char *path, const etch_value *v);
 
 #ifdef __cplusplus

@@ -576,6 +576,63 @@ etch_status etch_npy_write_file(const char *path, const etch_tensor *t) {
     return write_file(path, descr, t, NULL, 0);
 }
 
+/* Decode UTF-8 s[0..n) into code points (out: n entries at most); false when it is not
+ * valid UTF-8 (overlong forms, surrogates and values past U+10FFFF included). */
+static bool utf8_decode(const unsigned char *s, size_t n, uint32_t *out, size_t *count) {
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t c = s[i];
+        unsigned extra = c < 0x80              ? 0
+                         : (c & 0xe0u) == 0xc0u ? 1
+                         : (c & 0xf0u) == 0xe0u ? 2
+                         : (c & 0xf8u) == 0xf0u ? 3
+                                                : 4;
+        if (extra == 4 || extra >= n - i) /* a stray continuation byte, or cut short */
+            return false;
+        if (extra)
+            c &= 0x3fu >> extra;
+        for (unsigned e = 1; e <= extra; e++) {
+            if ((s[i + e] & 0xc0) != 0x80)
+                return false;
+            c = (c << 6) | (s[i + e] & 0x3fu);
+        }
+        static const uint32_t min_of[4] = {0, 0x80, 0x800, 0x10000};
+        if (c < min_of[extra] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+            return false;
+        out[k++] = c;
+        i += extra + 1;
+    }
+    *count = k;
+    return true;
+}
+
+/* A String as a 0-d NumPy string, as np.save(np.array(s)) writes it: '<U<n>' (UTF-32LE code
+ * points) when it is valid UTF-8, else its bytes as '|S<n>'; an empty one as one NUL. */
+static etch_status write_string(const char *path, const char *s, size_t n) {
+    uint32_t *cp = malloc((n ? n : 1) * sizeof *cp);
+    if (!cp)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "npy: %zu-byte string", n);
+    char descr[32];
+    size_t count;
+    etch_status st;
+    if (utf8_decode((const unsigned char *)s, n, cp, &count)) {
+        if (count == 0)
+            cp[count++] = 0;
+        for (size_t i = 0; i < count; i++) { /* little endian on any host */
+            uint8_t *b = (uint8_t *)&cp[i];
+            uint32_t c = cp[i];
+            b[0] = (uint8_t)c, b[1] = (uint8_t)(c >> 8), b[2] = (uint8_t)(c >> 16), b[3] = 0;
+        }
+        snprintf(descr, sizeof descr, "<U%zu", count);
+        st = write_file(path, descr, NULL, cp, count * sizeof *cp);
+    } else {
+        snprintf(descr, sizeof descr, "|S%zu", n);
+        st = write_file(path, descr, NULL, s, n);
+    }
+    free(cp);
+    return st;
+}
+
 etch_status etch_npy_write_value(const char *path, const etch_value *v) {
     if (!path || !v)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "npy: NULL argument");
@@ -596,6 +653,10 @@ etch_status etch_npy_write_value(const char *path, const etch_value *v) {
         uint8_t x = v->u.b ? 1 : 0;
         return write_file(path, "|b1", NULL, &x, 1);
     }
+    case ETCH_VALUE_STRING:
+        if (!v->u.str.ptr && v->u.str.len)
+            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "npy: string value without data");
+        return write_string(path, v->u.str.ptr ? v->u.str.ptr : "", v->u.str.len);
     default:
         return etch_err(ETCH_ERR_NOT_SUPPORTED, "npy: cannot write a %s value",
                         etch_value_tag_name(v->tag));

@@ -4,21 +4,27 @@
 #include "format/ptd.h"
 #include "runtime/error.h"
 
+/* Slots of the current schema (flat_tensor.fbs). */
 enum { FT_VERSION = 0, FT_SEGMENTS, FT_NAMED_DATA };
 enum { FTND_KEY = 0, FTND_SEGMENT_INDEX, FTND_TENSOR_LAYOUT };
 enum { LAYOUT_SCALAR_TYPE = 0, LAYOUT_SIZES, LAYOUT_DIM_ORDER };
+/* Slots of the legacy schema (ptd.h): FlatTensor, TensorMetadata, NamedData. */
+enum { FTL_VERSION = 0, FTL_TENSOR_ALIGNMENT, FTL_TENSORS, FTL_SEGMENTS, FTL_NAMED_DATA };
+enum { TM_FQN = 0, TM_SCALAR_TYPE, TM_SIZES, TM_DIM_ORDER, TM_SEGMENT_INDEX, TM_OFFSET };
 
 static etch_status ptd_bad(const etch_ptd *p, const char *what) {
     return etch_err(ETCH_ERR_INVALID_EXTERNAL_DATA, "malformed .ptd: %s (%s at byte offset %zu)",
                     what, p->fb.err_what ? p->fb.err_what : "bad value", p->fb.err_offset);
 }
 
-static void read_layout(const fb_table *lt, etch_tensor_desc *d) {
+/* A tensor layout from slots (scalar_type, sizes, dim_order): TensorLayout's 0, 1, 2 or the
+ * legacy TensorMetadata's 1, 2, 3. */
+static void read_layout_at(const fb_table *lt, unsigned slot0, etch_tensor_desc *d) {
     memset(d, 0, sizeof *d);
     fb_vec sizes, order;
-    d->dtype = (int)fb_i(lt, LAYOUT_SCALAR_TYPE, 1, 0);
-    fb_vec_field(lt, LAYOUT_SIZES, 4, 4, &sizes);
-    fb_vec_field(lt, LAYOUT_DIM_ORDER, 1, 1, &order);
+    d->dtype = (int)fb_i(lt, slot0, 1, 0);
+    fb_vec_field(lt, slot0 + 1, 4, 4, &sizes);
+    fb_vec_field(lt, slot0 + 2, 1, 1, &order);
     d->rank = sizes.len <= ETCH_PTE_MAX_RANK ? (int)sizes.len : -1;
     d->numel = 1;
     for (int i = 0; i < d->rank; i++) {
@@ -30,6 +36,26 @@ static void read_layout(const fb_table *lt, etch_tensor_desc *d) {
             d->numel *= (uint64_t)d->sizes[i];
     }
     d->nbytes = d->numel == UINT64_MAX ? UINT64_MAX : d->numel * etch_dtype_size(d->dtype);
+}
+
+static void read_layout(const fb_table *lt, etch_tensor_desc *d) {
+    read_layout_at(lt, LAYOUT_SCALAR_TYPE, d);
+}
+
+/* Entry i (tensors first in the legacy schema): its table and where its fields are. */
+typedef struct ptd_slot {
+    fb_table t;
+    bool tensor;          /* a legacy TensorMetadata */
+    unsigned key_slot, segment_slot;
+} ptd_slot;
+
+static bool entry_table(const etch_ptd *p, uint32_t i, ptd_slot *e) {
+    if (p->legacy && i < p->tensors.len) {
+        *e = (ptd_slot){{0}, true, TM_FQN, TM_SEGMENT_INDEX};
+        return fb_vec_table(&p->tensors, i, &e->t);
+    }
+    *e = (ptd_slot){{0}, false, FTND_KEY, FTND_SEGMENT_INDEX};
+    return fb_vec_table(&p->named_data, p->legacy ? i - p->tensors.len : i, &e->t);
 }
 
 etch_status etch_ptd_open(const uint8_t *data, size_t size, etch_ptd *p) {
@@ -61,9 +87,24 @@ etch_status etch_ptd_open(const uint8_t *data, size_t size, etch_ptd *p) {
     fb_init(&p->fb, data, (size_t)(fb_off + fb_size));
     if (!fb_root(&p->fb, &p->root))
         return ptd_bad(p, "root");
-    if (!fb_vec_field(&p->root, FT_SEGMENTS, 4, 4, &p->segments) ||
-        !fb_vec_field(&p->root, FT_NAMED_DATA, 4, 4, &p->named_data))
-        return ptd_bad(p, "segments and named_data are required");
+    /* only the legacy schema has a slot 3 (its segments; the current one has 3 fields) */
+    p->legacy = fb_has(&p->root, FTL_SEGMENTS);
+    if (p->legacy) {
+        if (!fb_vec_field(&p->root, FTL_SEGMENTS, 4, 4, &p->segments) ||
+            !fb_vec_field(&p->root, FTL_TENSORS, 4, 4, &p->tensors))
+            return ptd_bad(p, "legacy layout: tensors and segments are required");
+        if (fb_has(&p->root, FTL_NAMED_DATA) &&
+            !fb_vec_field(&p->root, FTL_NAMED_DATA, 4, 4, &p->named_data))
+            return ptd_bad(p, "legacy layout: named_data");
+        if (p->tensors.len > UINT32_MAX - p->named_data.len)
+            return ptd_bad(p, "legacy layout: entry count");
+        p->num_entries = p->tensors.len + p->named_data.len;
+    } else {
+        if (!fb_vec_field(&p->root, FT_SEGMENTS, 4, 4, &p->segments) ||
+            !fb_vec_field(&p->root, FT_NAMED_DATA, 4, 4, &p->named_data))
+            return ptd_bad(p, "segments and named_data are required");
+        p->num_entries = p->named_data.len;
+    }
     for (uint32_t i = 0; i < p->segments.len; i++) {
         fb_table s;
         if (!fb_vec_table(&p->segments, i, &s))
@@ -75,18 +116,38 @@ etch_status etch_ptd_open(const uint8_t *data, size_t size, etch_ptd *p) {
                             i, (unsigned long long)off, (unsigned long long)sz,
                             (unsigned long long)p->segment_data_size);
     }
-    for (uint32_t i = 0; i < p->named_data.len; i++) {
-        fb_table nd, lt;
+    for (uint32_t i = 0; i < p->num_entries; i++) {
+        fb_table lt;
+        ptd_slot nd;
         const char *key;
         uint32_t len;
-        if (!fb_vec_table(&p->named_data, i, &nd) || !fb_str_field(&nd, FTND_KEY, &key, &len))
-            return ptd_bad(p, "named data entry without a key");
-        uint64_t si = fb_u(&nd, FTND_SEGMENT_INDEX, 4, 0);
+        if (!entry_table(p, i, &nd) || !fb_str_field(&nd.t, nd.key_slot, &key, &len))
+            return ptd_bad(p, nd.tensor ? "legacy tensor without a fully_qualified_name"
+                                        : "named data entry without a key");
+        uint64_t si = fb_u(&nd.t, nd.segment_slot, 4, 0);
         if (si >= p->segments.len)
             return etch_err(ETCH_ERR_INVALID_EXTERNAL_DATA,
                             ".ptd: entry '%s' refers to segment %llu of %u", key,
                             (unsigned long long)si, p->segments.len);
-        if (fb_table_field(&nd, FTND_TENSOR_LAYOUT, &lt)) {
+        if (nd.tensor) {
+            /* legacy: the tensor lies at its offset inside its segment */
+            etch_tensor_desc d;
+            read_layout_at(&nd.t, TM_SCALAR_TYPE, &d);
+            if (p->fb.failed)
+                return ptd_bad(p, "legacy tensor metadata");
+            if (!etch_dtype_is_valid(d.dtype) || d.rank < 0 || d.nbytes == UINT64_MAX)
+                return etch_err(ETCH_ERR_INVALID_EXTERNAL_DATA,
+                                ".ptd (legacy layout): tensor '%s' has an invalid layout", key);
+            fb_table s;
+            fb_vec_table(&p->segments, (uint32_t)si, &s);
+            uint64_t off = fb_u(&nd.t, TM_OFFSET, 8, 0), ssz = fb_u(&s, 1, 8, 0);
+            if (off > ssz || d.nbytes > ssz - off)
+                return etch_err(ETCH_ERR_INVALID_EXTERNAL_DATA,
+                                ".ptd (legacy layout): tensor '%s' [%llu, +%llu) lies outside "
+                                "its segment %llu of %llu bytes",
+                                key, (unsigned long long)off, (unsigned long long)d.nbytes,
+                                (unsigned long long)si, (unsigned long long)ssz);
+        } else if (fb_table_field(&nd.t, FTND_TENSOR_LAYOUT, &lt) && !p->legacy) {
             etch_tensor_desc d;
             read_layout(&lt, &d);
             if (p->fb.failed)
@@ -109,14 +170,21 @@ etch_status etch_ptd_open(const uint8_t *data, size_t size, etch_ptd *p) {
 
 void etch_ptd_entry_at(const etch_ptd *p, uint32_t i, etch_ptd_entry *e) {
     memset(e, 0, sizeof *e);
-    fb_table nd, s, lt;
+    fb_table s, lt;
+    ptd_slot nd;
     uint32_t len;
-    fb_vec_table(&p->named_data, i, &nd);
-    fb_str_field(&nd, FTND_KEY, &e->key, &len);
-    fb_vec_table(&p->segments, (uint32_t)fb_u(&nd, FTND_SEGMENT_INDEX, 4, 0), &s);
+    entry_table(p, i, &nd);
+    fb_str_field(&nd.t, nd.key_slot, &e->key, &len);
+    fb_vec_table(&p->segments, (uint32_t)fb_u(&nd.t, nd.segment_slot, 4, 0), &s);
     e->data = p->image + p->segment_base_offset + fb_u(&s, 0, 8, 0);
     e->size = fb_u(&s, 1, 8, 0);
-    if (fb_table_field(&nd, FTND_TENSOR_LAYOUT, &lt)) {
+    if (nd.tensor) { /* checked at open: offset + nbytes within the segment */
+        e->has_layout = true;
+        read_layout_at(&nd.t, TM_SCALAR_TYPE, &e->layout);
+        uint64_t off = fb_u(&nd.t, TM_OFFSET, 8, 0);
+        e->data += off;
+        e->size = e->layout.nbytes;
+    } else if (!p->legacy && fb_table_field(&nd.t, FTND_TENSOR_LAYOUT, &lt)) {
         e->has_layout = true;
         read_layout(&lt, &e->layout);
     }

@@ -847,6 +847,43 @@ size_t etch_method_num_outputs(const etch_method *m) { return m->noutputs; }
 
 /* ---- inputs / outputs ------------------------------------------------------------------ */
 
+/* "[2, 3]" ("[]" for a 0-d tensor). */
+static const char *shape_str(char *buf, size_t cap, size_t dim, const int64_t *sizes) {
+    size_t o = (size_t)snprintf(buf, cap, "[");
+    for (size_t k = 0; k < dim && o < cap; k++)
+        o += (size_t)snprintf(buf + o, cap - o, k ? ", %lld" : "%lld", (long long)sizes[k]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "]");
+    return buf;
+}
+
+/* Refuse tensor `s` for input i: "input I: <why>: the method takes <dtype> <stored shape>
+ * (<static | dynamic: upper bound, element limit>), given <dtype> <shape>". The expected side
+ * comes from the program (the stored shape), not from the tensor's current (resized) one. */
+static etch_status input_refused(const etch_method *m, size_t i, const etch_tensor *s,
+                                 etch_status st, const char *why) {
+    etch_value_info info;
+    const etch_tensor *d = m->values[m->inputs[i]].u.tensor;
+    if (etch_method_meta_input(&m->meta, i, &info) != ETCH_OK) { /* cannot fail once loaded */
+        memset(&info, 0, sizeof info);
+        info.dtype = d->dtype, info.dim = d->dim, info.dynamism = d->dynamism;
+        memcpy(info.sizes, d->sizes, sizeof info.sizes);
+    }
+    char want[160], got[160], kind[256];
+    shape_str(want, sizeof want, info.dim, info.sizes);
+    shape_str(got, sizeof got, s->dim, s->sizes);
+    if (info.dynamism == ETCH_SHAPE_STATIC)
+        snprintf(kind, sizeof kind, "static shape");
+    else if (info.dynamism == ETCH_SHAPE_DYNAMIC_BOUND)
+        snprintf(kind, sizeof kind, "dynamic shape, upper bound %s: at most %lld elements", want,
+                 (long long)d->capacity);
+    else
+        snprintf(kind, sizeof kind, "dynamic shape, unbounded: at most %lld elements",
+                 (long long)d->capacity);
+    return etch_err(st, "input %zu: %s: the method takes %s %s (%s), given %s %s", i, why,
+                    etch_dtype_name(info.dtype), want, kind, etch_dtype_name(s->dtype), got);
+}
+
 etch_status etch_method_set_input(etch_method *m, size_t i, const etch_value *v) {
     if (!m || !v)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "set_input: NULL argument");
@@ -867,14 +904,18 @@ etch_status etch_method_set_input(etch_method *m, size_t i, const etch_value *v)
         const etch_tensor *s = v->u.tensor;
         if (!s)
             return etch_err(ETCH_ERR_INVALID_ARGUMENT, "input %zu: NULL tensor", i);
-        if (s->dtype != d->dtype)
-            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "input %zu: dtype %s, expected %s", i,
-                            etch_dtype_name(s->dtype), etch_dtype_name(d->dtype));
+        char why[192];
+        if (s->dtype != d->dtype) {
+            snprintf(why, sizeof why, "dtype %s, expected %s", etch_dtype_name(s->dtype),
+                     etch_dtype_name(d->dtype));
+            return input_refused(m, i, s, ETCH_ERR_INVALID_ARGUMENT, why);
+        }
         if (d->flags & ETCH_TENSOR_CONSTANT)
             return etch_err(ETCH_ERR_INVALID_ARGUMENT, "input %zu is a constant tensor", i);
-        if (s->dim != d->dim)
-            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "input %zu: rank %u, expected %u", i,
-                            (unsigned)s->dim, (unsigned)d->dim);
+        if (s->dim != d->dim) {
+            snprintf(why, sizeof why, "rank %u, expected %u", (unsigned)s->dim, (unsigned)d->dim);
+            return input_refused(m, i, s, ETCH_ERR_INVALID_ARGUMENT, why);
+        }
         for (unsigned k = 0; k < s->dim; k++)
             if (s->dim_order[k] != d->dim_order[k])
                 return etch_err(ETCH_ERR_NOT_SUPPORTED,
@@ -890,8 +931,8 @@ etch_status etch_method_set_input(etch_method *m, size_t i, const etch_value *v)
                             i);
         etch_status st = etch_tensor_resize(d, s->dim, s->sizes);
         if (st != ETCH_OK) {
-            etch_err_prefix("input %zu", i);
-            return st;
+            snprintf(why, sizeof why, "%s", etch_last_error()); /* the resize's reason */
+            return input_refused(m, i, s, st, why);
         }
         if (d->flags & ETCH_TENSOR_PLANNED) {
             if (n > 0 && d->data != s->data)

@@ -187,7 +187,7 @@ void etch_data_map_close(etch_data_map *m) {
     m->alloc->free(m->alloc->self, m);
 }
 
-size_t etch_data_map_count(const etch_data_map *m) { return m->ptd.named_data.len; }
+size_t etch_data_map_count(const etch_data_map *m) { return m->ptd.num_entries; }
 
 static void fill_entry(const etch_ptd_entry *e, etch_data_entry *out) {
     memset(out, 0, sizeof *out);
@@ -206,7 +206,7 @@ static void fill_entry(const etch_ptd_entry *e, etch_data_entry *out) {
 }
 
 etch_status etch_data_map_entry(const etch_data_map *m, size_t i, etch_data_entry *out) {
-    if (i >= m->ptd.named_data.len)
+    if (i >= m->ptd.num_entries)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "data map entry %zu out of range", i);
     etch_ptd_entry e;
     etch_ptd_entry_at(&m->ptd, (uint32_t)i, &e);
@@ -215,7 +215,7 @@ etch_status etch_data_map_entry(const etch_data_map *m, size_t i, etch_data_entr
 }
 
 etch_status etch_data_map_find(const etch_data_map *m, const char *key, etch_data_entry *out) {
-    for (uint32_t i = 0; i < m->ptd.named_data.len; i++) {
+    for (uint32_t i = 0; i < m->ptd.num_entries; i++) {
         etch_ptd_entry e;
         etch_ptd_entry_at(&m->ptd, i, &e);
         if (strcmp(e.key, key) == 0) {

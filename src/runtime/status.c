@@ -42,8 +42,12 @@ const char *etch_status_str(etch_status s) {
 
 const char *etch_last_error(void) { return err_msg; }
 
+/* The arguments may point into err_msg itself (etch_err(st, "...: %s", etch_last_error())):
+ * format into a scratch buffer first, so the old message is read before it is overwritten. */
 etch_status etch_verr(etch_status status, const char *fmt, va_list ap) {
-    vsnprintf(err_msg, sizeof err_msg, fmt, ap);
+    char msg[ETCH_ERR_MAX];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(err_msg, msg, sizeof err_msg);
     return status;
 }
 

@@ -58,13 +58,17 @@ expect 0 "$ETCH" help llm;            has_out '--cpu-threads'
 if grep -q 'recorded' "$OUT"; then fail "llm help still says threads are only recorded"; else pass; fi
 
 # ---- human output -------------------------------------------------------------------------------
+# a time: three decimals of ms or µs, or whole ns, with a leading digit that is not 0 (a short
+# time never reads 0.000 ms)
+T='([1-9][0-9]*\.[0-9]{3} (ms|µs)|[1-9][0-9]* ns)'
 expect 0 "$ETCH" bench "$LENET" --iterations 5 --warmup 1
-has_out '^median [0-9]+\.[0-9]{3} ms  min [0-9]+\.[0-9]{3} ms  max [0-9]+\.[0-9]{3} ms$'
-has_out '^load [0-9]+\.[0-9]{3} ms$'
+has_out "^median $T  min $T  max $T\$"
+has_out "^load $T\$"
 has_out '^peak RSS [1-9][0-9]* KiB$'
 has_out '^threads 1  kernels optimized  isa (scalar|avx2|avx512|neon)$'
-has_out '^operator +impl +calls/run +ms/run +%$'
-has_out '^aten::convolution\.out +(optimized|portable)(\+[a-z_]+)? +2 '
+has_out '^operator +impl +calls/run +time/run +%$'
+has_out "^aten::convolution\\.out +(optimized|portable)(\\+[a-z_]+)? +2 +$T +[0-9]+\\.[0-9]{2}\$"
+has_out "^\\(total\\) +$T +100\\.00\$"
 # the line order the issue asks for
 if [ "$(sed -n 1p "$OUT" | cut -c1-6)$(sed -n 2p "$OUT" | cut -c1-4)$(sed -n 3p "$OUT" | cut -c1-8)" = "medianloadpeak RSS" ]; then
     pass
@@ -75,9 +79,12 @@ expect 0 "$ETCH" bench "$LENET" --iterations 4 --cpu-threads 3 --kernels portabl
 has_out '^threads 3  kernels portable  isa none$'
 has_out '^aten::convolution\.out +portable +2 '
 has_out '^aten::addmm\.out +portable +3 '
-# the minimal call: defaults 3 warm-up + 20 timed runs on a one-op program
+# the minimal call: defaults 3 warm-up + 20 timed runs on a one-op program; its sub-microsecond
+# times keep their digits
 expect 0 "$ETCH" bench "$FIX/add.pte"
-has_out '^median '
+has_out "^median $T  min $T  max $T\$"
+has_out "^aten::add\\.out +optimized +1 +$T +100\\.00\$"
+if grep -q '0\.000' "$OUT"; then fail "a time printed as 0.000"; else pass; fi
 
 # ---- JSON ---------------------------------------------------------------------------------------
 expect 0 "$ETCH" bench "$LENET" --iterations 6 --warmup 2 --cpu-threads 2 --json
@@ -104,6 +111,18 @@ conv = [o for o in ops if o["op"] == "aten::convolution.out"]
 assert sum(o["calls"] for o in conv) == 2, conv
 # the ops add up to (about) the execute time: the observer sees every instruction
 assert sum(ms) <= obj["max_ms"] * 1.05 + 0.05, (sum(ms), obj["max_ms"])
+# each row is its median over the runs (not a sum or mean, which one slow run would move),
+# the total is the sum of the rows, and in each run the rows fit in that execution
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+for o in ops:
+    assert len(o["times_ms"]) == 6, o
+    assert abs(o["ms_per_run"] - median(o["times_ms"])) <= 2e-6, o
+assert abs(obj["ops_total_ms"] - sum(ms)) <= 1e-5 * len(ms), (obj["ops_total_ms"], sum(ms))
+for k, t in enumerate(obj["times_ms"]):
+    assert sum(o["times_ms"][k] for o in ops) <= t + 1e-5 * len(ops), (k, t)
 ' "bench --json keys and values"
 if [ "$(wc -l <"$OUT")" -eq 1 ]; then pass; else fail "--json printed more than one line"; fi
 expect 0 "$ETCH" bench "$LENET" --iterations 3 --per-instruction --json

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # End-to-end tests of the etch CLI against the shared fixtures.
 #
-#   run_cli_tests.sh ETCH NPY_TOOL FIXTURES_DIR
+#   run_cli_tests.sh ETCH NPY_TOOL FIXTURES_DIR GENERATED_DIR PYTHON
+#
+# GENERATED_DIR holds what the build generated: gen_ptd_layouts.py's copies of the fixture's
+# external data in the current (current.ptd) and the legacy FlatTensor layout (legacy.ptd,
+# legacy_lying.ptd), and gen_value_outputs.py's value_outputs.pte. PYTHON (with numpy) reads
+# back the non-tensor outputs.
 #
 # Each check runs one command and compares its exit status (and, where given, a pattern in
 # its stdout/stderr). Inputs are written and outputs checked with npy_tool (no numpy).
@@ -11,6 +16,10 @@ set -u
 ETCH=$(abspath "${1:?usage: run_cli_tests.sh ETCH NPY_TOOL FIXTURES_DIR}")
 NPY=$(abspath "${2:?missing NPY_TOOL}")
 FIX=$(abspath "${3:?missing FIXTURES_DIR}")/pte
+LAYOUTS=$(abspath "${4:?missing GENERATED_DIR}")
+PY=${5:?missing PYTHON}
+[ -f "$LAYOUTS/legacy.ptd" ] && [ -f "$LAYOUTS/value_outputs.pte" ] ||
+    cli_abort "no generated files in $LAYOUTS"
 for f in "$ETCH" "$NPY"; do
     [ -x "$f" ] || cli_abort "not an executable: $f"
 done
@@ -35,6 +44,8 @@ expect 0 "$ETCH" run --help;           has_out '--load-mode'
 expect 0 "$ETCH" info -h;              has_out 'usage: etch info'
 expect 0 "$ETCH" verify x.bpte --help; has_out 'usage: etch verify'
 expect 0 "$ETCH" --version;            has_out '^etch [0-9]+\.[0-9]+\.[0-9]+'
+expect 0 "$ETCH" -V;                   has_out '^etch [0-9]+\.[0-9]+\.[0-9]+$'
+expect 0 "$ETCH" help help;            has_out '^usage: etch <command>'; has_out 'etch help <command>'
 expect 2 "$ETCH";                      has_err 'usage'
 expect 2 "$ETCH" frobnicate;           has_err "unknown command 'frobnicate'"
 expect 2 "$ETCH" --frobnicate;         has_err "unknown option '--frobnicate'"
@@ -128,6 +139,36 @@ expect 0 "$ETCH" run "$FIX/addmul_external.pte" --data "$FIX/addmul_external.ptd
 has_out '= \[5, 8, 11, 14\]'
 npy_check out/ext/output_0.npy float32 2x2 5,8,11,14
 expect 1 "$ETCH" run "$FIX/addmul_external.pte" --inputs m22.npy; has_err '^error: NotFound: .*\.ptd'
+# the CLI names its flag, not the library's struct field
+has_err "^error: NotFound: method 'forward' needs external tensor data: give its \.ptd file with --data FILE\.ptd$"
+if grep -q 'etch_module_options' "$ERR"; then fail "run without --data names a C field"; else pass; fi
+expect 1 "$ETCH" bench "$FIX/addmul_external.pte" --iterations 1; has_err 'with --data FILE\.ptd$'
+if grep -q 'etch_module_options' "$ERR"; then fail "bench without --data names a C field"; else pass; fi
+
+# Both FlatTensor layouts load and give the same result; a legacy file that lies is refused by
+# the tensor's name
+for f in current legacy; do
+    expect 0 "$ETCH" info "$LAYOUTS/$f.ptd";                 has_out '^entries: 2'
+    expect 0 "$ETCH" run "$FIX/addmul_external.pte" --data "$LAYOUTS/$f.ptd" \
+        --inputs m22.npy --output-dir "out/ext_$f"
+    npy_check "out/ext_$f/output_0.npy" float32 2x2 5,8,11,14
+done
+expect 1 "$ETCH" run "$FIX/addmul_external.pte" --data "$LAYOUTS/legacy_lying.ptd" --inputs m22.npy
+has_err "^error: InvalidExternalData: .*legacy_lying\.ptd: \.ptd \(legacy layout\): tensor 'b' \[28, \+16\) lies outside its segment 0 of 32 bytes$"
+
+# Non-tensor outputs are written as 0-d arrays: Strings as NumPy strings (np.load gives back
+# the str), Int / Double / Bool as int64 / float64 / bool
+expect 0 "$ETCH" run "$LAYOUTS/value_outputs.pte" --inputs x3.npy --output-dir out/values --print-output
+has_out '^output 1: String "linear\.weight"$'
+has_out '^wrote 7 outputs to out/values$'
+if "$PY" -c '
+import numpy as np
+want = [np.array([2, 4, 6], np.float32), np.array("linear.weight"), np.array("na\u00efve \u2713"),
+        np.array(""), np.array(7), np.array(2.5), np.array(True)]
+for i, w in enumerate(want):
+    a = np.load("out/values/output_%d.npy" % i)
+    assert a.dtype == w.dtype and a.shape == w.shape and (a == w).all(), (i, a, a.dtype, w.dtype)
+' 2>"$ERR"; then pass; else fail "non-tensor outputs read back differently"; fi
 
 # Default inputs are ones: 1 + 1 = 2, [1,1,1] + 1 = [2,2,2].
 expect 0 "$ETCH" run "$ADD" --output-dir out/def --num-executions 3
@@ -142,6 +183,15 @@ expect 2 "$ETCH" run "$ADD" --inputs one.npy;              has_err 'takes 2 inpu
 expect 2 "$ETCH" run "$ADD" --inputs one.npy,two.npy,one.npy; has_err 'names 3 files'
 expect 1 "$ETCH" run "$ADD" --inputs one.npy,d1.npy;       has_err "^error: InvalidArgument: 'd1.npy': input 1: dtype Double"
 expect 1 "$ETCH" run "$ADD" --inputs one.npy,one_2d.npy;   has_err "^error: [A-Za-z]+: 'one_2d.npy': input 1"
+# a mismatch names the shape the method takes (its kind) and the one given, and the dtypes
+has_err "input 1: rank 2, expected 1: the method takes Float \[1\] \(static shape\), given Float \[1, 1\]$"
+expect 1 "$ETCH" run "$ADD" --inputs one.npy,x3.npy
+has_err "^error: NotSupported: 'x3.npy': input 1: .*: the method takes Float \[1\] \(static shape\), given Float \[3\]$"
+expect 1 "$ETCH" run "$ADD" --inputs one.npy,d1.npy
+has_err "input 1: dtype Double, expected Float: the method takes Float \[1\] \(static shape\), given Double \[1\]$"
+# a bad ETCH_ISA reads clearly (the message was once formatted over itself)
+expect 1 env ETCH_ISA=bogus "$ETCH" run "$ADD"
+has_err "^error: NotSupported: ETCH_ISA=bogus: unknown instruction set 'bogus' \(expected scalar, avx2, avx512 or neon\)$"
 expect 1 "$ETCH" run "$ADD" --inputs one.npy,nope.npy;     has_err '^error: AccessFailed: input 1.*nope\.npy'
 printf 'garbage' >bad.npy
 expect 1 "$ETCH" run "$ADD" --inputs one.npy,bad.npy;      has_err '^error: InvalidArgument: input 1.*bad magic'

@@ -278,10 +278,40 @@ static void test_write_value(void) {
     CHECK(a.tensor.sizes[0] == 2 && ((float *)a.tensor.data)[1] == 2.5f);
     etch_npy_free(&a);
 
-    v.tag = ETCH_VALUE_STRING;
-    v.u.str.ptr = "hi";
-    v.u.str.len = 2;
-    CHECK_STATUS(etch_npy_write_value(tmp_path("vs.npy"), &v), ETCH_ERR_NOT_SUPPORTED);
+    /* Strings: byte for byte what numpy 1.24 np.save(np.array(s)) writes: '<U<n>' UTF-32LE
+     * code points for UTF-8 text ("hi", "é✓"), '|S<n>' bytes for anything else */
+    static const struct {
+        const char *s, *descr, *payload;
+        size_t len, payload_len;
+    } strs[] = {
+        {"hi", "<U2", "h\0\0\0i\0\0\0", 2, 8},
+        {"\xc3\xa9\xe2\x9c\x93", "<U2", "\xe9\0\0\0\x13\x27\0\0", 5, 8},
+        {"", "<U1", "\0\0\0\0", 0, 4},
+        {"\xff\x01", "|S2", "\xff\x01", 2, 2},
+        {"a\xc3", "|S2", "a\xc3", 2, 2},            /* cut short */
+        {"\xed\xa0\x80", "|S3", "\xed\xa0\x80", 3, 3}, /* a surrogate */
+    };
+    for (size_t k = 0; k < sizeof strs / sizeof strs[0]; k++) {
+        v.tag = ETCH_VALUE_STRING;
+        v.u.str.ptr = strs[k].s;
+        v.u.str.len = strs[k].len;
+        CHECK_OK(etch_npy_write_value(tmp_path("vs.npy"), &v));
+        uint8_t want[256];
+        int h = snprintf((char *)want, sizeof want,
+                         "\x93NUMPY\x01%c\x76%c{'descr': '%s', 'fortran_order': False, "
+                         "'shape': (), }",
+                         0, 0, strs[k].descr);
+        memset(want + h, ' ', 127 - (size_t)h);
+        want[127] = '\n';
+        memcpy(want + 128, strs[k].payload, strs[k].payload_len);
+        FILE *f = fopen(tmp_path("vs.npy"), "rb");
+        uint8_t got[256];
+        size_t n = f ? fread(got, 1, sizeof got, f) : 0;
+        if (f)
+            fclose(f);
+        CHECK_MSG(n == 128 + strs[k].payload_len && memcmp(got, want, n) == 0,
+                  "string %zu: %zu bytes", k, n);
+    }
     v.tag = ETCH_VALUE_NONE;
     CHECK_STATUS(etch_npy_write_value(tmp_path("vn.npy"), &v), ETCH_ERR_NOT_SUPPORTED);
 }

@@ -17,6 +17,7 @@
 #include <etch/kernels.h>
 
 #include "etch_test.h"
+#include "runtime/error.h" /* etch_err, etch_err_prefix: formatting over the current message */
 
 enum { STAGE_OPEN = 1, STAGE_LOAD, STAGE_EXECUTE, STAGE_NONE };
 #include "expected.h"
@@ -925,11 +926,32 @@ static void test_dynamic(void) {
     float big[20];
     for (int i = 0; i < 20; i++)
         big[i] = 1000.0f + (float)i;
+    /* each refusal names the input, the shape given and the shape the program takes (with
+     * the upper bound of a dynamic one) */
     CHECK_STATUS(set_floats(L.m, 0, big, 2, s54), ETCH_ERR_NOT_SUPPORTED);
-    CHECK(contains(etch_last_error(), "input 0"));
+    CHECK_MSG(contains(etch_last_error(), "input 0: ") &&
+                  contains(etch_last_error(), "takes Float [4, 4] (dynamic shape, upper bound "
+                                              "[4, 4]: at most 16 elements), given Float [5, 4]"),
+              "%s", etch_last_error());
     CHECK_STATUS(set_floats(L.m, 0, big, 2, s29), ETCH_ERR_NOT_SUPPORTED);
+    CHECK_MSG(contains(etch_last_error(), "given Float [2, 9]"), "%s", etch_last_error());
     CHECK_STATUS(set_floats(L.m, 0, big, 1, &s16), ETCH_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(contains(etch_last_error(), "input 0: rank 1, expected 2: the method takes Float "
+                                          "[4, 4] (dynamic shape, upper bound [4, 4]: at most "
+                                          "16 elements), given Float [16]"),
+              "%s", etch_last_error());
     CHECK_STATUS(set_floats(L.m, 1, big, 1, &s3), ETCH_ERR_NOT_SUPPORTED);
+    CHECK_MSG(contains(etch_last_error(), "input 1: ") &&
+                  contains(etch_last_error(), "takes Float [2] (static shape), given Float [3]"),
+              "%s", etch_last_error());
+    int32_t ints[2] = {1, 2};
+    etch_tensor ti;
+    int64_t s2 = 2;
+    CHECK_OK(etch_tensor_init(&ti, ETCH_DTYPE_INT, 1, &s2, ints));
+    CHECK_STATUS(etch_method_set_input_tensor(L.m, 1, &ti), ETCH_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(contains(etch_last_error(), "input 1: dtype Int, expected Float: the method takes "
+                                          "Float [2] (static shape), given Int [2]"),
+              "%s", etch_last_error());
     const etch_tensor *xin = etch_method_input(L.m, 0)->u.tensor;
     CHECK(xin->sizes[0] == 4 && xin->sizes[1] == 4 && ((float *)xin->data)[0] == x[0]);
     check_output(L.m, 3, DYNAMIC_GUARD, 4, 0, NULL, "guard after refused inputs");
@@ -1290,6 +1312,33 @@ static void test_fixtures(void) {
     unload(&L);
 }
 
+/* etch_err may be given the current message (or a pointer into it) as an argument: it is
+ * read before it is overwritten (ETCH_ISA=bogus once printed a garbled message). */
+static void test_error_aliasing(void) {
+    etch_err(ETCH_ERR_INVALID_ARGUMENT, "unknown instruction set '%s'", "bogus");
+    CHECK_STATUS(etch_err(ETCH_ERR_NOT_SUPPORTED, "ETCH_ISA=%s: %s", "bogus", etch_last_error()),
+                 ETCH_ERR_NOT_SUPPORTED);
+    CHECK_MSG(strcmp(etch_last_error(), "ETCH_ISA=bogus: unknown instruction set 'bogus'") == 0,
+              "%s", etch_last_error());
+    /* a pointer into the middle of the buffer, and a message that fills it */
+    etch_err(ETCH_ERR_INTERNAL, "head:tail");
+    etch_err(ETCH_ERR_INTERNAL, "[%s|%s]", etch_last_error() + 5, etch_last_error());
+    CHECK_MSG(strcmp(etch_last_error(), "[tail|head:tail]") == 0, "%s", etch_last_error());
+    char big[1500];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    etch_err(ETCH_ERR_INTERNAL, "%s", big);
+    etch_err(ETCH_ERR_INTERNAL, "a%s", etch_last_error());
+    size_t n = strlen(etch_last_error());
+    CHECK_MSG(n > 1000 && n < sizeof big && etch_last_error()[0] == 'a' &&
+                  etch_last_error()[n - 1] == 'x',
+              "%zu", n);
+    etch_err(ETCH_ERR_INTERNAL, "inner");
+    etch_err_prefix("outer %s", etch_last_error());
+    CHECK_MSG(strcmp(etch_last_error(), "outer inner: inner") == 0, "%s", etch_last_error());
+    etch_err_clear();
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: %s GENERATED_DIR FIXTURES_DIR\n", argv[0]);
@@ -1297,6 +1346,7 @@ int main(int argc, char **argv) {
     }
     gen_dir = argv[1];
     fixture_dir = argv[2];
+    test_error_aliasing();
     CHECK_OK(etch_kernels_register(test_kernel_table,
                                    sizeof test_kernel_table / sizeof test_kernel_table[0]));
     CHECK_OK(etch_backends_register(&test_backend));

@@ -270,3 +270,23 @@ etch_module_options cli_module_args_options(const cli_module_args *a) {
     mo.no_blocked_layout = a->no_blocked_layout;
     return mo;
 }
+
+int cli_module_load_method(etch_module *mod, const char *name, const cli_module_args *a,
+                           etch_method **out) {
+    etch_status st = etch_module_load_method(mod, name, out);
+    if (st == ETCH_OK)
+        return CLI_OK;
+    /* The library names its option (etch_module_options.data_path); here it is --data. */
+    etch_method_meta meta;
+    if (st == ETCH_ERR_NOT_FOUND && !a->data &&
+        etch_program_method_meta(etch_module_program(mod), name, &meta) == ETCH_OK &&
+        etch_method_meta_needs_external_data(&meta)) {
+        fflush(stdout);
+        fprintf(stderr,
+                "error: NotFound: method '%s' needs external tensor data: give its .ptd file "
+                "with --data FILE.ptd\n",
+                name);
+        return CLI_FAIL;
+    }
+    return cli_fail(st);
+}

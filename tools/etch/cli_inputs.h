@@ -50,5 +50,9 @@ int cli_module_args_take(const char *cmd, int argc, char **argv, int *i, cli_mod
 int cli_module_args_finish(const char *cmd, cli_module_args *a);
 /* etch_module_default_options() with --data, the threads, the kernels and --no-fusion. */
 etch_module_options cli_module_args_options(const cli_module_args *a);
+/* etch_module_load_method, the failure printed: CLI_OK or CLI_FAIL. A method that needs
+ * external data when no --data was given is told to take --data FILE.ptd. */
+int cli_module_load_method(etch_module *mod, const char *name, const cli_module_args *a,
+                           etch_method **out);
 
 #endif

@@ -28,10 +28,13 @@ void cmd_bench_usage(FILE *out) {
             "call at load; '/8c' when it reads or writes channel-blocked tensors; '/chainN'\n"
             "when it runs the N kernel calls from it on as one, e.g. a 1x1 -> depthwise ->\n"
             "1x1 convolution block, and '/chained' on the calls it runs, whose time it\n"
-            "holds), calls per run, milliseconds per run and share of the time. An\n"
-            "operator's time is the time between the observer callbacks around each of its\n"
-            "instructions, summed over the timed runs; instructions that call no kernel (moves,\n"
-            "jumps, frees, calls fused away) form the row '(other instructions)'.\n"
+            "holds), calls per run, time per run and share of the time, and a '(total)' row.\n"
+            "An operator's time in a run is the time between the observer callbacks around\n"
+            "each of its instructions, summed over the run; the table gives each row's median\n"
+            "over the timed runs (one slow run does not move it), the total is the sum of the\n"
+            "rows. Instructions that call no kernel (moves, jumps, frees, calls fused away)\n"
+            "form the row '(other instructions)'. A time is printed in ms, µs or whole ns,\n"
+            "the unit that keeps it at 1 or more (a short one never reads 0.000 ms).\n"
             "\n"
             "options:\n"
             "  --method NAME          method to time (default: forward)\n"
@@ -53,9 +56,11 @@ void cmd_bench_usage(FILE *out) {
             "                         (operator name or null), blocked (true when it reads or\n"
             "                         writes channel-blocked tensors), chained_calls (kernel\n"
             "                         calls it runs as one: 1 alone, 0 run by an earlier\n"
-            "                         call), calls, ms_per_run,\n"
-            "                         pct; with --per-instruction also chain, pc}],\n"
-            "                         times_ms (each timed execution, in order)\n"
+            "                         call), calls, ms_per_run (median over the runs),\n"
+            "                         pct, times_ms (its time in each run); with\n"
+            "                         --per-instruction also chain, pc}], ops_total_ms (the\n"
+            "                         sum of the ms_per_run), times_ms (each timed execution,\n"
+            "                         in order)\n"
             "  -h, --help             show this help\n"
             "\n"
             "Exit status: 0 success, 1 failure, 2 bad usage.\n");
@@ -111,9 +116,11 @@ typedef struct prof_row {
     bool blocked;      /* some argument is stored channel-blocked */
     uint32_t calls_run; /* kernel calls the instruction runs as one (chained calls; 0: it
                            is run by an earlier one) */
-    int64_t ns;
+    int64_t ns;        /* in the current timed run */
     uint64_t calls;
     size_t chain, pc; /* the instruction (--per-instruction), or its first one */
+    int64_t *runs;    /* [iterations] ns in each timed run (a slice of profile.runs) */
+    double median_ms; /* over the timed runs */
 } prof_row;
 
 /* Everything the observer touches is allocated before the timed runs: it only indexes. */
@@ -123,6 +130,7 @@ typedef struct profile {
     uint32_t *row_of;    /* [instructions] row of each instruction */
     prof_row *rows;
     size_t nrows;
+    int64_t *runs;       /* [nrows * iterations] */
     int64_t last_ns;
     bool on;
 } profile;
@@ -150,13 +158,18 @@ static bool same(const char *a, const char *b) {
 }
 
 static void profile_free(profile *p) {
+    free(p->runs);
     free(p->chain_start);
     free(p->row_of);
     free(p->rows);
     memset(p, 0, sizeof *p);
 }
 
-static int profile_init(profile *p, const etch_method *m, bool per_instruction) {
+/* The per-run times take rows x iterations values; beyond this, ask for fewer iterations. */
+#define PROFILE_MAX_RUN_BYTES ((size_t)256 << 20)
+
+static int profile_init(profile *p, const etch_method *m, bool per_instruction,
+                        long long iterations) {
     memset(p, 0, sizeof *p);
     p->nchains = etch_method_num_chains(m);
     p->chain_start = calloc(p->nchains + 1, sizeof *p->chain_start);
@@ -178,10 +191,11 @@ static int profile_init(profile *p, const etch_method *m, bool per_instruction) 
                 return cli_fail(st);
             }
             prof_row key = {info.op_name, info.impl, info.fused, info.blocked_args != 0,
-                            info.chain, 0, 0, c, pc};
+                            info.chain, 0, 0, c, pc, NULL, 0};
             /* a call run by an earlier one keeps its row (marked), its time is that one's */
             if (!info.op_name || !info.impl || (info.skipped && info.chain != 0))
-                key = (prof_row){"(other instructions)", "runtime", NULL, false, 1, 0, 0, c, pc};
+                key = (prof_row){"(other instructions)", "runtime", NULL, false, 1, 0, 0, c, pc,
+                                 NULL, 0};
             size_t r = per_instruction ? p->nrows : 0;
             while (r < p->nrows && !(same(p->rows[r].op, key.op) &&
                                      same(p->rows[r].impl, key.impl) &&
@@ -194,6 +208,19 @@ static int profile_init(profile *p, const etch_method *m, bool per_instruction) 
             p->row_of[p->chain_start[c] + pc] = (uint32_t)r;
         }
     }
+    size_t iters = (size_t)iterations, nrows = p->nrows ? p->nrows : 1;
+    if (nrows > PROFILE_MAX_RUN_BYTES / sizeof *p->runs / iters) {
+        fprintf(stderr,
+                "error: OutOfResources: the per-run times of %zu table rows over %lld "
+                "iterations would take more than %zu MiB; give fewer --iterations\n",
+                nrows, iterations, PROFILE_MAX_RUN_BYTES >> 20);
+        profile_free(p);
+        return CLI_FAIL;
+    }
+    if (!(p->runs = calloc(nrows * iters, sizeof *p->runs)))
+        goto oom;
+    for (size_t r = 0; r < p->nrows; r++)
+        p->rows[r].runs = p->runs + r * iters;
     return CLI_OK;
 oom:
     profile_free(p);
@@ -203,14 +230,52 @@ oom:
 
 static int by_time_desc(const void *a, const void *b) {
     const prof_row *x = (const prof_row *)a, *y = (const prof_row *)b;
-    if (x->ns != y->ns)
-        return x->ns < y->ns ? 1 : -1;
+    if (x->median_ms != y->median_ms)
+        return x->median_ms < y->median_ms ? 1 : -1;
     return strcmp(x->op, y->op);
 }
 
 static int by_value(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n) (n >= 1), sorting v. */
+static double median_of(double *v, size_t n) {
+    qsort(v, n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* After timed run k: file each row's time of the run. */
+static void profile_end_run(profile *p, size_t k) {
+    for (size_t r = 0; r < p->nrows; r++) {
+        p->rows[r].runs[k] = p->rows[r].ns;
+        p->rows[r].ns = 0;
+    }
+}
+
+/* Each row's median over the n runs (scratch: n doubles); the sum of the medians. */
+static double profile_medians(profile *p, size_t n, double *scratch) {
+    double total = 0;
+    for (size_t r = 0; r < p->nrows; r++) {
+        for (size_t k = 0; k < n; k++)
+            scratch[k] = (double)p->rows[r].runs[k] / 1e6;
+        p->rows[r].median_ms = median_of(scratch, n);
+        total += p->rows[r].median_ms;
+    }
+    return total;
+}
+
+/* A time in ms, e.g. "1.234 ms", "12.345 µs", "850 ns": a unit where the value is >= 1, so a
+ * short time never reads 0.000 ("0 ns" only for a time of zero). */
+static const char *time_str(char *buf, size_t cap, double ms) {
+    if (ms >= 1.0)
+        snprintf(buf, cap, "%.3f ms", ms);
+    else if (ms >= 1e-3)
+        snprintf(buf, cap, "%.3f µs", ms * 1e3);
+    else
+        snprintf(buf, cap, "%.0f ns", ms * 1e6);
+    return buf;
 }
 
 /* "aten::relu.out" -> "relu" (for the impl column). */
@@ -246,21 +311,22 @@ static void json_string(const char *s) {
 typedef struct bench_result {
     const double *times; /* [iterations] in execution order */
     double median, min, max, load_ms;
+    double ops_total_ms; /* the sum of the rows' medians */
     long peak_rss_kb;
     const char *isa;
 } bench_result;
 
 static void print_human(const bench_opts *o, const bench_result *r, const profile *p) {
-    printf("median %.3f ms  min %.3f ms  max %.3f ms\n", r->median, r->min, r->max);
-    printf("load %.3f ms\n", r->load_ms);
+    char t1[32], t2[32], t3[32];
+    printf("median %s  min %s  max %s\n", time_str(t1, sizeof t1, r->median),
+           time_str(t2, sizeof t2, r->min), time_str(t3, sizeof t3, r->max));
+    printf("load %s\n", time_str(t1, sizeof t1, r->load_ms));
     printf("peak RSS %ld KiB\n", r->peak_rss_kb);
     printf("threads %d  kernels %s  isa %s\n", o->ma.num_threads,
            etch_module_kernels_name(o->ma.kernels), r->isa);
-    int64_t total = 0;
-    for (size_t i = 0; i < p->nrows; i++)
-        total += p->rows[i].ns;
-    printf("\n%s%-36s %-28s %9s %10s %7s\n", o->per_instruction ? "chain:pc   " : "",
-           "operator", "impl", "calls/run", "ms/run", "%");
+    double total = r->ops_total_ms;
+    printf("\n%s%-36s %-28s %9s %12s %7s\n", o->per_instruction ? "chain:pc   " : "",
+           "operator", "impl", "calls/run", "time/run", "%");
     for (size_t i = 0; i < p->nrows; i++) {
         const prof_row *row = &p->rows[i];
         char impl[128], fused[48], chained[24];
@@ -280,18 +346,18 @@ static void print_human(const bench_opts *o, const bench_result *r, const profil
             snprintf(at, sizeof at, "%zu:%zu", row->chain, row->pc);
             printf("%-10s ", at);
         }
-        printf("%-36s %-28s %9.4g %10.4f %7.2f\n", row->op, impl,
+        printf("%-36s %-28s %9.4g %12s %7.2f\n", row->op, impl,
                (double)row->calls / (double)o->iterations,
-               (double)row->ns / 1e6 / (double)o->iterations,
-               total > 0 ? 100.0 * (double)row->ns / (double)total : 0.0);
+               time_str(t1, sizeof t1, row->median_ms),
+               total > 0 ? 100.0 * row->median_ms / total : 0.0);
     }
+    printf("%s%-36s %-28s %9s %12s %7.2f\n", o->per_instruction ? "           " : "", "(total)",
+           "", "", time_str(t1, sizeof t1, total), total > 0 ? 100.0 : 0.0);
 }
 
 static void print_json(const bench_opts *o, const char *method, const bench_result *r,
                        const profile *p) {
-    int64_t total = 0;
-    for (size_t i = 0; i < p->nrows; i++)
-        total += p->rows[i].ns;
+    double total = r->ops_total_ms;
     fputs("{\"file\": ", stdout);
     json_string(o->path);
     fputs(", \"method\": ", stdout);
@@ -313,12 +379,14 @@ static void print_json(const bench_opts *o, const char *method, const bench_resu
                (unsigned)row->calls_run);
         if (o->per_instruction)
             printf(", \"chain\": %zu, \"pc\": %zu", row->chain, row->pc);
-        printf(", \"calls\": %.6g, \"ms_per_run\": %.6f, \"pct\": %.4f}",
-               (double)row->calls / (double)o->iterations,
-               (double)row->ns / 1e6 / (double)o->iterations,
-               total > 0 ? 100.0 * (double)row->ns / (double)total : 0.0);
+        printf(", \"calls\": %.6g, \"ms_per_run\": %.6f, \"pct\": %.4f, \"times_ms\": [",
+               (double)row->calls / (double)o->iterations, row->median_ms,
+               total > 0 ? 100.0 * row->median_ms / total : 0.0);
+        for (long long k = 0; k < o->iterations; k++)
+            printf(k ? ", %.6f" : "%.6f", (double)row->runs[k] / 1e6);
+        fputs("]}", stdout);
     }
-    fputs("], \"times_ms\": [", stdout);
+    printf("], \"ops_total_ms\": %.6f, \"times_ms\": [", total);
     for (long long k = 0; k < o->iterations; k++)
         printf(k ? ", %.6f" : "%.6f", r->times[k]);
     fputs("]}\n", stdout);
@@ -346,16 +414,16 @@ int cmd_bench(int argc, char **argv) {
     etch_method *m = NULL;
     double t0 = cli_now_ms();
     etch_status st = etch_module_open(o.path, &mo, &mod);
-    if (st == ETCH_OK)
-        st = etch_module_load_method(mod, o.ma.method, &m);
-    double load_ms = cli_now_ms() - t0;
     if (st != ETCH_OK) {
         rc = cli_fail(st);
         goto done;
     }
+    if ((rc = cli_module_load_method(mod, o.ma.method, &o.ma, &m)) != CLI_OK)
+        goto done;
+    double load_ms = cli_now_ms() - t0;
     if ((rc = cli_inputs_set(in, "bench", o.ma.inputs, CLI_FILL_RANDOM, m)) != CLI_OK)
         goto done;
-    if ((rc = profile_init(&prof, m, o.per_instruction)) != CLI_OK)
+    if ((rc = profile_init(&prof, m, o.per_instruction, o.iterations)) != CLI_OK)
         goto done;
     etch_method_set_observer(m, observe, &prof);
     for (long long k = 0; k < o.warmup + o.iterations; k++) {
@@ -369,8 +437,10 @@ int cmd_bench(int argc, char **argv) {
                               k < o.warmup ? k + 1 : k - o.warmup + 1);
             goto done;
         }
-        if (k >= o.warmup)
+        if (k >= o.warmup) {
             times[k - o.warmup] = dt;
+            profile_end_run(&prof, (size_t)(k - o.warmup));
+        }
     }
     etch_method_set_observer(m, NULL, NULL);
 
@@ -379,11 +449,11 @@ int cmd_bench(int argc, char **argv) {
     size_t n = (size_t)o.iterations;
     double *sorted = times + n;
     memcpy(sorted, times, n * sizeof *times);
-    qsort(sorted, n, sizeof *sorted, by_value);
     r.times = times;
-    r.median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    r.median = median_of(sorted, n);
     r.min = sorted[0];
     r.max = sorted[n - 1];
+    r.ops_total_ms = profile_medians(&prof, n, sorted);
     r.load_ms = load_ms;
     /* VmHWM (getrusage's ru_maxrss survives execve, so it can be the parent's peak) */
     r.peak_rss_kb = (long)(etch_llm_peak_rss_bytes() / 1024u);

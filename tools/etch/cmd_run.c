@@ -26,7 +26,8 @@ void cmd_run_usage(FILE *out) {
             "                         inputs\n"
             "  --data FILE.ptd        external tensor data\n"
             "  --output-dir DIR       write output i to DIR/output_<i>.npy (DIR is created;\n"
-            "                         non-tensor outputs become 0-d arrays)\n"
+            "                         Int, Double, Bool and String outputs become 0-d arrays,\n"
+            "                         a String one of NumPy dtype <U)\n"
             "  --num-executions N     execute N times (default 1)\n"
             "  --print-output         print each output's dtype, shape and values\n"
             "  --load-mode MODE       mmap (default) or read\n"
@@ -131,9 +132,9 @@ int cmd_run(int argc, char **argv) {
         return cli_fail(st);
     }
     etch_method *m;
-    if ((st = etch_module_load_method(s->mod, name, &m)) != ETCH_OK) {
+    if ((rc = cli_module_load_method(s->mod, name, &o.ma, &m)) != CLI_OK) {
         run_state_free(s);
-        return cli_fail(st);
+        return rc;
     }
     double t1 = cli_now_ms();
     printf("loaded method '%s' from %s in %.3f ms (threads %d, kernels %s)\n", name, o.path,
@@ -176,7 +177,8 @@ int cmd_run(int argc, char **argv) {
             char path[4096];
             snprintf(path, sizeof path, "%s/output_%zu.npy", o.output_dir, i);
             if (v->tag == ETCH_VALUE_TENSOR || v->tag == ETCH_VALUE_INT ||
-                v->tag == ETCH_VALUE_DOUBLE || v->tag == ETCH_VALUE_BOOL) {
+                v->tag == ETCH_VALUE_DOUBLE || v->tag == ETCH_VALUE_BOOL ||
+                v->tag == ETCH_VALUE_STRING) {
                 if ((st = etch_npy_write_value(path, v)) != ETCH_OK) {
                     run_state_free(s);
                     return cli_fail_ctx(st, "output %zu", i);

@@ -24,7 +24,7 @@ static void usage(FILE *out) {
             "\n"
             "usage: etch <command> [options]\n"
             "       etch help <command>\n"
-            "       etch --version\n"
+            "       etch -V, --version\n"
             "\n"
             "commands:\n",
             ETCH_VERSION_STRING);
@@ -65,7 +65,8 @@ int main(int argc, char **argv) {
         usage(stdout);
         return CLI_OK;
     }
-    if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
+    if (strcmp(name, "-V") == 0 || strcmp(name, "--version") == 0 ||
+        strcmp(name, "version") == 0) {
         printf("etch %s\n", ETCH_VERSION_STRING);
         return CLI_OK;
     }
@@ -76,6 +77,10 @@ int main(int argc, char **argv) {
         }
         if (argc > 3)
             return cli_usage_error(NULL, "'help' takes at most one command name");
+        if (strcmp(argv[2], "help") == 0) { /* 'etch help help': help's usage is the general one */
+            usage(stdout);
+            return CLI_OK;
+        }
         const cli_command *c = find_command(argv[2]);
         if (!c)
             return cli_usage_error(NULL, "unknown command '%s' (commands: %s)", argv[2],

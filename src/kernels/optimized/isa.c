@@ -82,10 +82,11 @@ etch_status etch_opt_select_isa_from_env(void) {
     }
     etch_isa isa;
     etch_status st = etch_isa_parse(v, &isa);
-    if (st != ETCH_OK)
-        return etch_err(ETCH_ERR_NOT_SUPPORTED, "ETCH_ISA=%s: %s", v, etch_last_error());
-    st = etch_isa_set(isa);
-    if (st != ETCH_OK)
-        return etch_err(ETCH_ERR_NOT_SUPPORTED, "ETCH_ISA=%s: %s", v, etch_last_error());
+    if (st == ETCH_OK)
+        st = etch_isa_set(isa);
+    if (st != ETCH_OK) {
+        etch_err_prefix("ETCH_ISA=%s", v);
+        return ETCH_ERR_NOT_SUPPORTED;
+    }
     return ETCH_OK;
 }
