@@ -252,6 +252,9 @@ class SerializeConfig:
     constant_tensor_alignment: int = DEFAULT_TENSOR_ALIGNMENT
     # False: constants inline in the (deprecated) Program.constant_buffer, no segment.
     constant_segment: bool = True
+    # With the legacy constant_buffer: also write an empty constant_segment (as ExecuTorch's
+    # writer has since 2023); False leaves it out, as the oldest files (2023) do.
+    empty_constant_segment: bool = True
 
 
 @dataclass
@@ -315,7 +318,8 @@ def serialize_program(program: Program, data: Optional[ProgramData] = None,
         seg_align.append(1)
     else:
         prog.constant_buffer = [Buffer(bytes(c)) for c in constants]
-        prog.constant_segment = SubsegmentOffsets(0, [])
+        if config.empty_constant_segment:
+            prog.constant_segment = SubsegmentOffsets(0, [])
 
     if any(data.mutable[1:]):
         if data.mutable[0] != b"":
@@ -393,6 +397,7 @@ def unpack_program(pte: PteFile) -> ProgramParts:
         data.constants = _split(pte.segments[cs.segment_index], cs.offsets)
     elif p.constant_buffer:
         config.constant_segment = False
+        config.empty_constant_segment = cs is not None
         data.constants = [b.storage for b in p.constant_buffer]
     if p.mutable_data_segments:
         ms = p.mutable_data_segments[0]
