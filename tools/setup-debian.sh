@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Install, by name, every Debian 12 (bookworm) package that etch's build and test suite need:
 #
-#   tools/setup-debian.sh [--check] [PACKAGE ...]
+#   tools/setup-debian.sh [--build] [--check] [PACKAGE ...]
 #
 # Run as root (or as a user who has sudo). Packages already installed are left alone; when all
 # are, it only asks dpkg (well under a second: no apt-get update). PACKAGE ...: more packages
 # to install with the list. --check: install nothing, list what is missing, exit 1 if anything
-# is. README.md's test command (`tools/setup-debian.sh && make test`) and .ci/run use it.
+# is. --build: only what building the library and CLI needs (README's `make run`), not the
+# test suite's list. README.md's commands (`tools/setup-debian.sh --build && make run`,
+# `tools/setup-debian.sh && make test`) and .ci/run use it.
 set -euo pipefail
 
 # One group per line; add a package to the group it is needed by.
@@ -30,14 +32,20 @@ packages=(
 )
 
 check_only=0
+build_only=0
+extra=()
 for a in "$@"; do
   case $a in
     --check) check_only=1 ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --build) build_only=1 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "setup-debian.sh: unknown option '$a' (see --help)" >&2; exit 2 ;;
-    *) packages+=("$a") ;;
+    *) extra+=("$a") ;;
   esac
 done
+# the library and CLI alone: a C compiler, make, CMake
+[ $build_only = 1 ] && packages=(build-essential cmake make gcc binutils)
+packages+=(${extra[@]+"${extra[@]}"})
 
 command -v dpkg-query >/dev/null && command -v apt-get >/dev/null ||
   { echo "setup-debian.sh: this is not a Debian system (no dpkg-query / apt-get)" >&2; exit 1; }
@@ -56,12 +64,12 @@ missing() {
 mapfile -t need < <(missing "${packages[@]}")
 # Node.js with npm (the tokenizer and llama.cpp references come from committed npm lock
 # files): an installed node + npm of any origin will do, else Debian's.
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+if [ $build_only = 0 ] && { ! command -v node >/dev/null || ! command -v npm >/dev/null; }; then
   mapfile -t -O "${#need[@]}" need < <(missing nodejs npm)
 fi
 
 if [ ${#need[@]} -eq 0 ]; then
-  echo "setup-debian.sh: all ${#packages[@]} packages and node + npm are installed"
+  echo "setup-debian.sh: all ${#packages[@]} packages$([ $build_only = 1 ] || echo " and node + npm") are installed"
   exit 0
 fi
 if [ $check_only = 1 ]; then
