@@ -62,7 +62,9 @@ expect 0 "$ETCH" bench "$LENET" --iterations 5 --warmup 1
 has_out '^median [0-9]+\.[0-9]{3} ms  min [0-9]+\.[0-9]{3} ms  max [0-9]+\.[0-9]{3} ms$'
 has_out '^load [0-9]+\.[0-9]{3} ms$'
 has_out '^peak RSS [1-9][0-9]* KiB$'
-has_out '^threads 1  kernels optimized  isa (scalar|avx2|avx512|neon)$'
+# the default --cpu-threads: the CPUs this process may run on
+NCPU=$("$PY" -c 'import os; print(min(len(os.sched_getaffinity(0)), 256))')
+has_out "^threads $NCPU  kernels optimized  isa (scalar|avx2|avx512|neon)\$"
 has_out '^operator +impl +calls/run +ms/run +%$'
 has_out '^aten::convolution\.out +(optimized|portable)(\+[a-z_]+)? +2 '
 # the line order the issue asks for

@@ -1,4 +1,4 @@
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 
 #include "cli_util.h"
 #include "etch/threadpool.h"
@@ -8,8 +8,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     fflush(stdout); /* keep the report after what was already printed */
@@ -177,6 +179,23 @@ bool cli_parse_threads(const char *cmd, const char *s, int *out) {
         return false;
     *out = (int)v;
     return true;
+}
+
+int cli_default_threads(void) {
+    long n = 0;
+#if defined(__linux__) && defined(CPU_COUNT)
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        n = CPU_COUNT(&set);
+#endif
+    if (n < 1)
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    if (n > ETCH_THREADPOOL_MAX_THREADS)
+        n = ETCH_THREADPOOL_MAX_THREADS;
+    return (int)n;
 }
 
 bool cli_parse_kernels(const char *cmd, const char *s, etch_module_kernels *out) {
@@ -395,4 +414,35 @@ void cli_print_value_summary(FILE *out, const etch_value *v) {
         return;
     default: fprintf(out, "%s", etch_value_tag_name(v->tag)); return;
     }
+}
+
+/* ---- JSON --------------------------------------------------------------------------------- */
+
+void cli_json_string_n(FILE *out, const char *s, size_t n) {
+    if (!s) {
+        fputs("null", out);
+        return;
+    }
+    fputc('"', out);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", out);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+void cli_json_string(FILE *out, const char *s) { cli_json_string_n(out, s, s ? strlen(s) : 0); }
+
+void cli_json_double(FILE *out, double v) {
+    if (isfinite(v))
+        fprintf(out, "%.17g", v);
+    else
+        fputs("null", out); /* JSON has no NaN or infinity */
 }
