@@ -357,7 +357,7 @@ static void note(const llm_opts *o, const char *fmt, ...) {
 }
 
 /* Encode text onto ids[*n..cap); template text with its special tokens, the user's without.
- * False when it does not fit (*n then counts what was needed). */
+ * ETCH_ERR_OUT_OF_RESOURCES when it does not fit (*n still counts all of it). */
 static etch_status encode_more(llm_ctx *c, const char *text, bool special, int32_t *ids,
                                size_t cap, size_t *n) {
     size_t k = 0;
@@ -609,24 +609,19 @@ static int turn(llm_ctx *c, const char *text) {
         n += c->n_prefix;
         first = n;
     }
-    if (t) {
-        st = encode_more(c, t->user_prefix, true, c->ids, cap, &n);
-        if (st == ETCH_OK)
-            st = encode_more(c, text, false, c->ids, cap, &n);
-        if (st == ETCH_OK)
-            st = encode_more(c, t->user_suffix, true, c->ids, cap, &n);
-        if (st == ETCH_OK)
-            st = encode_more(c, t->assistant_prefix, true, c->ids, cap, &n);
-    } else {
-        st = encode_more(c, text, false, c->ids, cap, &n);
+    /* a turn that does not fit is still counted whole (for the message) */
+    const char *pieces[4] = {t ? t->user_prefix : "", text, t ? t->user_suffix : "",
+                             t ? t->assistant_prefix : ""};
+    for (int k = 0; k < 4; k++) {
+        st = encode_more(c, pieces[k], k != 1, c->ids, cap, &n);
+        if (st != ETCH_OK && st != ETCH_ERR_OUT_OF_RESOURCES)
+            return cli_fail(st);
     }
-    if (st != ETCH_OK && st != ETCH_ERR_OUT_OF_RESOURCES)
-        return cli_fail(st);
     size_t own = n - first; /* the turn's own tokens */
     bool bos = !t && !c->started && etch_llm_runner_metadata(c->r)->bos_id >= 0;
     if (!c->started)
         c->keep = t ? c->n_prefix : (size_t)bos;
-    if ((int64_t)(c->keep + own + 1) > c->window) {
+    if ((int64_t)(c->keep + own + 1) > c->window || n > cap) {
         if (!o->chat) {
             fflush(stdout);
             fprintf(stderr,
