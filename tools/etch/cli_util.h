@@ -113,5 +113,14 @@ void cli_json_string_n(FILE *out, const char *s, size_t n);
 void cli_json_string(FILE *out, const char *s); /* NUL-terminated */
 /* A number, "%.17g"; null for NaN and infinities (JSON has neither). */
 void cli_json_double(FILE *out, double v);
+/* [2, 3] */
+void cli_json_shape(FILE *out, size_t dim, const int64_t *sizes);
+/* Every element in logical C order, flattened: floats as cli_json_double, integers exact,
+ * Bool true/false. */
+void cli_json_tensor_values(FILE *out, const etch_tensor *t);
+/* The members of a value's object, without the braces: "kind": "Tensor", "dtype": "Float",
+ * "shape": [1, 3], "values": [...] (with `values`); scalars and Strings "kind": "Int",
+ * "value": 4; lists "kind": ..., "items": n. */
+void cli_json_value_fields(FILE *out, const etch_value *v, bool values);
 
 #endif
