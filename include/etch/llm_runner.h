@@ -45,7 +45,8 @@
  * prompt), so a chat turn prefills that token plus the new turn's tokens and nothing else.
  * A prompt that does not fit the context fails with ETCH_ERR_OUT_OF_RESOURCES (nothing is
  * changed); when decoding reaches the end of the context, generation stops with
- * ETCH_LLM_STOP_CONTEXT_FULL. Call etch_llm_runner_reset to start again at position 0.
+ * ETCH_LLM_STOP_CONTEXT_FULL. Call etch_llm_runner_reset to start again at position 0, or
+ * etch_llm_runner_shift to drop old tokens and go on (`etch llm` drops the oldest chat turns).
  *
  * Memory: everything is allocated by etch_llm_runner_open (the program, the method's memory,
  * token and logits buffers, the sampler). Generation allocates nothing (the callback is the
