@@ -165,6 +165,40 @@ class ContextShiftTest(unittest.TestCase):
             self.assertTrue(at == len(pre) or c[at - 2:at] == enc(ASSIST_S, True), (at, c))
             self.assertEqual(len(c) - at - len(ti), 5)  # the reply, its last token pending
 
+    def test_reply_that_fills_the_context_drops_older_turns_and_goes_on(self):
+        """Turn 1 ends early on a stop id (one of its own greedy reply tokens, found by a
+        first run); turn 2's reply, without a token limit, fills the window while turn 1 is
+        still in it: turn 1 is dropped and the reply goes on (context_shifts 1), until the
+        window is full again with only turn 2 left (context_full)."""
+        base = chat_args("chat.pte", "--chat", "--ignore-eos", "--json", "--print-tokens")
+        rc, _, err = run(*base, stdin=b"a\n")
+        self.assertEqual(rc, 0, err)
+        (c1, p1), = contexts(err)
+        n1 = len(prefix_ids()) + len(turn_ids("a"))
+        reply = c1[n1:] + [p1]
+        found = False
+        for k in range(3, 20):
+            if reply[k] in reply[:k]:
+                continue
+            rc, out, err = run(*base, "--stop-ids", str(reply[k]), stdin=b"a\nb\n")
+            self.assertEqual(rc, 0, err)
+            o1, o2 = [json.loads(line) for line in out.decode().splitlines()]
+            if o1["stop_reason"] != "stop_id" or o2["context_shifts"] != 1:
+                continue
+            found = True
+            self.assertEqual(o1["generated_tokens"], k + 1)
+            self.assertEqual(o2["stop_reason"], "context_full")
+            self.assertIn("context full: dropped the 1 oldest turn", err)
+            (_, _), (c2, _) = contexts(err)
+            pre, tb = prefix_ids(), turn_ids("b")
+            self.assertEqual(len(c2), WINDOW)
+            self.assertEqual(c2[:len(pre) + len(tb)], pre + tb)  # turn 1 is gone
+            # more tokens than the room turn 2 had with turn 1 still there
+            room = WINDOW - (n1 + k + 1 + len(enc(ASSIST_S, True)) + len(tb))
+            self.assertGreater(o2["generated_tokens"], room)
+            break
+        self.assertTrue(found, "no stop id made turn 1 short and turn 2 fill the window")
+
     def test_turn_larger_than_the_window_is_skipped(self):
         rc, out, err = run(*chat_args("chat.pte", "--chat", "--max-new-tokens", "2",
                                       "--print-tokens"),

@@ -488,6 +488,7 @@ static etch_status reply_to(llm_ctx *c, const int32_t *ids, size_t n, const char
     gp.user_data = &s;
     interrupted = 0;
     etch_llm_result res;
+    bool cut = false;
     etch_status st = text ? etch_llm_runner_generate(c->r, text, strlen(text), &gp, &res)
                           : etch_llm_runner_generate_ids(c->r, ids, n, &gp, &res);
     for (;;) {
@@ -499,8 +500,7 @@ static etch_status reply_to(llm_ctx *c, const int32_t *ids, size_t n, const char
         if (o->max_new_tokens >= 0 && rp.res.generated_tokens >= o->max_new_tokens)
             break;
         if (!shift_in_reply(c, &st)) {
-            if (st == ETCH_OK && o->chat)
-                note(o, "context full: the reply is cut (the next turn drops older ones)\n");
+            cut = st == ETCH_OK && o->chat;
             break;
         }
         rp.shifts++;
@@ -528,6 +528,8 @@ static etch_status reply_to(llm_ctx *c, const int32_t *ids, size_t n, const char
             fputc('\n', stderr);
         }
         fflush(stdout);
+        if (cut)
+            note(o, "context full: the reply is cut (the next turn drops older ones)\n");
         if (o->print_tokens)
             print_tokens(c);
         if (!o->quiet && !o->json) {
