@@ -45,7 +45,8 @@
  * prompt), so a chat turn prefills that token plus the new turn's tokens and nothing else.
  * A prompt that does not fit the context fails with ETCH_ERR_OUT_OF_RESOURCES (nothing is
  * changed); when decoding reaches the end of the context, generation stops with
- * ETCH_LLM_STOP_CONTEXT_FULL. Call etch_llm_runner_reset to start again at position 0.
+ * ETCH_LLM_STOP_CONTEXT_FULL. Call etch_llm_runner_reset to start again at position 0, or
+ * etch_llm_runner_shift to drop old tokens and go on (`etch llm` drops the oldest chat turns).
  *
  * Memory: everything is allocated by etch_llm_runner_open (the program, the method's memory,
  * token and logits buffers, the sampler). Generation allocates nothing (the callback is the
@@ -154,7 +155,11 @@ etch_llm_runner_options etch_llm_runner_default_options(void);
 
 /* Open the model and size every buffer. `tok` is borrowed (it must outlive the runner).
  * Errors: those of opening/loading the program; ETCH_ERR_NOT_SUPPORTED for a program whose
- * forward method does not have the shape described above (message says what). */
+ * forward method does not have the shape described above (message says what);
+ * ETCH_ERR_INVALID_ARGUMENT when the tokenizer has more ids than the model's vocabulary, or
+ * (llama2.c and sentencepiece tokenizers, which are the vocabulary) a different count. A
+ * byte-level tokenizer (tokenizer.json, tiktoken) may have fewer: models pad their embedding
+ * to a multiple. */
 etch_status etch_llm_runner_open(const char *model_path, etch_tokenizer *tok,
                                  const etch_llm_runner_options *opts, etch_llm_runner **out);
 void etch_llm_runner_close(etch_llm_runner *r); /* NULL is fine */
@@ -231,6 +236,37 @@ const etch_llm_stats *etch_llm_runner_stats(const etch_llm_runner *r);
 
 /* Number of forward calls made since open (prefill chunks and decode steps), for tests. */
 uint64_t etch_llm_runner_num_forward_calls(const etch_llm_runner *r);
+
+/* The ids in the context, in order (etch_llm_runner_position() of them; the pending token is
+ * not one of them): valid until the next call that changes the context. */
+const int32_t *etch_llm_runner_context(const etch_llm_runner *r, size_t *n);
+
+/* Context shifting: drop the context positions [keep, keep + drop) and prefill the tokens
+ * after them again at their new positions (the cache's keys depend on the position), so the
+ * context keeps its first `keep` tokens (a system prompt) and its newest ones. The pending
+ * token stays pending. Errors: ETCH_ERR_INVALID_ARGUMENT when the range is not inside the
+ * context; those of executing (the context is then empty: reset). */
+etch_status etch_llm_runner_shift(etch_llm_runner *r, size_t keep, size_t drop);
+
+/* Forget the pending token (the one sampled last, fed at the start of the next call): e.g. a
+ * final EOS that a chat template replaces with its own end-of-turn text. */
+void etch_llm_runner_discard_pending(etch_llm_runner *r);
+
+/* The chat template of the program's metadata method `get_chat_template` (no inputs, 8 String
+ * outputs in this order), as written by `python3 -m etch.llm export --hf`. A conversation is
+ *   conversation_prefix, then system_prefix + system + system_suffix (system: the caller's,
+ *   else default_system; nothing when empty), then per turn
+ *   user_prefix + text + user_suffix + assistant_prefix, the reply, assistant_suffix.
+ * The strings may hold special tokens ("<|im_start|>"): encode them with
+ * ETCH_TOKENIZER_PARSE_SPECIAL, and the user's text without it. */
+typedef struct etch_llm_chat_template {
+    const char *conversation_prefix, *system_prefix, *system_suffix, *user_prefix,
+        *user_suffix, *assistant_prefix, *assistant_suffix, *default_system;
+} etch_llm_chat_template;
+
+/* The program's chat template (NUL-terminated strings owned by the runner), or NULL when it
+ * has none. */
+const etch_llm_chat_template *etch_llm_runner_chat_template(const etch_llm_runner *r);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,7 @@ struct etch_llm_runner {
     int64_t chunk;        /* most tokens per forward call */
     int64_t *tokens;      /* [chunk] input ids */
     int32_t *ids;         /* [max_context_len + 1] encoded prompt */
+    int32_t *hist;        /* [max_context_len] the ids in the cache, positions 0 .. pos-1 */
     size_t ids_cap;
     float *logits;        /* [vocab] one row, the sampler's scratch */
     char *text;           /* one detokenizer output */
@@ -27,6 +28,9 @@ struct etch_llm_runner {
     int32_t pending;      /* sampled, not yet fed; -1 none */
     uint64_t forward_calls;
     int num_threads;
+    etch_llm_chat_template tmpl; /* get_chat_template; its strings in tmpl_text */
+    char *tmpl_text;
+    bool has_tmpl;
 };
 
 etch_llm_runner_options etch_llm_runner_default_options(void) {
@@ -192,6 +196,77 @@ static etch_status load_metadata(etch_llm_runner *r, const char *method) {
     return ETCH_OK;
 }
 
+/* The tokenizer must not know ids the model has no logits for; llama2.c and sentencepiece
+ * tokenizers are the model's vocabulary exactly (byte-level ones may have fewer: models pad
+ * their embedding to a multiple). */
+static etch_status check_vocab(etch_llm_runner *r) {
+    int64_t nt = etch_tokenizer_vocab_size(r->tok), nm = r->meta.vocab_size;
+    etch_tokenizer_format f = etch_tokenizer_get_format(r->tok);
+    bool exact = f == ETCH_TOKENIZER_LLAMA2C || f == ETCH_TOKENIZER_SENTENCEPIECE;
+    if (nt > nm || (exact && nt != nm))
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "the tokenizer has %lld ids but the model's vocabulary has %lld%s: "
+                        "not this model's tokenizer",
+                        (long long)nt, (long long)nm,
+                        nt > nm ? "" : (f == ETCH_TOKENIZER_LLAMA2C
+                                            ? " (a llama2.c tokenizer must match it exactly)"
+                                            : " (a sentencepiece model must match it exactly)"));
+    return ETCH_OK;
+}
+
+/* get_chat_template: no inputs, 8 String outputs (etch_llm_chat_template's order), copied. */
+static etch_status load_chat_template(etch_llm_runner *r) {
+    static const char name[] = "get_chat_template";
+    etch_method_meta mm;
+    if (etch_program_method_meta(etch_module_program(r->mod), name, &mm) != ETCH_OK) {
+        etch_err_clear();
+        return ETCH_OK;
+    }
+    etch_method *m;
+    etch_status st = etch_module_load_method(r->mod, name, &m);
+    if (st == ETCH_OK)
+        st = etch_method_execute(m);
+    if (st != ETCH_OK) {
+        etch_err_prefix("metadata method %s", name);
+        return st;
+    }
+    enum { N = 8 };
+    if (etch_method_num_outputs(m) != N)
+        return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                        "metadata method %s has %zu outputs; a chat template has %d Strings",
+                        name, etch_method_num_outputs(m), N);
+    size_t total = 0;
+    for (size_t i = 0; i < N; i++) {
+        const etch_value *v = etch_method_output(m, i);
+        if (!v || v->tag != ETCH_VALUE_STRING || (!v->u.str.ptr && v->u.str.len))
+            return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                            "metadata method %s: output %zu is not a String", name, i);
+        total += v->u.str.len + 1;
+    }
+    r->tmpl_text = malloc(total);
+    if (!r->tmpl_text)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "llm_runner_open: out of memory");
+    const char **dst[N] = {&r->tmpl.conversation_prefix, &r->tmpl.system_prefix,
+                           &r->tmpl.system_suffix,       &r->tmpl.user_prefix,
+                           &r->tmpl.user_suffix,         &r->tmpl.assistant_prefix,
+                           &r->tmpl.assistant_suffix,    &r->tmpl.default_system};
+    char *p = r->tmpl_text;
+    for (size_t i = 0; i < N; i++) {
+        const etch_value *v = etch_method_output(m, i);
+        size_t len = v->u.str.len;
+        if (len)
+            memcpy(p, v->u.str.ptr, len);
+        p[len] = 0;
+        if (strlen(p) != len)
+            return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                            "metadata method %s: output %zu holds a NUL byte", name, i);
+        *dst[i] = p;
+        p += len + 1;
+    }
+    r->has_tmpl = true;
+    return ETCH_OK;
+}
+
 /* ---- open / close ----------------------------------------------------------------------- */
 
 etch_status etch_llm_runner_open(const char *model_path, etch_tokenizer *tok,
@@ -220,6 +295,10 @@ etch_status etch_llm_runner_open(const char *model_path, etch_tokenizer *tok,
     if (st == ETCH_OK)
         st = load_metadata(r, method);
     if (st == ETCH_OK)
+        st = check_vocab(r);
+    if (st == ETCH_OK)
+        st = load_chat_template(r);
+    if (st == ETCH_OK)
         st = etch_module_load_method(r->mod, method, &r->forward);
     if (st == ETCH_OK)
         st = etch_sampler_open(&o.sampler, (int32_t)r->meta.vocab_size, &r->sampler);
@@ -234,9 +313,10 @@ etch_status etch_llm_runner_open(const char *model_path, etch_tokenizer *tok,
         r->text_cap = 16;
     r->tokens = malloc((size_t)r->chunk * sizeof *r->tokens);
     r->ids = malloc(r->ids_cap * sizeof *r->ids);
+    r->hist = malloc((size_t)r->meta.max_context_len * sizeof *r->hist);
     r->logits = malloc((size_t)r->meta.vocab_size * sizeof *r->logits);
     r->text = malloc(r->text_cap);
-    if (!r->tokens || !r->ids || !r->logits || !r->text) {
+    if (!r->tokens || !r->ids || !r->hist || !r->logits || !r->text) {
         etch_llm_runner_close(r);
         return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "llm_runner_open: out of memory");
     }
@@ -255,6 +335,8 @@ void etch_llm_runner_close(etch_llm_runner *r) {
     etch_module_close(r->mod);
     free(r->tokens);
     free(r->ids);
+    free(r->hist);
+    free(r->tmpl_text);
     free(r->logits);
     free(r->text);
     free(r);
@@ -292,6 +374,18 @@ const etch_llm_stats *etch_llm_runner_stats(const etch_llm_runner *r) {
 uint64_t etch_llm_runner_num_forward_calls(const etch_llm_runner *r) {
     return r ? r->forward_calls : 0;
 }
+const int32_t *etch_llm_runner_context(const etch_llm_runner *r, size_t *n) {
+    if (n)
+        *n = r ? (size_t)r->pos : 0;
+    return r ? r->hist : NULL;
+}
+void etch_llm_runner_discard_pending(etch_llm_runner *r) {
+    if (r)
+        r->pending = -1;
+}
+const etch_llm_chat_template *etch_llm_runner_chat_template(const etch_llm_runner *r) {
+    return r && r->has_tmpl ? &r->tmpl : NULL;
+}
 
 /* ---- generation ------------------------------------------------------------------------- */
 
@@ -316,6 +410,8 @@ static etch_status forward(etch_llm_runner *r, int64_t n) {
         return st;
     }
     r->forward_calls++;
+    for (int64_t i = 0; i < n; i++)
+        r->hist[start + i] = (int32_t)r->tokens[i];
     r->pos += n;
     const etch_value *ov = etch_method_output(r->forward, 0);
     const etch_tensor *o = ov && ov->tag == ETCH_VALUE_TENSOR ? ov->u.tensor : NULL;
@@ -345,6 +441,29 @@ static etch_status prefill(etch_llm_runner *r, const int32_t *ids, size_t n) {
         done += k;
     }
     return ETCH_OK;
+}
+
+etch_status etch_llm_runner_shift(etch_llm_runner *r, size_t keep, size_t drop) {
+    if (!r)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "llm_runner_shift: NULL argument");
+    size_t pos = (size_t)r->pos;
+    if (keep > pos || drop > pos - keep)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "llm_runner_shift: dropping %zu tokens after %zu leaves the %zu-token "
+                        "context",
+                        drop, keep, pos);
+    if (drop == 0)
+        return ETCH_OK;
+    size_t rest = pos - keep - drop;
+    memmove(r->hist + keep, r->hist + keep + drop, rest * sizeof *r->hist);
+    r->pos = (int64_t)keep;
+    /* prefill reads hist[keep + i] and forward writes the same id back to the same place */
+    etch_status st = prefill(r, r->hist + keep, rest);
+    if (st != ETCH_OK) {
+        r->pos = 0;
+        r->pending = -1;
+    }
+    return st;
 }
 
 static bool in_list(int32_t id, const int64_t *l, size_t n) {

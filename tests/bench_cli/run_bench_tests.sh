@@ -65,7 +65,9 @@ expect 0 "$ETCH" bench "$LENET" --iterations 5 --warmup 1
 has_out "^median $T  min $T  max $T\$"
 has_out "^load $T\$"
 has_out '^peak RSS [1-9][0-9]* KiB$'
-has_out '^threads 1  kernels optimized  isa (scalar|avx2|avx512|neon)$'
+# the default --cpu-threads: the CPUs this process may run on
+NCPU=$("$PY" -c 'import os; print(min(len(os.sched_getaffinity(0)), 256))')
+has_out "^threads $NCPU  kernels optimized  isa (scalar|avx2|avx512|neon)\$"
 has_out '^operator +impl +calls/run +time/run +%$'
 has_out "^aten::convolution\\.out +(optimized|portable)(\\+[a-z_]+)? +2 +$T +[0-9]+\\.[0-9]{2}\$"
 has_out "^\\(total\\) +$T +100\\.00\$"

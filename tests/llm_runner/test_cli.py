@@ -118,7 +118,7 @@ class ChatTest(unittest.TestCase):
         turns = "Once upon a time\nThe cat was happy.\n"
         rc, out, err = run("--model", str(model_path("bin")), "--tokenizer", tok(), "--chat",
                            "--temperature", "0", "--max-new-tokens", "16", "--ignore-eos",
-                           stdin=turns.encode())
+                           "--stats", stdin=turns.encode())
         self.assertEqual(rc, 0, err)
         st = stats_lines(err)
         self.assertEqual(len(st), 2)

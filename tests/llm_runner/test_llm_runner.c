@@ -9,7 +9,10 @@
  * - the statistics: the JSON line's keys (ExecuTorch's, in order), monotonic timestamps,
  *   token counts equal to what was produced;
  * - stop reasons: EOS, stop ids, max tokens, cancellation from the callback, context full
- *   (and a prompt that does not fit, which changes nothing).
+ *   (and a prompt that does not fit, which changes nothing);
+ * - context shifting: after etch_llm_runner_shift the context is BOS + the newest tokens and
+ *   the continuation equals a fresh prefill of exactly those; discard_pending; the context
+ *   ids; no chat template in this program.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,6 +163,49 @@ static void test_chat(etch_llm_runner *r, etch_tokenizer *tok) {
 }
 
 /* Keys of ExecuTorch's stats_to_json_string, in order, then etch's. */
+/* Shift: drop 40 tokens after BOS, go on == a fresh run of BOS + the rest + the pending one. */
+static void test_shift(etch_llm_runner *r) {
+    etch_llm_runner_reset(r);
+    reset_collect(&A);
+    etch_llm_generate_params gp = params(&A, 100);
+    etch_llm_result res;
+    CHECK_OK(etch_llm_runner_generate(r, NULL, 0, &gp, &res));
+    size_t n = 0;
+    const int32_t *ctx = etch_llm_runner_context(r, &n);
+    CHECK(n == 100 && ctx[0] == 1); /* BOS + 99 generated; the 100th is pending */
+    for (size_t i = 1; i < n && i <= A.n; i++)
+        CHECK(ctx[i] == A.ids[i - 1]);
+    int32_t before[128];
+    memcpy(before, ctx, n * sizeof *ctx);
+    int32_t pending = etch_llm_runner_pending_token(r);
+    CHECK(etch_llm_runner_shift(r, 1, 100) == ETCH_ERR_INVALID_ARGUMENT); /* out of range */
+    CHECK_OK(etch_llm_runner_shift(r, 1, 40));
+    ctx = etch_llm_runner_context(r, &n);
+    CHECK(n == 60 && ctx[0] == 1 && memcmp(ctx + 1, before + 41, 59 * sizeof *ctx) == 0);
+    CHECK(etch_llm_runner_pending_token(r) == pending);
+    reset_collect(&A);
+    gp = params(&A, 30);
+    CHECK_OK(etch_llm_runner_generate_ids(r, NULL, 0, &gp, &res));
+    CHECK(res.prompt_tokens == 1 && res.position == 60 + 30);
+    int32_t shifted[64];
+    size_t ns = A.n;
+    memcpy(shifted, A.ids, ns * sizeof *shifted);
+    /* fresh: BOS + the kept 59 + the pending token */
+    int32_t all[64];
+    memcpy(all, before + 41, 59 * sizeof *all);
+    all[59] = pending;
+    etch_llm_runner_reset(r);
+    reset_collect(&A);
+    CHECK_OK(etch_llm_runner_generate_ids(r, all, 60, &gp, &res));
+    CHECK_MSG(A.n == ns && memcmp(A.ids, shifted, ns * sizeof *shifted) == 0,
+              "the continuation after a shift differs from a fresh prefill");
+    /* discard_pending: the next call feeds nothing before its prompt */
+    CHECK(etch_llm_runner_pending_token(r) >= 0);
+    etch_llm_runner_discard_pending(r);
+    CHECK(etch_llm_runner_pending_token(r) == -1);
+    CHECK(etch_llm_runner_chat_template(r) == NULL);
+}
+
 static const char *const KEYS[] = {
     "prompt_tokens",      "generated_tokens",   "model_load_start_ms",
     "model_load_end_ms",  "inference_start_ms", "inference_end_ms",
@@ -351,6 +397,7 @@ int main(int argc, char **argv) {
     test_metadata(r);
     test_greedy(r, ref, ref_len, n_tokens);
     test_chat(r, tok);
+    test_shift(r);
     test_stats(r);
     test_stops(r);
     test_errors(argv[2]);

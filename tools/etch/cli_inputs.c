@@ -251,7 +251,7 @@ int cli_module_args_take(const char *cmd, int argc, char **argv, int *i, cli_mod
 int cli_module_args_finish(const char *cmd, cli_module_args *a) {
     if (a->inputs && cli_inputs_check_list(cmd, a->inputs) != CLI_OK)
         return CLI_USAGE;
-    a->num_threads = 1;
+    a->num_threads = cli_default_threads();
     if (a->threads_s && !cli_parse_threads(cmd, a->threads_s, &a->num_threads))
         return CLI_USAGE;
     a->kernels = ETCH_MODULE_KERNELS_OPTIMIZED;

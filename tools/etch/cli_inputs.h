@@ -38,7 +38,8 @@ typedef struct cli_module_args {
     bool no_fusion;
     bool no_prepack;
     bool no_blocked_layout;
-    int num_threads;             /* parsed by cli_module_args_finish (default 1) */
+    int num_threads;             /* parsed by cli_module_args_finish (default:
+                                    cli_default_threads()) */
     etch_module_kernels kernels; /* (default optimized) */
 } cli_module_args;
 

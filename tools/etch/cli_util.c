@@ -1,4 +1,4 @@
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 
 #include "cli_util.h"
 #include "etch/threadpool.h"
@@ -8,8 +8,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     fflush(stdout); /* keep the report after what was already printed */
@@ -177,6 +179,23 @@ bool cli_parse_threads(const char *cmd, const char *s, int *out) {
         return false;
     *out = (int)v;
     return true;
+}
+
+int cli_default_threads(void) {
+    long n = 0;
+#if defined(__linux__) && defined(CPU_COUNT)
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        n = CPU_COUNT(&set);
+#endif
+    if (n < 1)
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    if (n > ETCH_THREADPOOL_MAX_THREADS)
+        n = ETCH_THREADPOOL_MAX_THREADS;
+    return (int)n;
 }
 
 bool cli_parse_kernels(const char *cmd, const char *s, etch_module_kernels *out) {
@@ -394,5 +413,101 @@ void cli_print_value_summary(FILE *out, const etch_value *v) {
         fprintf(out, "%s (%zu items)", etch_value_tag_name(v->tag), v->u.list.len);
         return;
     default: fprintf(out, "%s", etch_value_tag_name(v->tag)); return;
+    }
+}
+
+/* ---- JSON --------------------------------------------------------------------------------- */
+
+void cli_json_string_n(FILE *out, const char *s, size_t n) {
+    if (!s) {
+        fputs("null", out);
+        return;
+    }
+    fputc('"', out);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", out);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+void cli_json_string(FILE *out, const char *s) { cli_json_string_n(out, s, s ? strlen(s) : 0); }
+
+void cli_json_double(FILE *out, double v) {
+    if (isfinite(v))
+        fprintf(out, "%.17g", v);
+    else
+        fputs("null", out); /* JSON has no NaN or infinity */
+}
+
+void cli_json_shape(FILE *out, size_t dim, const int64_t *sizes) {
+    fputc('[', out);
+    for (size_t d = 0; d < dim; d++)
+        fprintf(out, d ? ", %lld" : "%lld", (long long)sizes[d]);
+    fputc(']', out);
+}
+
+void cli_json_tensor_values(FILE *out, const etch_tensor *t) {
+    int64_t n = etch_tensor_numel(t);
+    if (n > 0 && !t->data) {
+        fputs("null", out);
+        return;
+    }
+    bool fp = t->dtype == ETCH_DTYPE_HALF || t->dtype == ETCH_DTYPE_BFLOAT16 ||
+              t->dtype == ETCH_DTYPE_FLOAT || t->dtype == ETCH_DTYPE_DOUBLE;
+    fputc('[', out);
+    for (int64_t k = 0; k < n; k++) {
+        if (k)
+            fputs(", ", out);
+        size_t m = logical_to_memory(t, k);
+        if (fp)
+            cli_json_double(out, cli_elem_as_double(t->data, t->dtype, m));
+        else if (etch_dtype_size(t->dtype) == 0)
+            fputs("null", out);
+        else
+            print_elem(out, t->data, t->dtype, m); /* exact integers, true / false */
+    }
+    fputc(']', out);
+}
+
+void cli_json_value_fields(FILE *out, const etch_value *v, bool values) {
+    fputs("\"kind\": ", out);
+    cli_json_string(out, etch_value_tag_name(v->tag));
+    switch (v->tag) {
+    case ETCH_VALUE_TENSOR:
+        if (!v->u.tensor)
+            break;
+        fputs(", \"dtype\": ", out);
+        cli_json_string(out, etch_dtype_name(v->u.tensor->dtype));
+        fputs(", \"shape\": ", out);
+        cli_json_shape(out, v->u.tensor->dim, v->u.tensor->sizes);
+        if (values) {
+            fputs(", \"values\": ", out);
+            cli_json_tensor_values(out, v->u.tensor);
+        }
+        break;
+    case ETCH_VALUE_INT: fprintf(out, ", \"value\": %lld", (long long)v->u.i); break;
+    case ETCH_VALUE_DOUBLE:
+        fputs(", \"value\": ", out);
+        cli_json_double(out, v->u.d);
+        break;
+    case ETCH_VALUE_BOOL: fprintf(out, ", \"value\": %s", v->u.b ? "true" : "false"); break;
+    case ETCH_VALUE_STRING:
+        fputs(", \"value\": ", out);
+        cli_json_string_n(out, v->u.str.ptr ? v->u.str.ptr : "", v->u.str.len);
+        break;
+    case ETCH_VALUE_DOUBLE_LIST: fprintf(out, ", \"items\": %zu", v->u.doubles.len); break;
+    case ETCH_VALUE_BOOL_LIST: fprintf(out, ", \"items\": %zu", v->u.bools.len); break;
+    case ETCH_VALUE_INT_LIST: case ETCH_VALUE_TENSOR_LIST: case ETCH_VALUE_OPTIONAL_TENSOR_LIST:
+        fprintf(out, ", \"items\": %zu", v->u.list.len);
+        break;
+    default: break;
     }
 }

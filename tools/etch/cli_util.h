@@ -65,12 +65,15 @@ bool cli_parse_double(const char *cmd, const char *opt, const char *s, double mi
 /* --cpu-threads N (1..ETCH_THREADPOOL_MAX_THREADS) and --kernels optimized|portable, shared
  * by run, bench and llm; false after printing a usage error. */
 bool cli_parse_threads(const char *cmd, const char *s, int *out);
+/* The default of --cpu-threads (run, bench, llm): the CPUs this process may run on
+ * (sched_getaffinity; else the online CPUs), 1 .. ETCH_THREADPOOL_MAX_THREADS. */
+int cli_default_threads(void);
 bool cli_parse_kernels(const char *cmd, const char *s, etch_module_kernels *out);
 /* The help lines of those two options. */
 #define CLI_HELP_THREADS_KERNELS                                                           \
     "  --cpu-threads N        threads for kernels that split their work, the calling one\n" \
-    "                         included (default 1; at most 256): a thread pool started\n"  \
-    "                         once, at load\n"                                             \
+    "                         included (default: the CPUs this process may run on; at\n"  \
+    "                         most 256): a thread pool started once, at load\n"            \
     "  --kernels SET          optimized (default: SIMD, multi-threaded, fused activations;\n" \
     "                         the instruction set follows the CPU or ETCH_ISA) or portable\n" \
     "                         (the reference kernels only)\n"
@@ -101,5 +104,23 @@ void cli_print_tensor_values(FILE *out, const etch_tensor *t, size_t max_items);
 void cli_print_value_summary(FILE *out, const etch_value *v);
 /* Element k (memory order, k < numel) as double, for any numeric dtype. */
 double cli_elem_as_double(const void *data, int dtype, size_t k);
+
+/* ---- JSON (bench --json, info --json, run --json, llm --json) ----------------------------- */
+
+/* A JSON string: s[0..n) with '"', '\\' and control characters escaped (the bytes are
+ * written as they are otherwise: UTF-8 stays UTF-8); NULL prints null. */
+void cli_json_string_n(FILE *out, const char *s, size_t n);
+void cli_json_string(FILE *out, const char *s); /* NUL-terminated */
+/* A number, "%.17g"; null for NaN and infinities (JSON has neither). */
+void cli_json_double(FILE *out, double v);
+/* [2, 3] */
+void cli_json_shape(FILE *out, size_t dim, const int64_t *sizes);
+/* Every element in logical C order, flattened: floats as cli_json_double, integers exact,
+ * Bool true/false. */
+void cli_json_tensor_values(FILE *out, const etch_tensor *t);
+/* The members of a value's object, without the braces: "kind": "Tensor", "dtype": "Float",
+ * "shape": [1, 3], "values": [...] (with `values`); scalars and Strings "kind": "Int",
+ * "value": 4; lists "kind": ..., "items": n. */
+void cli_json_value_fields(FILE *out, const etch_value *v, bool values);
 
 #endif

@@ -291,23 +291,6 @@ static void short_op(const char *name, char *buf, size_t cap) {
 
 /* ---- output ---------------------------------------------------------------------------- */
 
-static void json_string(const char *s) {
-    if (!s) {
-        fputs("null", stdout);
-        return;
-    }
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
-
 typedef struct bench_result {
     const double *times; /* [iterations] in execution order */
     double median, min, max, load_ms;
@@ -359,9 +342,9 @@ static void print_json(const bench_opts *o, const char *method, const bench_resu
                        const profile *p) {
     double total = r->ops_total_ms;
     fputs("{\"file\": ", stdout);
-    json_string(o->path);
+    cli_json_string(stdout, o->path);
     fputs(", \"method\": ", stdout);
-    json_string(method);
+    cli_json_string(stdout, method);
     printf(", \"threads\": %d, \"kernels\": \"%s\", \"isa\": \"%s\", \"warmup\": %lld, "
            "\"iterations\": %lld, \"median_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, "
            "\"load_ms\": %.6f, \"peak_rss_kb\": %ld, \"ops\": [",
@@ -370,11 +353,11 @@ static void print_json(const bench_opts *o, const char *method, const bench_resu
     for (size_t i = 0; i < p->nrows; i++) {
         const prof_row *row = &p->rows[i];
         fputs(i ? ", {\"op\": " : "{\"op\": ", stdout);
-        json_string(row->op);
+        cli_json_string(stdout, row->op);
         fputs(", \"impl\": ", stdout);
-        json_string(row->impl);
+        cli_json_string(stdout, row->impl);
         fputs(", \"fused\": ", stdout);
-        json_string(row->fused);
+        cli_json_string(stdout, row->fused);
         printf(", \"blocked\": %s, \"chained_calls\": %u", row->blocked ? "true" : "false",
                (unsigned)row->calls_run);
         if (o->per_instruction)

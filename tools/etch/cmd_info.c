@@ -1,4 +1,5 @@
 /* etch info FILE — describe a program (.pte / .bpte) or an external data file (.ptd). */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +10,7 @@
 
 void cmd_info_usage(FILE *out) {
     fprintf(out,
-            "usage: etch info FILE\n"
+            "usage: etch info FILE [--json]\n"
             "\n"
             "Describe FILE: a program (.pte), a bundled program (.bpte: its embedded program\n"
             "plus the number of test cases) or external tensor data (.ptd).\n"
@@ -21,6 +22,8 @@ void cmd_info_usage(FILE *out) {
             "available), planned arena sizes, method pool size and constant bytes.\n"
             "\n"
             "options:\n"
+            "  --json       print the same facts as one JSON object (keys in\n"
+            "               tools/etch/README.md)\n"
             "  -h, --help   show this help\n");
 }
 
@@ -177,6 +180,225 @@ static int print_data_map(const char *path) {
     return CLI_OK;
 }
 
+/* ---- --json ------------------------------------------------------------------------------ */
+
+static void json_value_info(FILE *j, const etch_value_info *v) {
+    fputs("{\"kind\": ", j);
+    cli_json_string(j, etch_value_tag_name(v->tag));
+    switch (v->tag) {
+    case ETCH_VALUE_TENSOR:
+        fputs(", \"dtype\": ", j);
+        cli_json_string(j, etch_dtype_name(v->dtype));
+        fputs(", \"shape\": ", j);
+        cli_json_shape(j, v->dim, v->sizes);
+        fputs(", \"dynamism\": ", j);
+        cli_json_string(j, dynamism_str(v->dynamism));
+        fprintf(j, ", \"planned\": %s, \"constant\": %s, \"nbytes\": %zu, \"dim_order\": [",
+                v->planned ? "true" : "false", v->constant ? "true" : "false", v->nbytes);
+        for (unsigned d = 0; d < v->dim; d++)
+            fprintf(j, d ? ", %u" : "%u", v->dim_order[d]);
+        fputc(']', j);
+        break;
+    case ETCH_VALUE_INT: fprintf(j, ", \"value\": %lld", (long long)v->int_val); break;
+    case ETCH_VALUE_BOOL: fprintf(j, ", \"value\": %s", v->int_val ? "true" : "false"); break;
+    case ETCH_VALUE_DOUBLE:
+        fputs(", \"value\": ", j);
+        cli_json_double(j, v->double_val);
+        break;
+    default: break;
+    }
+    fprintf(j, ", \"value_index\": %u}", v->value_index);
+}
+
+static etch_status json_method(FILE *j, const etch_program *prog, const char *name) {
+    etch_method_meta meta;
+    etch_status st = etch_program_method_meta(prog, name, &meta);
+    if (st != ETCH_OK)
+        return st;
+    fputs("{\"name\": ", j);
+    cli_json_string(j, name);
+    for (int io = 0; io < 2; io++) {
+        size_t n = io ? etch_method_meta_num_outputs(&meta) : etch_method_meta_num_inputs(&meta);
+        fputs(io ? ", \"outputs\": [" : ", \"inputs\": [", j);
+        for (size_t i = 0; i < n; i++) {
+            etch_value_info v;
+            st = io ? etch_method_meta_output(&meta, i, &v) : etch_method_meta_input(&meta, i, &v);
+            if (st != ETCH_OK)
+                return st;
+            fputs(i ? ", " : "", j);
+            json_value_info(j, &v);
+        }
+        fputc(']', j);
+    }
+    fprintf(j, ", \"values\": %zu, \"instructions\": %zu, \"operators\": [",
+            etch_method_meta_num_values(&meta), etch_method_meta_num_instructions(&meta));
+    size_t nops = etch_method_meta_num_operators(&meta), missing = 0;
+    for (size_t i = 0; i < nops; i++) {
+        etch_operator_info op;
+        if ((st = etch_method_meta_operator(&meta, i, &op)) != ETCH_OK)
+            return st;
+        fputs(i ? ", {\"name\": " : "{\"name\": ", j);
+        cli_json_string(j, op.name);
+        fprintf(j, ", \"calls\": %zu, \"available\": %s}", op.num_calls,
+                op.available ? "true" : "false");
+        missing += !op.available;
+    }
+    fprintf(j, "], \"missing_operators\": %zu, \"delegates\": [", missing);
+    size_t nd = etch_method_meta_num_delegates(&meta);
+    for (size_t i = 0; i < nd; i++) {
+        etch_delegate_info d;
+        if ((st = etch_method_meta_delegate(&meta, i, &d)) != ETCH_OK)
+            return st;
+        fputs(i ? ", {\"id\": " : "{\"id\": ", j);
+        cli_json_string(j, d.id);
+        fprintf(j, ", \"blob_size\": %zu, \"inline_blob\": %s, \"compile_specs\": %zu, "
+                   "\"available\": %s}",
+                d.blob_size, d.inline_blob ? "true" : "false", d.num_compile_specs,
+                d.available ? "true" : "false");
+    }
+    fputs("], \"arenas\": [", j);
+    size_t na = etch_method_meta_num_arenas(&meta), total = 0;
+    for (size_t a = 0; a < na; a++) {
+        size_t sz = etch_method_meta_arena_size(&meta, a);
+        total += sz;
+        fprintf(j, a ? ", %zu" : "%zu", sz);
+    }
+    fprintf(j, "], \"planned_memory\": %zu, \"method_pool\": %zu, \"constant_bytes\": %llu, "
+               "\"needs_external_data\": %s}",
+            total, etch_method_meta_pool_size(&meta),
+            (unsigned long long)etch_method_meta_constant_bytes(&meta),
+            etch_method_meta_needs_external_data(&meta) ? "true" : "false");
+    return ETCH_OK;
+}
+
+/* (the CLI_FAIL of reading the file, already reported, is *reported) */
+static etch_status json_bundled(FILE *j, const char *path, bool *reported) {
+    void *data;
+    size_t size;
+    if (cli_read_file(path, &data, &size) != CLI_OK) {
+        *reported = true;
+        return ETCH_ERR_ACCESS_FAILED;
+    }
+    etch_bundled *b;
+    etch_status st = etch_bundled_open_buffer(data, size, &b);
+    if (st != ETCH_OK) {
+        free(data);
+        return st;
+    }
+    size_t ns = etch_bundled_num_suites(b), total = 0;
+    fputs(", \"bundled_suites\": [", j);
+    for (size_t s = 0; s < ns; s++) {
+        const char *m = etch_bundled_suite_method(b, s);
+        size_t n = etch_bundled_num_cases(b, m);
+        total += n;
+        fputs(s ? ", {\"method\": " : "{\"method\": ", j);
+        cli_json_string(j, m);
+        fprintf(j, ", \"test_cases\": %zu}", n);
+    }
+    fprintf(j, "], \"bundled_test_cases\": %zu", total);
+    etch_bundled_close(b);
+    free(data);
+    return ETCH_OK;
+}
+
+static etch_status json_data_map(FILE *j, const char *path) {
+    etch_data_map *map;
+    etch_status st = etch_data_map_open_file(path, NULL, &map);
+    if (st != ETCH_OK)
+        return st;
+    size_t n = etch_data_map_count(map);
+    fputs("{\"file\": ", j);
+    cli_json_string(j, path);
+    fputs(", \"identifier\": \"FT01\", \"kind\": \"external tensor data\", \"entries\": [", j);
+    for (size_t i = 0; i < n; i++) {
+        etch_data_entry e;
+        if ((st = etch_data_map_entry(map, i, &e)) != ETCH_OK)
+            break;
+        fputs(i ? ", {\"key\": " : "{\"key\": ", j);
+        cli_json_string(j, e.key);
+        fprintf(j, ", \"size\": %zu", e.size);
+        if (e.rank >= 0) {
+            fputs(", \"dtype\": ", j);
+            cli_json_string(j, etch_dtype_name(e.dtype));
+            fputs(", \"shape\": ", j);
+            cli_json_shape(j, (size_t)e.rank, e.sizes);
+        }
+        fputc('}', j);
+    }
+    fputs("]}\n", j);
+    etch_data_map_close(map);
+    return st;
+}
+
+static etch_status json_program(FILE *j, const char *path, const etch_program *prog,
+                                const etch_program_header *h, bool *reported) {
+    fputs("{\"file\": ", j);
+    cli_json_string(j, path);
+    fputs(", \"identifier\": ", j);
+    cli_json_string(j, h->identifier);
+    fprintf(j, ", \"bundled\": %s, \"extended_header\": %s, \"header_length\": %u, "
+               "\"program_image\": %llu, \"program_size\": %llu, \"segment_base_offset\": "
+               "%llu, \"segment_data_size\": %llu, \"segments\": [",
+            h->bundled ? "true" : "false", h->has_extended_header ? "true" : "false",
+            h->header_length, (unsigned long long)h->file_size,
+            (unsigned long long)h->program_size, (unsigned long long)h->segment_base_offset,
+            (unsigned long long)h->segment_data_size);
+    etch_status st;
+    for (size_t i = 0; i < h->num_segments; i++) {
+        uint64_t off = 0, size = 0;
+        if ((st = etch_program_segment(prog, i, &off, &size)) != ETCH_OK)
+            return st;
+        fprintf(j, "%s{\"offset\": %llu, \"size\": %llu}", i ? ", " : "",
+                (unsigned long long)off, (unsigned long long)size);
+    }
+    fprintf(j, "], \"constant_bytes\": %llu, \"legacy_constant_buffer\": %s, "
+               "\"named_data\": %zu, \"methods\": [",
+            (unsigned long long)h->constant_bytes, h->legacy_constant_buffer ? "true" : "false",
+            h->num_named_data);
+    size_t nm = etch_program_num_methods(prog);
+    for (size_t i = 0; i < nm; i++) {
+        fputs(i ? ", " : "", j);
+        if ((st = json_method(j, prog, etch_program_method_name(prog, i))) != ETCH_OK)
+            return st;
+    }
+    fputc(']', j);
+    if (h->bundled && (st = json_bundled(j, path, reported)) != ETCH_OK)
+        return st;
+    fputs("}\n", j);
+    return ETCH_OK;
+}
+
+/* Write the JSON to memory first: stdout gets the whole object or nothing. */
+static int info_json(const char *path, bool data_map) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *j = open_memstream(&text, &len);
+    if (!j) {
+        fprintf(stderr, "error: MemoryAllocationFailed: out of memory\n");
+        return CLI_FAIL;
+    }
+    etch_status st = ETCH_OK;
+    etch_program *prog = NULL;
+    bool reported = false;
+    if (data_map) {
+        st = json_data_map(j, path);
+    } else if ((st = etch_kernels_register_portable()) == ETCH_OK &&
+               (st = etch_program_open_file(path, NULL, &prog)) == ETCH_OK) {
+        etch_program_header h;
+        etch_program_get_header(prog, &h);
+        st = json_program(j, path, prog, &h, &reported);
+    }
+    etch_program_close(prog);
+    fclose(j);
+    int rc = CLI_OK;
+    if (st == ETCH_OK)
+        fwrite(text, 1, len, stdout);
+    else
+        rc = reported ? CLI_FAIL : cli_fail(st);
+    free(text);
+    return rc;
+}
+
 /* The 4-byte identifier at offset 4, or "" when the file is shorter. */
 static void peek_identifier(const char *path, char id[5]) {
     memset(id, 0, 5);
@@ -191,8 +413,13 @@ static void peek_identifier(const char *path, char id[5]) {
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
+    bool json = false;
     for (int i = 1; i < argc; i++) {
-        int r = cli_opt_file("info", argc, argv, &i, &path);
+        int r = cli_opt_flag("info", argv, i, "--json", &json);
+        if (r > 0)
+            continue;
+        if (r == 0)
+            r = cli_opt_file("info", argc, argv, &i, &path);
         if (r < 0)
             return CLI_USAGE;
         if (r > 0)
@@ -203,6 +430,8 @@ int cmd_info(int argc, char **argv) {
 
     char id[5];
     peek_identifier(path, id);
+    if (json)
+        return info_json(path, strcmp(id, "FT01") == 0);
     if (strcmp(id, "FT01") == 0)
         return print_data_map(path);
 

@@ -30,6 +30,10 @@ void cmd_run_usage(FILE *out) {
             "                         a String one of NumPy dtype <U)\n"
             "  --num-executions N     execute N times (default 1)\n"
             "  --print-output         print each output's dtype, shape and values\n"
+            "  --json                 print one JSON object instead: file, method, threads,\n"
+            "                         kernels, load_ms, times_ms (the first 1000), mean/min/\n"
+            "                         max_ms, outputs (kind, dtype, shape; values with\n"
+            "                         --print-output; file with --output-dir)\n"
             "  --load-mode MODE       mmap (default) or read\n"
             CLI_HELP_THREADS_KERNELS
             CLI_HELP_NO_FUSION
@@ -39,7 +43,7 @@ void cmd_run_usage(FILE *out) {
 typedef struct run_opts {
     const char *path, *output_dir, *num_exec, *load_mode;
     cli_module_args ma; /* --method, --inputs, --data, --cpu-threads, --kernels, --no-fusion */
-    bool print_output;
+    bool print_output, json;
     long long executions;
     etch_load_mode mode;
 } run_opts;
@@ -52,7 +56,8 @@ static int parse_args(int argc, char **argv, run_opts *o) {
             (r = cli_opt_value("run", argc, argv, &i, "--output-dir", &o->output_dir)) ||
             (r = cli_opt_value("run", argc, argv, &i, "--num-executions", &o->num_exec)) ||
             (r = cli_opt_value("run", argc, argv, &i, "--load-mode", &o->load_mode)) ||
-            (r = cli_opt_flag("run", argv, i, "--print-output", &o->print_output))) {
+            (r = cli_opt_flag("run", argv, i, "--print-output", &o->print_output)) ||
+            (r = cli_opt_flag("run", argv, i, "--json", &o->json))) {
             if (r < 0)
                 return CLI_USAGE;
             continue;
@@ -105,6 +110,40 @@ static void print_output(size_t i, const etch_value *v, bool values) {
     printf("\n");
 }
 
+#define JSON_TIMES 1000
+
+/* --json: everything the text output says, as one object. */
+static void print_json(const run_opts *o, const char *name, etch_module *mod, etch_method *m,
+                       double load_ms, const double *times, double total, double best,
+                       double worst, const bool *wrote) {
+    fputs("{\"file\": ", stdout);
+    cli_json_string(stdout, o->path);
+    fputs(", \"method\": ", stdout);
+    cli_json_string(stdout, name);
+    printf(", \"threads\": %d, \"kernels\": \"%s\", \"load_ms\": %.6f, \"executions\": %lld, "
+           "\"times_ms\": [",
+           etch_module_num_threads(mod), etch_module_kernels_name(o->ma.kernels), load_ms,
+           o->executions);
+    for (long long k = 0; k < o->executions && k < JSON_TIMES; k++)
+        printf(k ? ", %.6f" : "%.6f", times[k]);
+    printf("], \"mean_ms\": %.6f, \"min_ms\": %.6f, \"max_ms\": %.6f, \"output_dir\": ",
+           total / (double)o->executions, best, worst);
+    cli_json_string(stdout, o->output_dir);
+    fputs(", \"outputs\": [", stdout);
+    size_t no = etch_method_num_outputs(m);
+    for (size_t i = 0; i < no; i++) {
+        const etch_value *v = etch_method_output(m, i);
+        printf("%s{\"index\": %zu, ", i ? ", " : "", i);
+        cli_json_value_fields(stdout, v, o->print_output);
+        fputs(", \"file\": ", stdout);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/output_%zu.npy", o->output_dir ? o->output_dir : "", i);
+        cli_json_string(stdout, wrote && wrote[i] ? path : NULL);
+        fputc('}', stdout);
+    }
+    fputs("]}\n", stdout);
+}
+
 int cmd_run(int argc, char **argv) {
     run_opts o;
     int rc = parse_args(argc, argv, &o);
@@ -137,7 +176,8 @@ int cmd_run(int argc, char **argv) {
         return rc;
     }
     double t1 = cli_now_ms();
-    printf("loaded method '%s' from %s in %.3f ms (threads %d, kernels %s)\n", name, o.path,
+    if (!o.json)
+        printf("loaded method '%s' from %s in %.3f ms (threads %d, kernels %s)\n", name, o.path,
            t1 - t0, etch_module_num_threads(s->mod), etch_module_kernels_name(o.ma.kernels));
 
     if ((rc = cli_inputs_set(&s->in, "run", o.ma.inputs, CLI_FILL_ONES, m)) != CLI_OK) {
@@ -146,33 +186,49 @@ int cmd_run(int argc, char **argv) {
     }
 
     double total = 0, best = INFINITY, worst = 0;
+    size_t no = etch_method_num_outputs(m), written = 0;
+    double *times = o.json ? calloc(JSON_TIMES, sizeof *times) : NULL;
+    bool *wrote = o.json ? calloc(no + 1, sizeof *wrote) : NULL;
+    if (o.json && (!times || !wrote)) {
+        free(times);
+        free(wrote);
+        run_state_free(s);
+        fprintf(stderr, "error: MemoryAllocationFailed: out of memory\n");
+        return CLI_FAIL;
+    }
     for (long long k = 0; k < o.executions; k++) {
         double a = cli_now_ms();
         st = etch_method_execute(m);
         double dt = cli_now_ms() - a;
         if (st != ETCH_OK) {
+            free(times);
+            free(wrote);
             run_state_free(s);
             return cli_fail_ctx(st, "execution %lld", k + 1);
         }
+        if (times && k < JSON_TIMES)
+            times[k] = dt;
         total += dt;
         best = dt < best ? dt : best;
         worst = dt > worst ? dt : worst;
-        if (o.executions <= 20 || k < 10)
+        if (!o.json && (o.executions <= 20 || k < 10))
             printf("execution %lld: %.3f ms\n", k + 1, dt);
     }
-    if (o.executions > 1)
+    if (!o.json && o.executions > 1)
         printf("%lld executions: mean %.3f ms, min %.3f ms, max %.3f ms\n", o.executions,
                total / (double)o.executions, best, worst);
 
-    size_t no = etch_method_num_outputs(m), written = 0;
     for (size_t i = 0; i < no; i++) {
         const etch_value *v = etch_method_output(m, i);
         if (!v) {
+            free(times);
+            free(wrote);
             run_state_free(s);
             fprintf(stderr, "error: Internal: output %zu is missing\n", i);
             return CLI_FAIL;
         }
-        print_output(i, v, o.print_output);
+        if (!o.json)
+            print_output(i, v, o.print_output);
         if (o.output_dir) {
             char path[4096];
             snprintf(path, sizeof path, "%s/output_%zu.npy", o.output_dir, i);
@@ -180,18 +236,26 @@ int cmd_run(int argc, char **argv) {
                 v->tag == ETCH_VALUE_DOUBLE || v->tag == ETCH_VALUE_BOOL ||
                 v->tag == ETCH_VALUE_STRING) {
                 if ((st = etch_npy_write_value(path, v)) != ETCH_OK) {
+                    free(times);
+                    free(wrote);
                     run_state_free(s);
                     return cli_fail_ctx(st, "output %zu", i);
                 }
                 written++;
-            } else {
+                if (wrote)
+                    wrote[i] = true;
+            } else if (!o.json) {
                 printf("note: output %zu is a %s value: not written\n", i,
                        etch_value_tag_name(v->tag));
             }
         }
     }
-    if (o.output_dir)
+    if (o.json)
+        print_json(&o, name, s->mod, m, t1 - t0, times, total, best, worst, wrote);
+    else if (o.output_dir)
         printf("wrote %zu output%s to %s\n", written, written == 1 ? "" : "s", o.output_dir);
+    free(times);
+    free(wrote);
     run_state_free(s);
     return CLI_OK;
 }
