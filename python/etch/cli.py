@@ -87,7 +87,7 @@ def load_factory(target: str, kwargs: Optional[dict] = None):
         if not os.path.exists(target):
             if ":" not in target and (os.path.sep in target or
                                       os.path.splitext(target)[1] in _MODEL_FILE_EXTS):
-                raise FileNotFoundError(errno.ENOENT, "no such model file", target)
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), target)
             raise ValueError("expected MODULE:FACTORY or a model file saved with "
                              "torch.save(model, FILE), got %r" % target)
         if kwargs:
@@ -103,7 +103,7 @@ def load_factory(target: str, kwargs: Optional[dict] = None):
     if mod_name.endswith(".py") or os.path.sep in mod_name:
         path = os.path.abspath(mod_name)
         if not os.path.isfile(path):
-            raise FileNotFoundError(errno.ENOENT, "no such model file", mod_name)
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), mod_name)
         name = os.path.splitext(os.path.basename(path))[0]
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:

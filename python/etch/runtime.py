@@ -54,9 +54,9 @@ class Module:
         if isinstance(source, (str, os.PathLike)):
             source = os.fspath(source)
             if not os.path.exists(source):
-                raise FileNotFoundError(errno.ENOENT, "no such program file", source)
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), source)
             if os.path.isdir(source):
-                raise IsADirectoryError(errno.EISDIR, "a directory, not a program file", source)
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), source)
         elif not isinstance(source, (bytes, bytearray, memoryview)):
             raise TypeError("etch.runtime.load takes a path, the bytes of a .pte/.bpte or an "
                             "etch.Program, not %s" % type(source).__name__)
