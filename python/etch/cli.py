@@ -10,9 +10,9 @@ The same as the ``etch-export`` console script, without the word ``export``:
 MODULE is an importable module or a path to a ``.py`` file; FACTORY a callable in it that
 returns the ``nn.Module`` (called without arguments; ``--kwargs '{"num_classes": 10}'`` passes
 keyword arguments), or an ``nn.Module`` instance.  Instead of MODULE:FACTORY, a file written by
-``torch.save(model, FILE)`` (a whole module, unpickled: only files you trust).  Each ``--input`` is ``SHAPE:DTYPE`` with an
-optional ``:LOW..HIGH`` value range (random example data, seeded); ``--dynamic 0:1:16`` says that
-input 0's dimension 1 varies up to 16.
+``torch.save(model, FILE)`` (a whole module, unpickled: only files you trust).  Each ``--input``
+is ``SHAPE:DTYPE`` with an optional ``:LOW..HIGH`` value range (random example data, seeded);
+``--dynamic 0:1:16`` says that input 0's dimension 1 varies up to 16.
 """
 
 from __future__ import annotations

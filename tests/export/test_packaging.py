@@ -42,7 +42,7 @@ from etch.cli import load_factory  # noqa: E402
 
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
-_SKIP_DIRS = {".git", "__pycache__", "node_modules", ".work"}
+_SKIP_DIRS = {".git", "__pycache__", "node_modules", ".work", "venv", ".venv"}
 
 
 def _ignore(d, names):
