@@ -43,6 +43,14 @@ def export(model: torch.nn.Module, example_inputs, *,
     if check_ops not in (True, False, "auto"):
         raise ValueError("check_ops must be True, False or \"auto\", not %r" % (check_ops,))
     say = progress or (lambda s: None)
+    lib = None
+    if check_ops:   # before the capture: a missing library fails at once
+        from . import _lib
+        lib, tried = _lib.lookup()
+        if lib is None:
+            raise _lib.LibraryNotFoundError(_lib.not_found_message(
+                tried, "or export without the operator check (--no-check, check_ops=False): "
+                "the program may then fail to load on a runtime that lacks an operator"))
     eg = capture(model, example_inputs, dynamic_shapes=dynamic_shapes, progress=say)
     eg.propagate()
     if optimize:
@@ -64,12 +72,7 @@ def export(model: torch.nn.Module, example_inputs, *,
         raise ExportError("etch-only operators (pass allow_etch_ops=True to keep them): %s"
                           % ", ".join(program.etch_only_operators))
     if check_ops:
-        from . import _lib, opcheck
-        lib, tried = _lib.lookup()
-        if lib is None:
-            raise _lib.LibraryNotFoundError(_lib.not_found_message(
-                tried, "or export without the operator check (--no-check, check_ops=False): "
-                "the program may then fail to load on a runtime that lacks an operator"))
+        from . import opcheck
         say("checking operators")
         opcheck.check_program(program.program, opcheck.registry(lib),
                               opcheck.dtype_support(lib))
