@@ -36,6 +36,7 @@ def __getattr__(name):
         value = getattr(importlib.import_module(mod), attr)
         globals()[name] = value
         return value
-    if name in ("runtime", "serialize", "passes", "capture", "memory_plan", "ops", "opcheck"):
+    if name in ("runtime", "serialize", "passes", "capture", "memory_plan", "ops", "opcheck",
+                "llm", "zoo"):
         return importlib.import_module("etch." + name)
     raise AttributeError("module 'etch' has no attribute %r" % name)

@@ -1,16 +1,26 @@
 """ctypes view of the C library ``libetch.so``: the structs of include/etch/*.h, mirrored field
 for field, and the functions the Python side calls.
 
-The library is found through the ``ETCH_LIB`` environment variable, else
-``<repo>/build/libetch.so`` next to this source tree.
+The library is looked up in this order (the first that exists wins; :func:`find_library`):
+
+1. ``ETCH_LIB``: the path of a ``libetch.so`` (an error if it names no file);
+2. next to the package: ``etch/libetch.so*``, which ``pip install`` from a source checkout
+   builds with CMake and ships;
+3. the source checkout this package is imported from: ``<repo>/build/libetch.so``;
+4. the installed prefix: ``$(pkg-config --variable=libdir etch)/libetch.so*``;
+5. the system linker path: ``ctypes.util.find_library("etch")`` (ldconfig, LD_LIBRARY_PATH).
+
+When none is found, :func:`load` raises :class:`LibraryNotFoundError` naming each place.
 """
 
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import os
+import subprocess
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional, Tuple
 
 ETCH_MAX_DIMS = 16
 
@@ -82,27 +92,116 @@ class etch_module_options(ctypes.Structure):
                 ("no_prepack", ctypes.c_bool), ("no_blocked_layout", ctypes.c_bool)]
 
 
+class LibraryNotFoundError(OSError):
+    """No libetch shared library was found (the message names every place looked in)."""
+
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
 def default_library_path() -> Path:
-    return Path(__file__).resolve().parents[2] / "build" / "libetch.so"
+    """``<repo>/build/libetch.so`` of the source checkout this package sits in."""
+    return PACKAGE_DIR.parents[1] / "build" / "libetch.so"
+
+
+def _in_checkout() -> bool:
+    root = PACKAGE_DIR.parents[1]
+    return PACKAGE_DIR.parent.name == "python" and (root / "CMakeLists.txt").is_file() and \
+        (root / "include" / "etch").is_dir()
+
+
+def _shared_in(d: Path) -> Optional[str]:
+    """libetch.so in directory d, else its first versioned name (libetch.so.0, ...)."""
+    exact = d / "libetch.so"
+    if exact.is_file():
+        return str(exact)
+    versioned = sorted(d.glob("libetch.so.*"))
+    for p in versioned:
+        if p.is_file():
+            return str(p)
+    return None
+
+
+def _pkg_config_libdir() -> Tuple[Optional[str], str]:
+    """(libdir, how it went) from ``pkg-config --variable=libdir etch``."""
+    try:
+        r = subprocess.run(["pkg-config", "--variable=libdir", "etch"], capture_output=True,
+                           text=True, timeout=30)
+    except FileNotFoundError:
+        return None, "pkg-config is not installed"
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, "pkg-config failed: %s" % e
+    libdir = r.stdout.strip()
+    if r.returncode != 0 or not libdir:
+        return None, "pkg-config knows no package etch"
+    return libdir, "libdir %s" % libdir
+
+
+def lookup() -> Tuple[Optional[str], List[str]]:
+    """(the library found or None, one line per place looked in, in order)."""
+    tried: List[str] = []
+    env = os.environ.get("ETCH_LIB")
+    if env:
+        if os.path.isfile(env):
+            return env, tried
+        raise LibraryNotFoundError("ETCH_LIB=%s names no file: point it at a libetch.so, or "
+                                   "unset it to search the usual places" % env)
+    tried.append("ETCH_LIB (not set)")
+    found = _shared_in(PACKAGE_DIR)
+    if found:
+        return found, tried
+    tried.append("%s/libetch.so* (not shipped with this install)" % PACKAGE_DIR)
+    if _in_checkout():
+        p = default_library_path()
+        if p.is_file():
+            return str(p), tried
+        tried.append("%s (source checkout, not built)" % p)
+    libdir, how = _pkg_config_libdir()
+    if libdir:
+        found = _shared_in(Path(libdir))
+        if found:
+            return found, tried
+        how += ", which has no libetch.so"
+    tried.append("pkg-config etch (%s)" % how)
+    name = ctypes.util.find_library("etch")
+    if name:
+        return name, tried
+    tried.append("the system linker path (ctypes.util.find_library: nothing)")
+    return None, tried
 
 
 def find_library() -> Optional[str]:
-    env = os.environ.get("ETCH_LIB")
-    if env:
-        return env if os.path.exists(env) else None
-    p = default_library_path()
-    return str(p) if p.exists() else None
+    """The library :func:`load` would open (a path, or a bare name from the system linker
+    path), or None."""
+    return lookup()[0]
+
+
+def not_found_message(tried: List[str], skip: str = "") -> str:
+    """One line: where the library was looked for and how to provide it (`skip`: how to do
+    without it, for callers that can)."""
+    return ("libetch.so (the etch C library) was not found; looked in: %s. Install the package "
+            "from a source checkout with cmake available (pip install ./python builds and ships "
+            "it), build it in the checkout (cmake --build build --target etch_shared), install "
+            "it (cmake --install build), or set ETCH_LIB=/path/to/libetch.so%s"
+            % ("; ".join(tried), "; " + skip if skip else ""))
 
 
 _LIBS = {}
 
 
 def load(path: Optional[str] = None) -> ctypes.CDLL:
-    """The library at `path` (default: find_library()), with prototypes set."""
-    path = path or find_library()
+    """The library at `path` (default: the lookup order of this module), with prototypes
+    set.  A `path` without a directory that is no file here is a name for the system linker
+    path (as find_library() may return)."""
     if path is None:
-        raise OSError("libetch not found: set ETCH_LIB or build %s" % default_library_path())
-    path = os.path.abspath(path)
+        path, tried = lookup()
+        if path is None:
+            raise LibraryNotFoundError(not_found_message(tried))
+    path = os.fspath(path)
+    if os.path.isfile(path):
+        path = os.path.abspath(path)
+    elif os.sep in path:
+        raise FileNotFoundError("libetch: no file %s" % path)
     if path in _LIBS:
         return _LIBS[path]
     lib = ctypes.CDLL(path)

@@ -7,10 +7,11 @@
 
 A case is the method's inputs (a tuple, or one tensor) or a pair ``(inputs, expected)``.
 Without expected outputs, they are computed with torch by running the exported graph (the
-same computation as the model, after the exporter's passes).  When ``libetch`` is available,
-every case is also run through the C runtime and must match within ``rtol``/``atol``
+same computation as the model, after the exporter's passes).  Every case is also run through
+the C runtime and must match within ``rtol``/``atol``
 (``|etch - expected| <= atol + rtol * |expected|``); otherwise bundling fails, so that a
-``.bpte`` is never written that ``etch verify`` would reject with the same tolerances.
+``.bpte`` is never written that ``etch verify`` would reject with the same tolerances
+(``verify=False`` skips that run; without it, a missing ``libetch`` is an error).
 The tolerances themselves are not part of the file format: pass them to ``etch verify``.
 """
 
@@ -31,12 +32,14 @@ class BundleError(RuntimeError):
     pass
 
 
+def _is_array(x) -> bool:
+    return isinstance(_ops.from_numpy(x), torch.Tensor)
+
+
 def _as_tuple(x) -> Tuple:
-    if isinstance(x, torch.Tensor):
-        return (x,)
-    if isinstance(x, list):
-        return tuple(x)
-    return tuple(x)
+    if _is_array(x):
+        return (_ops.from_numpy(x),)
+    return tuple(_ops.from_numpy(v) for v in x)
 
 
 def _value(x) -> B.Value:
@@ -53,13 +56,16 @@ def _value(x) -> B.Value:
 
 
 def _split_case(case) -> Tuple[Tuple, Optional[Tuple]]:
-    if isinstance(case, torch.Tensor):
-        return (case,), None
+    if _is_array(case):
+        return _as_tuple(case), None
+    if not isinstance(case, (tuple, list)):
+        raise TypeError("a test case is a tensor, a tuple of inputs or a pair (inputs, "
+                        "expected), not %s" % type(case).__name__)
     case = tuple(case)
     if len(case) == 2 and isinstance(case[0], (tuple, list)) and \
-            isinstance(case[1], (tuple, list, torch.Tensor)):
+            (isinstance(case[1], (tuple, list)) or _is_array(case[1])):
         return _as_tuple(case[0]), _as_tuple(case[1])
-    return case, None
+    return _as_tuple(case), None
 
 
 def _close(actual, expected, rtol, atol) -> Optional[str]:
@@ -82,11 +88,16 @@ def _close(actual, expected, rtol, atol) -> Optional[str]:
 
 
 def bundle(program, cases: Sequence[Any], *, rtol: float = 1e-5, atol: float = 1e-8,
-           method: str = "forward", verify: str = "auto") -> bytes:
+           method: str = "forward", verify=True) -> bytes:
     """The ``.bpte`` image of `program` with `cases` as test cases of `method`.
 
-    verify: ``"auto"`` runs the cases through libetch when it is found, ``True`` requires it,
-    ``False`` skips it."""
+    cases: each the method's inputs (torch tensors, numpy arrays or Python scalars) or a pair
+    ``(inputs, expected)``.
+    verify: ``True`` (the default; ``"auto"`` means the same) runs the cases through libetch,
+    and fails when no library is found (:class:`etch._lib.LibraryNotFoundError`); ``False``
+    skips the run."""
+    if verify not in (True, False, "auto"):
+        raise ValueError("verify must be True, False or \"auto\", not %r" % (verify,))
     if getattr(program, "external_data", None) is not None:
         raise BundleError("the program keeps its constants in %s: a bundled program must carry "
                           "them (export it without external_data= to bundle it)"
@@ -109,21 +120,22 @@ def bundle(program, cases: Sequence[Any], *, rtol: float = 1e-5, atol: float = 1
                                                   [_value(y) for y in expected]))
     if verify:
         from . import _lib
-        if _lib.find_library() is not None:
-            from . import runtime
-            mod = runtime.load(data)
-            for k, (inputs, expected) in enumerate(zip(inputs_all, expected_all)):
-                got = mod.run_method(method, *inputs)
-                if len(got) != len(expected):
-                    raise BundleError("case %d: %d outputs, %d expected"
-                                      % (k, len(got), len(expected)))
-                for j, (a, e) in enumerate(zip(got, expected)):
-                    msg = _close(a, e, rtol, atol)
-                    if msg:
-                        raise BundleError("case %d, output %d does not verify (rtol %g, atol %g):"
-                                          " %s" % (k, j, rtol, atol, msg))
-        elif verify is True:
-            raise BundleError("verify=True but libetch was not found (set ETCH_LIB)")
+        lib, tried = _lib.lookup()
+        if lib is None:
+            raise _lib.LibraryNotFoundError(_lib.not_found_message(
+                tried, "or bundle without running the cases (verify=False, --no-check)"))
+        from . import runtime
+        mod = runtime.load(data, lib)
+        for k, (inputs, expected) in enumerate(zip(inputs_all, expected_all)):
+            got = mod.run_method(method, *inputs)
+            if len(got) != len(expected):
+                raise BundleError("case %d: %d outputs, %d expected"
+                                  % (k, len(got), len(expected)))
+            for j, (a, e) in enumerate(zip(got, expected)):
+                msg = _close(a, e, rtol, atol)
+                if msg:
+                    raise BundleError("case %d, output %d does not verify (rtol %g, atol %g):"
+                                      " %s" % (k, j, rtol, atol, msg))
     bp = B.BundledProgram(version=B.BUNDLED_PROGRAM_VERSION,
                           method_test_suites=[B.BundledMethodTestSuite(method, test_cases)],
                           program=data)

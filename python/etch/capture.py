@@ -27,6 +27,7 @@ import torch.fx
 from torch.utils import _pytree as pytree
 
 from . import decomp as _decomp
+from . import ops as _ops
 from . import symbolic as _sym
 from .graph import ExportedGraph
 
@@ -91,15 +92,18 @@ def _state_of(model: torch.nn.Module) -> Tuple[List[str], List[torch.Tensor]]:
 
 
 def _flatten_inputs(example_inputs) -> Tuple[List[torch.Tensor], Any]:
+    example_inputs = _ops.from_numpy(example_inputs, "example_inputs")
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     if not isinstance(example_inputs, (tuple, list)):
-        raise TypeError("example_inputs must be a tensor or a tuple of tensors")
+        raise TypeError("example_inputs must be a tensor (or numpy array) or a tuple of them, "
+                        "not %s" % type(example_inputs).__name__)
     flat, spec = pytree.tree_flatten(tuple(example_inputs))
+    flat = [_ops.from_numpy(x, "example input %d" % i) for i, x in enumerate(flat)]
     for i, x in enumerate(flat):
         if not isinstance(x, torch.Tensor):
-            raise CaptureError("example input %d is a %s; only tensor inputs are supported"
-                               % (i, type(x).__name__))
+            raise TypeError("example input %d is a %s; only tensor (or numpy array) inputs are "
+                            "supported" % (i, type(x).__name__))
     return flat, spec
 
 
@@ -191,8 +195,15 @@ def _symbols(dynamic_shapes, flat_inputs) -> List[_sym.Symbol]:
     for i, spec in enumerate(dynamic_shapes or []):
         if not spec:
             continue
+        if not isinstance(spec, dict):
+            raise TypeError("dynamic_shapes[%d] must be None or a dict {dim: max_size}, not %s"
+                            % (i, type(spec).__name__))
         x = flat_inputs[i]
         for d, mx in sorted(spec.items()):
+            if isinstance(d, bool) or not isinstance(d, int) or \
+                    isinstance(mx, bool) or not isinstance(mx, int):
+                raise TypeError("dynamic_shapes[%d]: expected {dim: max_size} with int keys "
+                                "and values, got %r" % (i, spec))
             if not -x.dim() <= d < x.dim():
                 raise ValueError("input %d has no dimension %d" % (i, d))
             d0 = d % x.dim()

@@ -4,16 +4,21 @@
     python3 -m etch export mymodels.py:make_model --input 1x16:int64:0..512 -o m.pte \\
         --bundle m.bpte --summary
 
+The same as the ``etch-export`` console script, without the word ``export``:
+``etch-export model.pt --input 1x16:float32 -o m.pte``.
+
 MODULE is an importable module or a path to a ``.py`` file; FACTORY a callable in it that
 returns the ``nn.Module`` (called without arguments; ``--kwargs '{"num_classes": 10}'`` passes
-keyword arguments), or an ``nn.Module`` instance.  Each ``--input`` is ``SHAPE:DTYPE`` with an
-optional ``:LOW..HIGH`` value range (random example data, seeded); ``--dynamic 0:1:16`` says that
-input 0's dimension 1 varies up to 16.
+keyword arguments), or an ``nn.Module`` instance.  Instead of MODULE:FACTORY, a file written by
+``torch.save(model, FILE)`` (a whole module, unpickled: only files you trust).  Each ``--input``
+is ``SHAPE:DTYPE`` with an optional ``:LOW..HIGH`` value range (random example data, seeded);
+``--dynamic 0:1:16`` says that input 0's dimension 1 varies up to 16.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import importlib.util
 import json
@@ -22,7 +27,7 @@ import sys
 import time
 from typing import List, Optional
 
-__all__ = ["main", "parse_input_spec", "load_factory"]
+__all__ = ["main", "export_main", "parse_input_spec", "load_factory"]
 
 _DTYPES = {
     "float32": "float32", "float": "float32", "f32": "float32", "float16": "float16",
@@ -31,6 +36,9 @@ _DTYPES = {
     "int32": "int32", "int": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8",
     "bool": "bool",
 }
+
+
+_MODEL_FILE_EXTS = (".pt", ".pth", ".pkl")
 
 
 def parse_input_spec(spec: str, seed: int = 0):
@@ -70,13 +78,32 @@ def parse_input_spec(spec: str, seed: int = 0):
 
 
 def load_factory(target: str, kwargs: Optional[dict] = None):
-    """'pkg.module:factory' or 'path/file.py:factory' -> the nn.Module."""
+    """'pkg.module:factory', 'path/file.py:factory' or a model file saved with
+    ``torch.save(model, FILE)`` -> the nn.Module."""
     import torch
-    if ":" not in target:
-        raise ValueError("expected MODULE:FACTORY, got %r" % target)
+    if ":" not in target or os.path.isfile(target):
+        if target.endswith(".py"):
+            raise ValueError("%s: name the factory in it too, as %s:FACTORY" % (target, target))
+        if not os.path.exists(target):
+            if ":" not in target and (os.path.sep in target or
+                                      os.path.splitext(target)[1] in _MODEL_FILE_EXTS):
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), target)
+            raise ValueError("expected MODULE:FACTORY or a model file saved with "
+                             "torch.save(model, FILE), got %r" % target)
+        if kwargs:
+            raise ValueError("--kwargs is for a FACTORY; %s is a saved model" % target)
+        # A whole pickled module (torch 1.13's torch.load runs the pickle: only load files
+        # you trust); its classes must be importable.
+        obj = torch.load(target, map_location="cpu")
+        if not isinstance(obj, torch.nn.Module):
+            raise TypeError("%s holds a %s, not an nn.Module (a state dict needs the model's "
+                            "code: give MODULE:FACTORY)" % (target, type(obj).__name__))
+        return obj
     mod_name, attr = target.rsplit(":", 1)
     if mod_name.endswith(".py") or os.path.sep in mod_name:
         path = os.path.abspath(mod_name)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), mod_name)
         name = os.path.splitext(os.path.basename(path))[0]
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
@@ -89,6 +116,8 @@ def load_factory(target: str, kwargs: Optional[dict] = None):
         module = importlib.import_module(mod_name)
     obj = module
     for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError("%s has no %s" % (mod_name, attr))
         obj = getattr(obj, part)
     if isinstance(obj, torch.nn.Module):
         return obj
@@ -119,6 +148,13 @@ class _Progress:
         self.stream.flush()
         self._last = line
 
+    def end_line(self) -> None:
+        """End a stage line left open on a terminal (before an error message)."""
+        if self.tty and self._last:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._last = ""
+
     def done(self, msg: str) -> None:
         if self.quiet:
             return
@@ -126,6 +162,7 @@ class _Progress:
             self.stream.write("\r\033[K")
         self.stream.write("[%6.1fs] %s\n" % (time.monotonic() - self.t0, msg))
         self.stream.flush()
+        self._last = ""
 
 
 def _parse_dynamic(specs: List[str], n_inputs: int):
@@ -144,8 +181,7 @@ def _parse_dynamic(specs: List[str], n_inputs: int):
     return out
 
 
-def _cmd_export(args) -> int:
-    prog = _Progress(quiet=args.quiet)
+def _cmd_export(args, prog: "_Progress") -> int:
     prog("loading %s" % args.target)
     import torch
     import etch
@@ -160,7 +196,7 @@ def _cmd_export(args) -> int:
     dynamic = _parse_dynamic(args.dynamic, len(inputs))
     program = etch.export(model, inputs, dynamic_shapes=dynamic,
                           allow_etch_ops=args.allow_etch_ops,
-                          check_ops=False if args.no_check else "auto",
+                          check_ops=not args.no_check,
                           external_data=args.external_data, progress=prog)
     program.save(args.output)
     if args.external_data:
@@ -172,7 +208,8 @@ def _cmd_export(args) -> int:
                  program.constant_bytes))
     if args.bundle:
         prog("bundling")
-        data = etch.bundle(program, [inputs], rtol=args.rtol, atol=args.atol)
+        data = etch.bundle(program, [inputs], rtol=args.rtol, atol=args.atol,
+                           verify=not args.no_check)
         with open(args.bundle, "wb") as f:
             f.write(data)
         prog.done("wrote %s (verify with: etch verify %s --rtol %g --atol %g)"
@@ -182,11 +219,9 @@ def _cmd_export(args) -> int:
     return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python3 -m etch", description=__doc__.split("\n")[0])
-    sub = p.add_subparsers(dest="cmd")
-    e = sub.add_parser("export", help="export an nn.Module to a .pte program")
-    e.add_argument("target", metavar="MODULE:FACTORY")
+def _add_export_args(e: argparse.ArgumentParser) -> None:
+    e.add_argument("target", metavar="MODULE:FACTORY",
+                   help="a module or .py file and the callable in it returning the model")
     e.add_argument("--input", action="append", default=[], metavar="SHAPE:DTYPE[:LOW..HIGH]",
                    help="one example input, e.g. 1x3x224x224:float32 (repeat per input)")
     e.add_argument("-o", "--output", required=True, help="the .pte file to write")
@@ -202,18 +237,61 @@ def main(argv: Optional[List[str]] = None) -> int:
     e.add_argument("--allow-etch-ops", action="store_true",
                    help="permit operators only etch knows (listed in --summary)")
     e.add_argument("--no-check", action="store_true",
-                   help="skip the check against the operators libetch registers")
+                   help="skip what needs libetch: the check against the operators it "
+                        "registers, and running the --bundle cases through it (without "
+                        "this flag a missing libetch is an error)")
     e.add_argument("--summary", action="store_true", help="print the program summary")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("-q", "--quiet", action="store_true", help="no progress display")
-    args = p.parse_args(argv)
-    if args.cmd != "export":
-        p.print_help()
-        return 2
+
+
+def _run_export(args, prog_name: str) -> int:
+    progress = _Progress(quiet=args.quiet)
     try:
-        return _cmd_export(args)
+        return _cmd_export(args, progress)
+    except KeyboardInterrupt:
+        progress.end_line()
+        sys.stderr.write("%s: interrupted\n" % prog_name)
+        return 130
     except Exception as ex:  # report, do not dump a traceback at the user
         if os.environ.get("ETCH_DEBUG"):
             raise
-        sys.stderr.write("\netch export: error: %s\n" % ex)
+        progress.end_line()
+        sys.stderr.write("%s: error: %s\n" % (prog_name, _one_line(ex)))
         return 1
+
+
+def _one_line(ex: BaseException) -> str:
+    """The message of `ex` (a FileNotFoundError shows its file); OperatorCheckError keeps its
+    list of problems, one per line."""
+    if isinstance(ex, OSError) and ex.filename is not None and ex.strerror:
+        return "%s: %s" % (ex.strerror, ex.filename)
+    return str(ex) or type(ex).__name__
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python3 -m etch export ...``."""
+    import etch
+    p = argparse.ArgumentParser(prog="python3 -m etch", description=__doc__.split("\n")[0])
+    p.add_argument("--version", action="version", version="etch %s" % etch.__version__)
+    sub = p.add_subparsers(dest="cmd")
+    e = sub.add_parser("export", help="export an nn.Module to a .pte program",
+                       description="Export an nn.Module to a .pte program.")
+    _add_export_args(e)
+    args = p.parse_args(argv)
+    if args.cmd != "export":
+        p.print_help(sys.stderr)
+        return 2
+    return _run_export(args, "etch export")
+
+
+def export_main(argv: Optional[List[str]] = None) -> int:
+    """The ``etch-export`` console script: ``etch-export MODULE:FACTORY --input ... -o F``,
+    the arguments of ``python3 -m etch export``."""
+    import etch
+    p = argparse.ArgumentParser(prog="etch-export",
+                                description="Export an nn.Module to a .pte program "
+                                            "(the same as python3 -m etch export).")
+    p.add_argument("--version", action="version", version="etch %s" % etch.__version__)
+    _add_export_args(p)
+    return _run_export(p.parse_args(argv), "etch-export")

@@ -27,26 +27,39 @@ class ExportError(RuntimeError):
 
 def export(model: torch.nn.Module, example_inputs, *,
            dynamic_shapes: Optional[Sequence[Optional[Dict[int, int]]]] = None,
-           allow_etch_ops: bool = False, check_ops="auto", optimize: bool = True,
+           allow_etch_ops: bool = False, check_ops=True, optimize: bool = True,
            external_data=None,
            progress: Optional[Callable[[str], None]] = None) -> Program:
     """Export `model` for etch / ExecuTorch runtimes.
 
-    example_inputs: a tensor or a tuple of tensors (the method is called with them).
+    model: an ``nn.Module`` (TypeError otherwise).
+    example_inputs: a tensor or numpy array, or a tuple of them (the method is called with
+        them; numpy arrays become tensors of the same dtype).
     dynamic_shapes: per input, None or ``{dim: max_size}``.
     allow_etch_ops: permit operators outside ExecuTorch's namespaces (listed by summary()).
-    check_ops: ``True`` — fail unless every operator is registered in the C library
-        (``ETCH_LIB`` or ``<repo>/build/libetch.so``) with a signature matching its call;
-        ``"auto"`` — check when the library is found; ``False`` — skip.
+    check_ops: ``True`` (the default; ``"auto"`` means the same) — fail unless every
+        operator is registered in the C library with a signature matching its call; when no
+        library is found (lookup order: :mod:`etch._lib`) that is an error too
+        (:class:`etch._lib.LibraryNotFoundError`, an ``OSError``); ``False`` — skip the check.
     external_data: a ``.ptd`` file name: every constant tensor is stored there instead of in
         the ``.pte`` (keyed by its parameter's or buffer's name), and ``Program.save`` writes
         it beside the program, merging with an existing file (:mod:`etch.external_data`).
     """
+    if check_ops not in (True, False, "auto"):
+        raise ValueError("check_ops must be True, False or \"auto\", not %r" % (check_ops,))
     if external_data is not None:
         if not isinstance(external_data, (str, os.PathLike)) or not os.fspath(external_data):
             raise TypeError("external_data must be a .ptd file name, not %r" % (external_data,))
         external_data = os.fspath(external_data)
     say = progress or (lambda s: None)
+    lib = None
+    if check_ops:   # before the capture: a missing library fails at once
+        from . import _lib
+        lib, tried = _lib.lookup()
+        if lib is None:
+            raise _lib.LibraryNotFoundError(_lib.not_found_message(
+                tried, "or export without the operator check (--no-check, check_ops=False): "
+                "the program may then fail to load on a runtime that lacks an operator"))
     eg = capture(model, example_inputs, dynamic_shapes=dynamic_shapes, progress=say)
     eg.propagate()
     if optimize:
@@ -74,15 +87,9 @@ def export(model: torch.nn.Module, example_inputs, *,
                           % ", ".join(program.etch_only_operators))
     if check_ops:
         from . import opcheck
-        lib = opcheck.find_library()
-        if lib is None:
-            if check_ops is True:
-                raise ExportError("operator check requested but libetch was not found "
-                                  "(set ETCH_LIB)")
-        else:
-            say("checking operators")
-            opcheck.check_program(program.program, opcheck.registry(lib),
-                                  opcheck.dtype_support(lib))
+        say("checking operators")
+        opcheck.check_program(program.program, opcheck.registry(lib),
+                              opcheck.dtype_support(lib))
     say("serializing")
     program.buffer  # noqa: B018  (serialize now so errors surface here)
     return program

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import sys
 from dataclasses import dataclass
 from typing import Callable, List, Optional
 
@@ -108,6 +109,31 @@ def scalar_type(dtype: torch.dtype) -> int:
         return SCALAR_TYPE[dtype]
     except KeyError:
         raise NotImplementedError("dtype %s has no .pte ScalarType" % dtype) from None
+
+
+def from_numpy(x, what: str = "value"):
+    """`x` itself, unless it is a numpy array (-> a torch tensor of the same dtype and shape,
+    C-contiguous, native byte order, sharing memory where it can) or a numpy scalar (-> the
+    Python bool/int/float).  numpy is not imported here: without it loaded, nothing is an
+    array."""
+    np = sys.modules.get("numpy")
+    if np is None:
+        return x
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind not in "biuf" or x.dtype.itemsize > 8:
+            raise TypeError("%s: numpy dtype %s has no etch equivalent (bool, integer and "
+                            "floating point arrays are accepted)" % (what, x.dtype))
+        a = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
+        if not a.flags.writeable:
+            a = a.copy()
+        try:
+            return torch.from_numpy(a)
+        except TypeError:
+            raise TypeError("%s: numpy dtype %s has no torch equivalent" % (what, x.dtype)) \
+                from None
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
 
 
 def _full_name(s) -> str:

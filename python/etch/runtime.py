@@ -4,15 +4,18 @@ module API of include/etch/module.h).
     m = etch.runtime.load("model.pte")       # or load(program.buffer) / load(program)
     m = etch.runtime.load("model.pte", num_threads=4, kernels="portable")
     m = etch.runtime.load("model.pte", data="weights.ptd")   # constants in a .ptd
-    y = m.forward(x)                          # torch tensors in, torch tensors out (copies)
+    y = m.forward(x)                          # torch tensors (or numpy arrays) in,
+                                              # torch tensors out (copies)
     ys = m.run_method("forward", x, y)        # always a list of outputs
 
-The library is ``ETCH_LIB`` if set, else ``<repo>/build/libetch.so``.
+The library is found as :mod:`etch._lib` describes (``ETCH_LIB``, the package's own copy, the
+source checkout's build, pkg-config, the system linker path).
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 from typing import Any, Dict, List, Optional, Union
 
@@ -33,15 +36,31 @@ class Module:
 
     def __init__(self, source, lib_path: Optional[str] = None, num_threads: int = 1,
                  kernels: str = "optimized", data=None):
+        self._handle = ctypes.c_void_p()
+        self._methods: Dict[str, ctypes.c_void_p] = {}
+        if not isinstance(kernels, str):
+            raise TypeError("kernels must be a str (one of %s), not %s"
+                            % (", ".join(sorted(_lib.KERNELS)), type(kernels).__name__))
         if kernels not in _lib.KERNELS:
             raise ValueError("kernels must be one of %s, not %r"
                              % (", ".join(sorted(_lib.KERNELS)), kernels))
-        if isinstance(num_threads, bool) or not isinstance(num_threads, int) or \
-                num_threads < 0:
+        if isinstance(num_threads, bool) or not isinstance(num_threads, int):
+            raise TypeError("num_threads must be an int >= 0 (0 or 1: serial), not %s"
+                            % type(num_threads).__name__)
+        if num_threads < 0:
             raise ValueError("num_threads must be an int >= 0 (0 or 1: serial), not %r"
                              % (num_threads,))
-        self._handle = ctypes.c_void_p()
-        self._methods: Dict[str, ctypes.c_void_p] = {}
+        if hasattr(source, "buffer") and not isinstance(source, (bytes, bytearray, memoryview)):
+            source = source.buffer
+        if isinstance(source, (str, os.PathLike)):
+            source = os.fspath(source)
+            if not os.path.exists(source):
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), source)
+            if os.path.isdir(source):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), source)
+        elif not isinstance(source, (bytes, bytearray, memoryview)):
+            raise TypeError("etch.runtime.load takes a path, the bytes of a .pte/.bpte or an "
+                            "etch.Program, not %s" % type(source).__name__)
         self._lib = _lib.load(lib_path)
         opts = self._lib.etch_module_default_options()
         opts.num_threads = num_threads
@@ -56,8 +75,6 @@ class Module:
                 raise FileNotFoundError("external data file %s does not exist" % self._data)
             opts.data_path = os.fsencode(self._data)
         self._opts = opts
-        if hasattr(source, "buffer") and not isinstance(source, (bytes, bytearray)):
-            source = source.buffer
         if isinstance(source, (bytes, bytearray, memoryview)):
             # The module borrows the memory: keep an aligned copy alive with it.
             data = bytes(source)
@@ -67,7 +84,7 @@ class Module:
                                                    ctypes.byref(self._handle))
             what = "<buffer of %d bytes>" % len(data)
         else:
-            what = str(source)
+            what = source
             st = self._lib.etch_module_open(what.encode(), ctypes.byref(opts),
                                             ctypes.byref(self._handle))
         self._check(st, "open %s" % what)
@@ -117,9 +134,9 @@ class Module:
         msg = _lib.last_error(self._lib)
         return "external" in msg.lower() or ".ptd" in msg
 
-    def forward(self, *inputs: torch.Tensor):
-        """Run `forward` (or the only method); one output is returned bare, several as a
-        list."""
+    def forward(self, *inputs: Any):
+        """Run `forward` (or the only method) on tensors, numpy arrays or Python scalars; one
+        output is returned bare (a torch tensor, or a Python scalar), several as a list."""
         outs = self.run_method(None, *inputs)
         return outs[0] if len(outs) == 1 else outs
 
@@ -133,6 +150,7 @@ class Module:
             raise ValueError("method takes %d inputs, %d given" % (n_in, len(inputs)))
         keep = []
         for i, x in enumerate(inputs):
+            x = _ops.from_numpy(x, "input %d" % i)
             if isinstance(x, torch.Tensor):
                 t = x.detach().contiguous().cpu()
                 keep.append(t)

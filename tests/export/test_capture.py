@@ -116,7 +116,7 @@ class CaptureTest(unittest.TestCase):
 
         with self.assertRaises(CaptureError):
             capture(IntOut(), (torch.randn(2),))
-        with self.assertRaises(CaptureError):
+        with self.assertRaises(TypeError):    # a bad argument, not a capture failure
             capture(nn.ReLU(), (torch.randn(2), 3))
         with self.assertRaises(TypeError):
             capture(lambda x: x, (torch.randn(2),))

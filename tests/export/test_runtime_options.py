@@ -91,10 +91,13 @@ class RuntimeOptionsTest(unittest.TestCase):
                     self.assertIn("process-wide", outs["other"])
 
     def test_bad_options_are_refused(self):
-        for kw in ({"kernels": "fast"}, {"kernels": 0}, {"num_threads": -1},
-                   {"num_threads": 1.5}, {"num_threads": True}):
+        for kw in ({"kernels": "fast"}, {"num_threads": -1}):
             with self.subTest(**kw):
                 with self.assertRaises(ValueError):
+                    etch.runtime.load(self.program, **kw)
+        for kw in ({"kernels": 0}, {"num_threads": 1.5}, {"num_threads": True}):
+            with self.subTest(**kw):
+                with self.assertRaises(TypeError):
                     etch.runtime.load(self.program, **kw)
         # beyond the thread pool's limit: the C side refuses with its message
         with self.assertRaises(etch.runtime.RuntimeError_):

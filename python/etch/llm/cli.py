@@ -121,7 +121,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         exp = export_llama(model, bos_id=bos_id, eos_ids=eos_ids,
                            check_ops=False if args.no_check else "auto", progress=say,
                            fused_attention=args.fused_attention, extra_metadata=extra)
-    except ValueError as e:
+    except (OSError, ValueError, RuntimeError) as e:   # no libetch, operator check, ...
         print("error: %s" % e, file=sys.stderr)
         return 1
     exp.save(args.output)
