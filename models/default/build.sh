@@ -8,7 +8,8 @@
 # usage: models/default/build.sh [OUTDIR]        (default: models/default)
 # environment: WORK (scratch folder, default a new temporary one), STEPS (default 800),
 #              PYTHON (default /usr/bin/python3, which needs torch and sentencepiece),
-#              ETCH_LIB (optional: libetch.so for the exporter's operator check)
+#              ETCH_LIB (libetch.so for the exporter's operator check; default: the
+#              checkout's build/libetch.so, built first when it is missing)
 # Run from anywhere; needs about 20 minutes on an idle core.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -20,7 +21,13 @@ WORK=${WORK:-$(mktemp -d)}
 mkdir -p "$OUT" "$WORK"
 export PYTHONPATH="$REPO/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONHASHSEED=0 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-if [ -z "${ETCH_LIB:-}" ] && [ -f "$REPO/build/libetch.so" ]; then
+# The export checks every operator against libetch: have it before hours of training.
+if [ -z "${ETCH_LIB:-}" ]; then
+    if [ ! -f "$REPO/build/libetch.so" ]; then
+        echo "== libetch.so (the exporter's operator check)" >&2
+        cmake -S "$REPO" -B "$REPO/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+        cmake --build "$REPO/build" -j2 --target etch_shared >/dev/null
+    fi
     export ETCH_LIB="$REPO/build/libetch.so"
 fi
 
