@@ -10,12 +10,16 @@ golden data: gen_checkpoints.py, run by llm_hf.gen; the exports: llm_hf.export.<
 * Program: get_chat_template read back from the .pte (8 Strings), the other metadata, and the
   last position's logits of forward against the PyTorch reference (reference.py);
 * CRuntime: greedy ids through the C API (hf_ids) and the text of `etch llm` equal the
-  reference's.
+  reference's;
+* ChatEndToEnd: `etch llm --chat --system` on each exported program feeds exactly the ids of
+  jinja's own rendering of the conversation (encoded by this test's tokenizer), and a chat
+  reply stops at the template's end-of-turn token.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import struct
@@ -299,5 +303,78 @@ class CRuntime(unittest.TestCase):
                           p.stderr.replace(" ", ""), name)
 
 
-if __name__ == "__main__":
-    unittest.main()
+def encode_rendered(tok, text):
+    """The ids of a rendered conversation: its special tokens as such, the rest byte-level
+    BPE with the test vocabulary's merges (all within lowercase runs, optionally after one
+    space: splitting every other character off alone gives the pre-tokenizers' result)."""
+    specials = sorted(tok.specials, key=len, reverse=True)
+    pat = "(%s)" % "|".join(re.escape(t) for t in specials)
+    rank = {p: i for i, p in enumerate(G.MERGES)}
+    ids = []
+    for k, seg in enumerate(re.split(pat, text)):
+        if k % 2:
+            ids.append(tok.vocab[seg])
+            continue
+        for w in re.findall(r" ?[a-z]+|.", seg, re.S):
+            parts = [tok.char_of[b] for b in w.encode()]
+            while len(parts) > 1:
+                r, i = min((rank.get((parts[i], parts[i + 1]), 1 << 30), i)
+                           for i in range(len(parts) - 1))
+                if r == 1 << 30:
+                    break
+                parts[i:i + 2] = [parts[i] + parts[i + 1]]
+            ids += [tok.vocab[p] for p in parts]
+    return ids
+
+
+class ChatEndToEnd(unittest.TestCase):
+    SYSTEM, TURNS = "be brief", ("hello there", "how are you")
+
+    def chat(self, name, *extra):
+        p = subprocess.run([CLI, "llm", "--model", str(MODELS / ("%s.pte" % name)),
+                            "--tokenizer", str(MODELS / name / "tokenizer.json"), "--chat",
+                            "--temperature", "0", "--print-tokens", "--quiet", *extra],
+                           input="\n".join(self.TURNS) + "\n", capture_output=True, text=True,
+                           timeout=600)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        ctx = [[int(x) for x in m.split()]
+               for m in re.findall(r"^context:(.*)$", p.stderr, re.M)]
+        return ctx
+
+    def test_ids_are_jinjas_rendering(self):
+        toks = {m["name"]: m["tok"] for m in G.models()}
+        for name in WITH_TEMPLATE:
+            r, tok = ref(name), toks[name]
+            ctx = self.chat(name, "--system", self.SYSTEM, "--ignore-eos",
+                            "--max-new-tokens", "3")
+            self.assertEqual(len(ctx), 2, name)
+            msgs = [{"role": "system", "content": self.SYSTEM},
+                    {"role": "user", "content": self.TURNS[0]}]
+            first = chat.render(r["chat_template"], msgs, True, r["special"])
+            want = encode_rendered(tok, first)
+            # the context after the first reply: the rendered prompt, then the 3 reply ids
+            # (the last one generated is still pending, not yet in the context)
+            self.assertEqual(ctx[0][:len(want)], want, name)
+            self.assertEqual(len(ctx[0]), len(want) + 2, name)
+            # the second turn continues the first: reply, then jinja's text after the reply
+            reply = ctx[1][len(want):len(want) + 3]
+            self.assertEqual(ctx[1][:len(want) + 2], ctx[0], name)
+            reply_text = tok.decode(reply).decode("utf-8")
+            msgs2 = msgs + [{"role": "assistant", "content": reply_text},
+                            {"role": "user", "content": self.TURNS[1]}]
+            both = chat.render(r["chat_template"], msgs2, True, r["special"])
+            self.assertTrue(both.startswith(first + reply_text), name)
+            rest = encode_rendered(tok, both[len(first) + len(reply_text):])
+            self.assertEqual(ctx[1][len(want) + 3:len(want) + 3 + len(rest)], rest, name)
+
+    def test_reply_stops_at_end_of_turn(self):
+        """Without --ignore-eos a reply ends at the first stop id, and the program's stop ids
+        include the token that opens assistant_suffix (e.g. <|im_end|>)."""
+        from etch import runtime
+        for name in WITH_TEMPLATE:
+            m = runtime.load(str(MODELS / ("%s.pte" % name)))
+            suffix = m.run_method("get_chat_template")[6]
+            eos = m.run_method("get_eos_ids")
+            toks = {t["name"]: t["tok"] for t in G.models()}[name]
+            first = next(t for t in toks.specials if suffix.startswith(t))
+            self.assertIn(toks.vocab[first], eos, name)

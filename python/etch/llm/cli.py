@@ -168,7 +168,31 @@ def _hf_extras(args, hf, say):
             "get_chat_template carries them as given")
     say("chat template: %s" % ", ".join("%s=%r" % kv for kv in zip(chat.FIELDS, strings)))
     extra["get_chat_template"] = strings
+    if args.eos_ids is None and hf.tokenizer_json:
+        turn_end = _turn_end_id(hf.tokenizer_json, strings[chat.FIELDS.index("assistant_suffix")])
+        if turn_end is not None and turn_end not in eos_ids:
+            eos_ids = list(eos_ids) + [turn_end]
+            say("eos %s: the template's end of an assistant turn (id %d) stops a reply too"
+                % (",".join(str(t) for t in eos_ids), turn_end))
     return bos_id, eos_ids, extra
+
+
+def _turn_end_id(tokenizer_json: str, assistant_suffix: str):
+    """The id of the special token that opens `assistant_suffix` (e.g. ``<|im_end|>``,
+    ``<|eot_id|>``): a chat reply ends with it even where config.json names only the base
+    model's end-of-text token as EOS.  None when the suffix starts with no special token."""
+    import json
+    with open(tokenizer_json, "rb") as f:
+        tj = json.loads(f.read().decode("utf-8"))
+    best = None
+    for t in (tj.get("added_tokens") or []) if isinstance(tj, dict) else []:
+        if not isinstance(t, dict) or not t.get("special") or not isinstance(t.get("id"), int):
+            continue
+        c = t.get("content")
+        if isinstance(c, str) and c and assistant_suffix.startswith(c) and \
+                (best is None or len(c) > len(best[0])):
+            best = (c, t["id"])
+    return None if best is None else best[1]
 
 
 def _adds_bos(d: str) -> bool:
