@@ -287,13 +287,13 @@ class CRuntime(unittest.TestCase):
             self.assertEqual(ids, r["greedy_ids"], name)
 
     def test_etch_llm_text(self):
-        """etch llm tokenizes the prompt with tokenizer.json (BOS from get_bos_id) and
-        generates the reference's text."""
+        """etch llm --raw (the chat template left out) tokenizes the prompt with
+        tokenizer.json (BOS from get_bos_id) and generates the reference's text."""
         for name in NAMES:
             r = ref(name)
             p = subprocess.run([CLI, "llm", "--model", str(MODELS / ("%s.pte" % name)),
                                 "--tokenizer", str(MODELS / name / "tokenizer.json"),
-                                "--prompt", r["prompt"], "--temperature", "0",
+                                "--prompt", r["prompt"], "--raw", "--temperature", "0",
                                 "--ignore-eos", "--max-new-tokens",
                                 str(len(r["greedy_ids"]))],
                                capture_output=True, text=True)
@@ -327,6 +327,32 @@ def encode_rendered(tok, text):
     return ids
 
 
+class RawPrompt(unittest.TestCase):
+    def test_raw_refuses_system(self):
+        p = subprocess.run([CLI, "llm", "--model", str(MODELS / "qwen2.pte"), "--tokenizer",
+                            str(MODELS / "qwen2" / "tokenizer.json"), "--prompt", "the cat",
+                            "--raw", "--system", "be brief"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--raw", p.stderr)
+
+    def test_template_by_default(self):
+        """Without --raw a --prompt on a program with a chat template is one formatted user
+        turn: only the reply is printed, and its context starts with the template's text."""
+        r = ref("qwen2")
+        p = subprocess.run([CLI, "llm", "--model", str(MODELS / "qwen2.pte"), "--tokenizer",
+                            str(MODELS / "qwen2" / "tokenizer.json"), "--prompt", "the cat",
+                            "--temperature", "0", "--max-new-tokens", "2", "--ignore-eos",
+                            "--print-tokens", "--quiet"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertFalse(p.stdout.startswith("the cat"))
+        tok = {m["name"]: m["tok"] for m in G.models()}["qwen2"]
+        want = encode_rendered(tok, chat.render(r["chat_template"],
+                                                [{"role": "user", "content": "the cat"}],
+                                                True, r["special"]))
+        ctx = [int(x) for x in re.search(r"^context:(.*)$", p.stderr, re.M).group(1).split()]
+        self.assertEqual(ctx[:len(want)], want)
+
+
 class ChatEndToEnd(unittest.TestCase):
     SYSTEM, TURNS = "be brief", ("hello there", "how are you")
 
@@ -356,6 +382,8 @@ class ChatEndToEnd(unittest.TestCase):
             # (the last one generated is still pending, not yet in the context)
             self.assertEqual(ctx[0][:len(want)], want, name)
             self.assertEqual(len(ctx[0]), len(want) + 2, name)
+            if name != "llama":
+                continue   # 64-position windows: the second turn drops the first (shifting)
             # the second turn continues the first: reply, then jinja's text after the reply
             reply = ctx[1][len(want):len(want) + 3]
             self.assertEqual(ctx[1][:len(want) + 2], ctx[0], name)

@@ -33,6 +33,8 @@ void cmd_llm_usage(FILE *out) {
             "  --prompt TEXT          text to continue (default: start from BOS); with a chat\n"
             "                         template (or --system), one user turn: only the reply\n"
             "                         is printed\n"
+            "  --raw                  ignore the program's chat template: the prompt (or each\n"
+            "                         --chat line) is plain text to continue, after BOS\n"
             "  --system TEXT          the system prompt of the program's chat template\n"
             "                         (get_chat_template; default: the template's own)\n"
             "  --max-new-tokens N     tokens to generate at most (default: until EOS or the\n"
@@ -78,7 +80,7 @@ typedef struct llm_opts {
     size_t n_stops;
     etch_module_kernels kernels;
     int nthreads;
-    bool chat, ignore_eos, no_prepack, quiet, stats, json, print_tokens;
+    bool chat, ignore_eos, no_prepack, quiet, stats, json, print_tokens, raw;
     long long max_new_tokens, k, s;
     double temp, p;
     int32_t stop_ids[MAX_STOP_IDS];
@@ -129,6 +131,7 @@ static int parse_args(int argc, char **argv, llm_opts *o) {
             (r = cli_opt_value("llm", argc, argv, &i, "--kernels", &o->kernels_s)) ||
             (r = cli_opt_flag("llm", argv, i, "--chat", &o->chat)) ||
             (r = cli_opt_flag("llm", argv, i, "--ignore-eos", &o->ignore_eos)) ||
+            (r = cli_opt_flag("llm", argv, i, "--raw", &o->raw)) ||
             (r = cli_opt_flag("llm", argv, i, "--no-prepack", &o->no_prepack)) ||
             (r = cli_opt_flag("llm", argv, i, "--quiet", &o->quiet)) ||
             (r = cli_opt_flag("llm", argv, i, "--stats", &o->stats)) ||
@@ -149,6 +152,8 @@ static int parse_args(int argc, char **argv, llm_opts *o) {
         return cli_usage_error("llm", "missing --tokenizer");
     if (o->chat && o->prompt)
         return cli_usage_error("llm", "--chat reads the turns from stdin; drop --prompt");
+    if (o->raw && o->system)
+        return cli_usage_error("llm", "--raw leaves the chat template out; --system needs it");
     if (o->quiet && o->stats)
         return cli_usage_error("llm", "--quiet and --stats contradict each other");
     o->max_new_tokens = -1;
@@ -752,7 +757,7 @@ int cmd_llm(int argc, char **argv) {
     c.o = &o;
     c.r = r;
     c.tok = tok;
-    c.tmpl = etch_llm_runner_chat_template(r);
+    c.tmpl = o.raw ? NULL : etch_llm_runner_chat_template(r);
     c.window = md->max_context_len;
     if (!o.quiet) {
         fprintf(stderr,
