@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Install, by name, every Debian 12 (bookworm) package that etch's build and test suite need:
 #
-#   tools/setup-debian.sh [--build] [--check] [PACKAGE ...]
+#   tools/setup-debian.sh [--build] [--check | --update] [PACKAGE ...]
 #
 # Run as root (or as a user who has sudo). Packages already installed are left alone; when all
 # are, it only asks dpkg (well under a second: no apt-get update). PACKAGE ...: more packages
 # to install with the list. --check: install nothing, list what is missing, exit 1 if anything
 # is. --build: only what building the library and CLI needs (README's `make run`), not the
-# test suite's list. README.md's commands (`tools/setup-debian.sh --build && make run`,
-# `tools/setup-debian.sh && make test`) and .ci/run use it.
+# test suite's list. --update: run apt-get update and apt-get install on the whole list even
+# when all is installed (.ci/run: a package that a newer list names, or a stale index, cannot
+# hide behind what a machine already has). README.md's commands
+# (`tools/setup-debian.sh --build && make run`, `tools/setup-debian.sh && make test`) and
+# .ci/run (`--update`) use it.
 set -euo pipefail
 
 # One group per line; add a package to the group it is needed by.
@@ -33,12 +36,14 @@ packages=(
 
 check_only=0
 build_only=0
+update=0
 extra=()
 for a in "$@"; do
   case $a in
     --check) check_only=1 ;;
     --build) build_only=1 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --update) update=1 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "setup-debian.sh: unknown option '$a' (see --help)" >&2; exit 2 ;;
     *) extra+=("$a") ;;
   esac
@@ -68,6 +73,14 @@ if [ $build_only = 0 ] && { ! command -v node >/dev/null || ! command -v npm >/d
   mapfile -t -O "${#need[@]}" need < <(missing nodejs npm)
 fi
 
+[ $update = 1 ] && [ $check_only = 1 ] &&
+  { echo "setup-debian.sh: --check and --update contradict each other" >&2; exit 2; }
+if [ $update = 1 ]; then
+  need=("${packages[@]}")   # apt-get leaves those already installed alone
+  if [ $build_only = 0 ] && { ! command -v node >/dev/null || ! command -v npm >/dev/null; }; then
+    need+=(nodejs npm)
+  fi
+fi
 if [ ${#need[@]} -eq 0 ]; then
   echo "setup-debian.sh: all ${#packages[@]} packages$([ $build_only = 1 ] || echo " and node + npm") are installed"
   exit 0
@@ -88,7 +101,11 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 
-echo "setup-debian.sh: installing ${#need[@]} packages: ${need[*]}"
+if [ $update = 1 ]; then
+  echo "setup-debian.sh: apt-get update, then apt-get install of all ${#need[@]} packages"
+else
+  echo "setup-debian.sh: installing ${#need[@]} packages: ${need[*]}"
+fi
 start=$(date +%s)
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
@@ -98,4 +115,4 @@ if [ ${#still[@]} -ne 0 ]; then
   echo "setup-debian.sh: still not installed after apt-get: ${still[*]}" >&2
   exit 1
 fi
-echo "setup-debian.sh: installed ${#need[@]} packages in $(( $(date +%s) - start )) s"
+echo "setup-debian.sh: ${#need[@]} packages installed in $(( $(date +%s) - start )) s"
