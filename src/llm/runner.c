@@ -67,22 +67,35 @@ const char *etch_llm_stop_reason_str(etch_llm_stop_reason reason) {
 
 /* ---- metadata --------------------------------------------------------------------------- */
 
-/* Run a metadata method; its outputs as integers (Int or Bool). Returns the count read, 0 when
- * the program has no such method, -1 (error set) when it exists but cannot be read. */
-static int read_meta(etch_llm_runner *r, const char *name, int64_t *vals, size_t cap) {
+/* Run the metadata method `name`: *m is the method that ran, or NULL when the program has no
+ * such method (ETCH_OK); an error when it exists but cannot be loaded or run. */
+static etch_status run_meta(etch_llm_runner *r, const char *name, etch_method **m) {
+    *m = NULL;
     etch_method_meta mm;
     if (etch_program_method_meta(etch_module_program(r->mod), name, &mm) != ETCH_OK) {
         etch_err_clear();
-        return 0;
+        return ETCH_OK;
     }
-    etch_method *m;
-    etch_status st = etch_module_load_method(r->mod, name, &m);
+    etch_method *loaded;
+    etch_status st = etch_module_load_method(r->mod, name, &loaded);
     if (st == ETCH_OK)
-        st = etch_method_execute(m);
+        st = etch_method_execute(loaded);
     if (st != ETCH_OK) {
         etch_err_prefix("metadata method %s", name);
-        return -1;
+        return st;
     }
+    *m = loaded;
+    return ETCH_OK;
+}
+
+/* Run a metadata method; its outputs as integers (Int or Bool). Returns the count read, 0 when
+ * the program has no such method, -1 (error set) when it exists but cannot be read. */
+static int read_meta(etch_llm_runner *r, const char *name, int64_t *vals, size_t cap) {
+    etch_method *m;
+    if (run_meta(r, name, &m) != ETCH_OK)
+        return -1;
+    if (!m)
+        return 0;
     size_t n = etch_method_num_outputs(m);
     if (n > cap)
         n = cap;
@@ -217,19 +230,10 @@ static etch_status check_vocab(etch_llm_runner *r) {
 /* get_chat_template: no inputs, 8 String outputs (etch_llm_chat_template's order), copied. */
 static etch_status load_chat_template(etch_llm_runner *r) {
     static const char name[] = "get_chat_template";
-    etch_method_meta mm;
-    if (etch_program_method_meta(etch_module_program(r->mod), name, &mm) != ETCH_OK) {
-        etch_err_clear();
-        return ETCH_OK;
-    }
     etch_method *m;
-    etch_status st = etch_module_load_method(r->mod, name, &m);
-    if (st == ETCH_OK)
-        st = etch_method_execute(m);
-    if (st != ETCH_OK) {
-        etch_err_prefix("metadata method %s", name);
+    etch_status st = run_meta(r, name, &m);
+    if (st != ETCH_OK || !m)
         return st;
-    }
     enum { N = 8 };
     if (etch_method_num_outputs(m) != N)
         return etch_err(ETCH_ERR_INVALID_PROGRAM,
