@@ -246,6 +246,31 @@ class InstalledPackageTest(unittest.TestCase):
                 self.assertIn("export", r.stdout)
                 self.assertIn("generate", r.stdout)
 
+    def test_llm_export_from_the_installed_package(self):
+        """etch-llm export of stories260K with the shipped library (no environment) writes
+        the same bytes as the checkout's exporter, and the program generates."""
+        ckpt = os.path.join(os.environ.get("ETCH_FIXTURES", str(REPO.parent / "shared" /
+                                                                "fixtures")),
+                            "llm", "stories260K.pt")
+        if not os.path.isfile(ckpt):
+            self.fail("fixture %s not found" % ckpt)
+        got = os.path.join(self.work, "s260k.pte")
+        r = self.venv_run(os.path.join(self.bin, "etch-llm"), "export", "--checkpoint", ckpt,
+                          "-o", got)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        want = os.path.join(self.work, "s260k_tree.pte")
+        env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+        r = run([PY, "-m", "etch.llm", "export", "--checkpoint", ckpt, "-o", want], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(got, "rb") as a, open(want, "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        from tests.export._common import cli_path
+        tok = os.path.join(os.path.dirname(ckpt), "tok512.model")
+        r = run([cli_path(), "llm", "--model", got, "--tokenizer", tok, "--temperature", "0",
+                 "--max-new-tokens", "16", "--quiet"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(len(r.stdout.strip()), 0)
+
     def test_errors_are_one_line_without_traceback(self):
         exe = os.path.join(self.bin, "etch-export")
         for args, want in ((["missing.py:make"], "No such file or directory: missing.py"),
