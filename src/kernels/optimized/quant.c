@@ -171,7 +171,7 @@ size_t etch_q4_linear_8da4w_work_size(int64_t M, int64_t K, int64_t G) {
     if (M <= 0 || K <= 0 || G <= 0)
         return 0;
     return align64((size_t)(M * K) * sizeof(int16_t)) +
-           align64((size_t)(M * (K / G)) * sizeof(int32_t));
+           2 * align64((size_t)(M * (K / G)) * sizeof(int32_t));
 }
 
 size_t etch_q4_linear_8da4w_f32_work_size(int64_t M, int64_t K, int64_t G) {
@@ -275,6 +275,7 @@ void etch_q4_linear_8da4w(etch_kernel_context *ctx, const etch_q4_weights *w, in
     const int64_t K = w->K, G = w->G, ng = K / G, full = G - G % 32;
     int16_t *xa = work;
     int32_t *sa = (int32_t *)((char *)work + align64((size_t)(M * K) * sizeof(int16_t)));
+    float *saf = (float *)((char *)sa + align64((size_t)(M * ng) * sizeof(int32_t)));
     for (int64_t m = 0; m < M; m++) {
         const int8_t *xr = xq + m * ldx;
         const int32_t z = xzp[m];
@@ -294,11 +295,12 @@ void etch_q4_linear_8da4w(etch_kernel_context *ctx, const etch_q4_weights *w, in
             for (c = 0; c < G; c++)
                 s += xg[c] - z;
             sa[m * ng + g] = s;
+            saf[m * ng + g] = (float)s;
         }
     }
     etch_quant_isa q;
     quant_isa_for((int)etch_isa_active(), &q);
-    q4_plan p = {w, q.q4_8da4w, M, NULL, NULL, xa, sa, xscale, bias, y, ldy};
+    q4_plan p = {w, q.q4_8da4w, M, NULL, saf, xa, sa, xscale, bias, y, ldy};
     q4_run(ctx, &p);
 }
 

@@ -152,7 +152,7 @@ typedef struct etch_q4_job {
     const etch_q4_weights *w;
     int mm;
     const float *xd;       /* [mm][K] */
-    const float *xsum;     /* [mm][K / G] (f32: per-group sums of x) */
+    const float *xsum;     /* [mm][K / G]: per-group sums of x (8da4w: sa as floats) */
     const int16_t *xa;     /* [mm][K] */
     const int32_t *sa;     /* [mm][K / G] */
     float *out;            /* [mm][ldo] */

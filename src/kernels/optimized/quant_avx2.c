@@ -15,6 +15,23 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* sum_g scale_g * (8 + zero_g) * xs_g: the zero-point correction of a weight row over all
+ * its groups (xs: per-group sums of the activations, as floats). */
+static inline float q4_corr(const float *sc, const float *zr, const float *xs, int64_t ng) {
+    __m256 c = _mm256_setzero_ps();
+    const __m256 eight = _mm256_set1_ps(8.0f);
+    int64_t g = 0;
+    for (; g + 8 <= ng; g += 8) {
+        __m256 f = _mm256_loadu_ps(sc + g);
+        f = _mm256_mul_ps(f, zr ? _mm256_add_ps(eight, _mm256_loadu_ps(zr + g)) : eight);
+        c = _mm256_fmadd_ps(f, _mm256_loadu_ps(xs + g), c);
+    }
+    float r = hsum8(c);
+    for (; g < ng; g++)
+        r += sc[g] * (8.0f + (zr ? zr[g] : 0.0f)) * xs[g];
+    return r;
+}
+
 static inline __attribute__((always_inline)) void q4f_block(const etch_q4_job *j, int64_t n0,
                                                             int64_t n1, const int MM) {
     const etch_q4_weights *w = j->w;
@@ -31,12 +48,10 @@ static inline __attribute__((always_inline)) void q4f_block(const etch_q4_job *j
         for (int64_t g = 0; g < ng; g++) {
             const uint8_t *b = row + g * G / 2;
             const float s = w->scales[n * ng + g];
-            const float z = w->zeros ? w->zeros[n * ng + g] : 0.0f;
             __m256 d[ETCH_Q4_MR];
             for (int i = 0; i < MM; i++)
                 d[i] = _mm256_setzero_ps();
-            int64_t c = 0;
-            for (; c < full; c += 32) {
+            for (int64_t c = 0; c < full; c += 32) {
                 const __m128i v = _mm_loadu_si128((const __m128i *)(b + c / 2));
                 const __m256i b0 = _mm256_cvtepu8_epi32(v);
                 const __m256i b1 = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
@@ -53,17 +68,21 @@ static inline __attribute__((always_inline)) void q4f_block(const etch_q4_job *j
                 }
             }
             const __m256 vs = _mm256_set1_ps(s);
-            for (int i = 0; i < MM; i++) {
-                const float *x = j->xd + i * K + g * G;
-                float r = 0.0f;
-                for (int64_t e = c; e < G; e += 2)
-                    r += (float)(b[e / 2] >> 4) * x[e] + (float)(b[e / 2] & 15) * x[e + 1];
+            for (int i = 0; i < MM; i++)
                 acc[i] = _mm256_fmadd_ps(d[i], vs, acc[i]);
-                accs[i] += s * (r - (8.0f + z) * j->xsum[i * ng + g]);
-            }
+            if (full < G)
+                for (int i = 0; i < MM; i++) {
+                    const float *x = j->xd + i * K + g * G;
+                    float r = 0.0f;
+                    for (int64_t e = full; e < G; e += 2)
+                        r += (float)(b[e / 2] >> 4) * x[e] + (float)(b[e / 2] & 15) * x[e + 1];
+                    accs[i] += s * r;
+                }
         }
+        const float *zr = w->zeros ? w->zeros + n * ng : NULL;
         for (int i = 0; i < MM; i++)
-            j->out[i * j->ldo + (n - n0)] = hsum8(acc[i]) + accs[i];
+            j->out[i * j->ldo + (n - n0)] =
+                hsum8(acc[i]) + accs[i] - q4_corr(w->scales + n * ng, zr, j->xsum + i * ng, ng);
     }
 }
 
@@ -95,8 +114,7 @@ static inline __attribute__((always_inline)) void q4i_block(const etch_q4_job *j
             __m256i d[ETCH_Q4_MR];
             for (int i = 0; i < MM; i++)
                 d[i] = _mm256_setzero_si256();
-            int64_t c = 0;
-            for (; c < full; c += 32) {
+            for (int64_t c = 0; c < full; c += 32) {
                 const __m256i v =
                     _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(b + c / 2)));
                 const __m256i h = _mm256_srli_epi16(v, 4), l = _mm256_and_si256(v, m15);
@@ -109,21 +127,21 @@ static inline __attribute__((always_inline)) void q4i_block(const etch_q4_job *j
                 }
             }
             const __m256 vs = _mm256_set1_ps(s);
-            for (int i = 0; i < MM; i++) {
-                const int16_t *x = j->xa + i * K + g * G;
-                int32_t r = 0;
-                for (int64_t e = c; e < G; e += 2)
-                    r += (b[e / 2] >> 4) * x[e] + (b[e / 2] & 15) * x[e + 1];
+            for (int i = 0; i < MM; i++)
                 acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[i]), vs, acc[i]);
-                const int32_t sa = j->sa[i * ng + g];
-                if (w->zeros)
-                    accs[i] += s * ((float)r - (8.0f + w->zeros[n * ng + g]) * (float)sa);
-                else
-                    accs[i] += s * (float)(r - 8 * sa);
-            }
+            if (full < G)
+                for (int i = 0; i < MM; i++) {
+                    const int16_t *x = j->xa + i * K + g * G;
+                    int32_t r = 0;
+                    for (int64_t e = full; e < G; e += 2)
+                        r += (b[e / 2] >> 4) * x[e] + (b[e / 2] & 15) * x[e + 1];
+                    accs[i] += s * (float)r;
+                }
         }
+        const float *zr = w->zeros ? w->zeros + n * ng : NULL;
         for (int i = 0; i < MM; i++)
-            j->out[i * j->ldo + (n - n0)] = hsum8(acc[i]) + accs[i];
+            j->out[i * j->ldo + (n - n0)] =
+                hsum8(acc[i]) + accs[i] - q4_corr(w->scales + n * ng, zr, j->xsum + i * ng, ng);
     }
 }
 

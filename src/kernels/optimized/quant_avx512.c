@@ -11,6 +11,23 @@
 
 #define VNNI_FN __attribute__((target("avx512vnni")))
 
+/* sum_g scale_g * (8 + zero_g) * sum_g(x): the zero-point correction of a weight row, over
+ * the groups at once (per-group float sums xs). */
+static inline float q4_corr(const float *sc, const float *zr, const float *xs, int64_t ng) {
+    __m512 c = _mm512_setzero_ps();
+    const __m512 eight = _mm512_set1_ps(8.0f);
+    for (int64_t g = 0; g < ng; g += 16) {
+        const __mmask16 k = ng - g >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (ng - g)) - 1);
+        __m512 f = _mm512_maskz_loadu_ps(k, sc + g);
+        if (zr)
+            f = _mm512_mul_ps(f, _mm512_add_ps(eight, _mm512_maskz_loadu_ps(k, zr + g)));
+        else
+            f = _mm512_mul_ps(f, eight);
+        c = _mm512_fmadd_ps(f, _mm512_maskz_loadu_ps(k, xs + g), c);
+    }
+    return _mm512_reduce_add_ps(c);
+}
+
 static inline __attribute__((always_inline)) void q4f_block(const etch_q4_job *j, int64_t n0,
                                                             int64_t n1, const int MM) {
     const etch_q4_weights *w = j->w;
@@ -18,6 +35,7 @@ static inline __attribute__((always_inline)) void q4f_block(const etch_q4_job *j
     const __m512i m15 = _mm512_set1_epi32(15);
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *row = w->data + n * (K / 2);
+        const float *sc = w->scales + n * ng;
         __m512 acc[ETCH_Q4_MR];
         float accs[ETCH_Q4_MR];
         for (int i = 0; i < MM; i++) {
@@ -26,13 +44,10 @@ static inline __attribute__((always_inline)) void q4f_block(const etch_q4_job *j
         }
         for (int64_t g = 0; g < ng; g++) {
             const uint8_t *b = row + g * G / 2;
-            const float s = w->scales[n * ng + g];
-            const float z = w->zeros ? w->zeros[n * ng + g] : 0.0f;
             __m512 d[ETCH_Q4_MR];
             for (int i = 0; i < MM; i++)
                 d[i] = _mm512_setzero_ps();
-            int64_t c = 0;
-            for (; c < full; c += 32) {
+            for (int64_t c = 0; c < full; c += 32) {
                 const __m512i v =
                     _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b + c / 2)));
                 const __m512 h = _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4));
@@ -43,18 +58,22 @@ static inline __attribute__((always_inline)) void q4f_block(const etch_q4_job *j
                     d[i] = _mm512_fmadd_ps(l, _mm512_loadu_ps(x + 16), d[i]);
                 }
             }
-            const __m512 vs = _mm512_set1_ps(s);
-            for (int i = 0; i < MM; i++) {
-                const float *x = j->xd + i * K + g * G;
-                float r = 0.0f;
-                for (int64_t e = c; e < G; e += 2)
-                    r += (float)(b[e / 2] >> 4) * x[e] + (float)(b[e / 2] & 15) * x[e + 1];
+            const __m512 vs = _mm512_set1_ps(sc[g]);
+            for (int i = 0; i < MM; i++)
                 acc[i] = _mm512_fmadd_ps(d[i], vs, acc[i]);
-                accs[i] += s * (r - (8.0f + z) * j->xsum[i * ng + g]);
-            }
+            if (full < G)
+                for (int i = 0; i < MM; i++) {
+                    const float *x = j->xd + i * K + g * G;
+                    float r = 0.0f;
+                    for (int64_t e = full; e < G; e += 2)
+                        r += (float)(b[e / 2] >> 4) * x[e] + (float)(b[e / 2] & 15) * x[e + 1];
+                    accs[i] += sc[g] * r;
+                }
         }
+        const float *zr = w->zeros ? w->zeros + n * ng : NULL;
         for (int i = 0; i < MM; i++)
-            j->out[i * j->ldo + (n - n0)] = _mm512_reduce_add_ps(acc[i]) + accs[i];
+            j->out[i * j->ldo + (n - n0)] = _mm512_reduce_add_ps(acc[i]) + accs[i] -
+                                            q4_corr(sc, zr, j->xsum + i * ng, ng);
     }
 }
 
@@ -88,8 +107,7 @@ static void q4_f32_avx512(const etch_q4_job *j, int64_t n0, int64_t n1) {
                 __m256i d[ETCH_Q4_MR];                                                        \
                 for (int i = 0; i < MM; i++)                                                  \
                     d[i] = _mm256_setzero_si256();                                            \
-                int64_t c = 0;                                                                \
-                for (; c < full; c += 32) {                                                   \
+                for (int64_t c = 0; c < full; c += 32) {                                      \
                     const __m256i v = _mm256_cvtepu8_epi16(                                   \
                         _mm_loadu_si128((const __m128i *)(b + c / 2)));                       \
                     const __m256i h = _mm256_srli_epi16(v, 4), l = _mm256_and_si256(v, m15);  \
@@ -100,25 +118,26 @@ static void q4_f32_avx512(const etch_q4_job *j, int64_t n0, int64_t n1) {
                     }                                                                         \
                 }                                                                             \
                 const __m256 vs = _mm256_set1_ps(s);                                          \
-                for (int i = 0; i < MM; i++) {                                                \
-                    const int16_t *x = j->xa + i * K + g * G;                                 \
-                    int32_t r = 0;                                                            \
-                    for (int64_t e = c; e < G; e += 2)                                        \
-                        r += (b[e / 2] >> 4) * x[e] + (b[e / 2] & 15) * x[e + 1];             \
+                for (int i = 0; i < MM; i++)                                                  \
                     acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[i]), vs, acc[i]);           \
-                    const int32_t sa = j->sa[i * ng + g];                                     \
-                    if (w->zeros)                                                             \
-                        accs[i] += s * ((float)r - (8.0f + w->zeros[n * ng + g]) * (float)sa); \
-                    else                                                                      \
-                        accs[i] += s * (float)(r - 8 * sa);                                   \
-                }                                                                             \
+                if (full < G)                                                                 \
+                    for (int i = 0; i < MM; i++) {                                            \
+                        const int16_t *x = j->xa + i * K + g * G;                             \
+                        int32_t r = 0;                                                        \
+                        for (int64_t e = full; e < G; e += 2)                                 \
+                            r += (b[e / 2] >> 4) * x[e] + (b[e / 2] & 15) * x[e + 1];         \
+                        accs[i] += s * (float)r;                                              \
+                    }                                                                         \
             }                                                                                 \
+            const float *zr = w->zeros ? w->zeros + n * ng : NULL;                            \
             for (int i = 0; i < MM; i++) {                                                    \
                 __m128 t = _mm_add_ps(_mm256_castps256_ps128(acc[i]),                         \
                                       _mm256_extractf128_ps(acc[i], 1));                      \
                 t = _mm_add_ps(t, _mm_movehl_ps(t, t));                                       \
                 t = _mm_add_ss(t, _mm_movehdup_ps(t));                                        \
-                j->out[i * j->ldo + (n - n0)] = _mm_cvtss_f32(t) + accs[i];                   \
+                j->out[i * j->ldo + (n - n0)] = _mm_cvtss_f32(t) + accs[i] -                  \
+                                                q4_corr(w->scales + n * ng, zr,               \
+                                                        j->xsum + i * ng, ng);                \
             }                                                                                 \
         }                                                                                     \
     }
