@@ -9,11 +9,13 @@
  *    more than this machine's L3) so every call streams from memory.
  * 2. int8 GEMM (etch_q8_gemm, uint8 activations, per-channel requantization to uint8,
  *    weights packed beforehand): GOP/s = 2 M N K / time.
- * Each with 1 and 2 threads (etch's own pool, as a method gets it). Timing: wall clock
- * (CLOCK_MONOTONIC), best of --reps runs (default 40; --quick 8).
+ * Each with 1 and 2 threads (etch's own pool, as a method gets it). Timing: one thread, the
+ * thread's CPU time (CLOCK_THREAD_CPUTIME_ID: waiting for a core on a shared machine does not
+ * count); two threads, wall time; best of --reps runs (default 40; --quick 8).
+ * --shape NxK: that int4 shape only (and no int8 GEMM).
  *
  * Usage: bench_quant [--quick] [--reps R] [--pool-mib MiB] [--isa scalar|avx2|avx512|neon]
- *                    [--no-vnni] [--threads 1|2] */
+ *                    [--no-vnni] [--threads 1|2] [--shape NxK] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,9 +27,13 @@
 #include "kernels/optimized/quant.h"
 #include "runtime/context.h"
 
+/* One thread: the calling thread's CPU time (the machine may be shared: time spent waiting
+ * for a core does not count); two threads: wall time. */
+static int use_cpu_clock = 1;
+
 static double now(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(use_cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -214,6 +220,7 @@ static void bench_q8(etch_kernel_context *ctx, int threads, int64_t M, int64_t K
 
 int main(int argc, char **argv) {
     int only_threads = 0;
+    int64_t shape_n = 0, shape_k = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             reps = 8;
@@ -223,7 +230,15 @@ int main(int argc, char **argv) {
             pool_mib = (size_t)atol(argv[++i]);
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
             only_threads = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--no-vnni") == 0)
+        else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
+            long long a, b;
+            if (sscanf(argv[++i], "%lldx%lld", &a, &b) != 2 || a < 1 || b < 256 || b % 256) {
+                fprintf(stderr, "error: --shape NxK (K a multiple of 256)\n");
+                return 1;
+            }
+            shape_n = a;
+            shape_k = b;
+        } else if (strcmp(argv[i], "--no-vnni") == 0)
             etch_quant_features_allow(~(unsigned)ETCH_QF_VNNI);
         else if (strcmp(argv[i], "--isa") == 0 && i + 1 < argc) {
             etch_isa isa;
@@ -234,7 +249,7 @@ int main(int argc, char **argv) {
         } else {
             fprintf(stderr,
                     "usage: bench_quant [--quick] [--reps R] [--pool-mib MiB] [--isa NAME] "
-                    "[--no-vnni] [--threads 1|2]\n");
+                    "[--no-vnni] [--threads 1|2] [--shape NxK]\n");
             return 1;
         }
     }
@@ -264,9 +279,18 @@ int main(int argc, char **argv) {
         etch_kernel_context ctx;
         etch_kernel_context_init(&ctx, "bench", NULL, 0,
                                  t > 1 ? etch_threadpool_get_iface(pool) : NULL);
+        use_cpu_clock = t == 1;
         for (size_t s = 0; s < sizeof q4_shapes / sizeof q4_shapes[0]; s++)
-            for (int g = 0; g < 2; g++)
-                bench_q4(&ctx, t, q4_shapes[s][0], q4_shapes[s][1], g ? 128 : 32);
+            for (int g = 0; g < 2; g++) {
+                if (shape_n && s > 0)
+                    break;
+                bench_q4(&ctx, t, shape_n ? shape_n : q4_shapes[s][0],
+                         shape_n ? shape_k : q4_shapes[s][1], g ? 128 : 32);
+            }
+    }
+    if (shape_n) {
+        etch_threadpool_destroy(pool);
+        return 0;
     }
     printf("\nint8 GEMM (uint8 activations, int8 weights packed beforehand, per-channel "
            "requantization to uint8): GOP/s = 2 M N K / time\n\n");
@@ -277,6 +301,7 @@ int main(int argc, char **argv) {
         etch_kernel_context ctx;
         etch_kernel_context_init(&ctx, "bench", NULL, 0,
                                  t > 1 ? etch_threadpool_get_iface(pool) : NULL);
+        use_cpu_clock = t == 1;
         for (size_t s = 0; s < sizeof q8_shapes / sizeof q8_shapes[0]; s++)
             bench_q8(&ctx, t, q8_shapes[s][0], q8_shapes[s][1], q8_shapes[s][2]);
     }

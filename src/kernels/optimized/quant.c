@@ -137,6 +137,7 @@ static void q8_ukr_scalar(int mm, int64_t kb, const uint8_t *a, int64_t lda,
 void etch_quant_isa_scalar(etch_quant_isa *q) {
     q->q4_f32 = q4_f32_scalar;
     q->q4_8da4w = q4_8da4w_scalar;
+    q->q4_act_i8 = false;
     q->q8_mr = 4;
     q->q8_nr = 8;
     q->q8_a_signed = false;
@@ -170,7 +171,7 @@ size_t etch_q4_linear_f32_work_size(int64_t M, int64_t K, int64_t G) {
 size_t etch_q4_linear_8da4w_work_size(int64_t M, int64_t K, int64_t G) {
     if (M <= 0 || K <= 0 || G <= 0)
         return 0;
-    return align64((size_t)(M * K) * sizeof(int16_t)) +
+    return align64((size_t)(M * K) * sizeof(int16_t)) + align64((size_t)(M * K)) +
            2 * align64((size_t)(M * (K / G)) * sizeof(int32_t));
 }
 
@@ -189,6 +190,8 @@ typedef struct q4_plan {
     int64_t M;
     const float *xd, *xsum;
     const int16_t *xa;
+    const int8_t *xq;
+    const int32_t *xzp;
     const int32_t *sa;
     const float *xscale; /* 8da4w: per-row activation scale; NULL for f32 */
     const float *bias;
@@ -209,6 +212,8 @@ static void q4_task(void *arg, int64_t b, int64_t e) {
             j.xd = p->xd ? p->xd + m0 * K : NULL;
             j.xsum = p->xsum ? p->xsum + m0 * ng : NULL;
             j.xa = p->xa ? p->xa + m0 * K : NULL;
+            j.xq = p->xq ? p->xq + m0 * K : NULL;
+            j.xzp = p->xzp ? p->xzp + m0 : NULL;
             j.sa = p->sa ? p->sa + m0 * ng : NULL;
             j.out = out;
             j.ldo = Q4_NB;
@@ -264,7 +269,7 @@ void etch_q4_linear_f32(etch_kernel_context *ctx, const etch_q4_weights *w, int6
     }
     etch_quant_isa q;
     quant_isa_for((int)etch_isa_active(), &q);
-    q4_plan p = {w, q.q4_f32, M, xd, xsum, NULL, NULL, NULL, bias, y, ldy};
+    q4_plan p = {w, q.q4_f32, M, xd, xsum, NULL, NULL, NULL, NULL, NULL, bias, y, ldy};
     q4_run(ctx, &p);
 }
 
@@ -273,34 +278,48 @@ void etch_q4_linear_8da4w(etch_kernel_context *ctx, const etch_q4_weights *w, in
                           const int32_t *xzp, const float *bias, float *y, int64_t ldy,
                           void *work) {
     const int64_t K = w->K, G = w->G, ng = K / G, full = G - G % 32;
+    etch_quant_isa q;
+    quant_isa_for((int)etch_isa_active(), &q);
     int16_t *xa = work;
-    int32_t *sa = (int32_t *)((char *)work + align64((size_t)(M * K) * sizeof(int16_t)));
+    int8_t *xd8 = (int8_t *)((char *)work + align64((size_t)(M * K) * sizeof(int16_t)));
+    int32_t *sa = (int32_t *)((char *)xd8 + align64((size_t)(M * K)));
     float *saf = (float *)((char *)sa + align64((size_t)(M * ng) * sizeof(int32_t)));
     for (int64_t m = 0; m < M; m++) {
         const int8_t *xr = xq + m * ldx;
         const int32_t z = xzp[m];
         int16_t *d = xa + m * K;
+        int8_t *d8 = xd8 + m * K;
         for (int64_t g = 0; g < ng; g++) {
             const int8_t *xg = xr + g * G;
-            int16_t *dg = d + g * G;
             int32_t s = 0;
             int64_t c = 0;
-            for (; c < full; c += 32)
-                for (int t = 0; t < 16; t++) {
-                    dg[c + t] = (int16_t)(xg[c + 2 * t] - z);
-                    dg[c + 16 + t] = (int16_t)(xg[c + 2 * t + 1] - z);
-                }
-            for (; c < G; c++)
-                dg[c] = (int16_t)(xg[c] - z);
+            if (q.q4_act_i8) {
+                int8_t *dg = d8 + g * G;
+                for (; c < full; c += 32)
+                    for (int t = 0; t < 16; t++) {
+                        dg[c + t] = xg[c + 2 * t];
+                        dg[c + 16 + t] = xg[c + 2 * t + 1];
+                    }
+                for (; c < G; c++)
+                    dg[c] = xg[c];
+            } else {
+                int16_t *dg = d + g * G;
+                for (; c < full; c += 32)
+                    for (int t = 0; t < 16; t++) {
+                        dg[c + t] = (int16_t)(xg[c + 2 * t] - z);
+                        dg[c + 16 + t] = (int16_t)(xg[c + 2 * t + 1] - z);
+                    }
+                for (; c < G; c++)
+                    dg[c] = (int16_t)(xg[c] - z);
+            }
             for (c = 0; c < G; c++)
                 s += xg[c] - z;
             sa[m * ng + g] = s;
             saf[m * ng + g] = (float)s;
         }
     }
-    etch_quant_isa q;
-    quant_isa_for((int)etch_isa_active(), &q);
-    q4_plan p = {w, q.q4_8da4w, M, NULL, saf, xa, sa, xscale, bias, y, ldy};
+    q4_plan p = {w, q.q4_8da4w, M, NULL, saf, q.q4_act_i8 ? NULL : xa, q.q4_act_i8 ? xd8 : NULL,
+                 xzp, sa, xscale, bias, y, ldy};
     q4_run(ctx, &p);
 }
 

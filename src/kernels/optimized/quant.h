@@ -146,14 +146,17 @@ etch_status etch_q8_gemm(etch_kernel_context *ctx, const etch_q8_gemm_desc *d);
 /* int4 f32: rows m in [0, mm) (mm <= ETCH_Q4_MR) of xd (deinterleaved activations, see
  * quant.c: per group, 32-k chunks as [16 even k | 16 odd k], the rest in natural order; row
  * stride K), weight rows [n0, n1): acc[i][n - n0] = sum_g scale * dot_g(nibble, x).
- * 8da4w: the same over int16 activations xa (xq - xzp) with per-row, per-group sums sa;
- * out[i][n - n0] = sum_g scale * (D_g - (8 + zero) * sa_g) (float, before * xs). */
+ * 8da4w: the same over int16 activations xa (xq - xzp), or over int8 xq with
+ * D_g = sum xq * nibble - xzp * sum nibble (q4_act_i8), with per-row, per-group sums sa of
+ * xq - xzp; out[i][n - n0] = sum_g scale * (D_g - (8 + zero) * sa_g) (float, before * xs). */
 typedef struct etch_q4_job {
     const etch_q4_weights *w;
     int mm;
     const float *xd;       /* [mm][K] */
     const float *xsum;     /* [mm][K / G]: per-group sums of x (8da4w: sa as floats) */
-    const int16_t *xa;     /* [mm][K] */
+    const int16_t *xa;     /* [mm][K]: xq - xzp, deinterleaved (q4_act_i8 false) */
+    const int8_t *xq;      /* [mm][K]: xq itself, deinterleaved (q4_act_i8 true) */
+    const int32_t *xzp;    /* [mm] */
     const int32_t *sa;     /* [mm][K / G] */
     float *out;            /* [mm][ldo] */
     int64_t ldo;
@@ -169,6 +172,7 @@ typedef void (*etch_q8_ukr_fn)(int mm, int64_t kb, const uint8_t *a, int64_t lda
 
 typedef struct etch_quant_isa {
     etch_q4_rows_fn q4_f32, q4_8da4w;
+    bool q4_act_i8; /* q4_8da4w reads xq (int8 dot products, the nibble sums for xzp) */
     int q8_mr, q8_nr;
     bool q8_a_signed; /* the microkernel wants int8 activations (arm) */
     etch_q8_ukr_fn q8_ukr;

@@ -1,6 +1,7 @@
 /* AVX2 inner loops of the integer kernels (see quant.h): int4 weights dequantized in
  * registers (nibbles widened, converted, FMA against the deinterleaved activations; 8da4w:
- * nibbles as int16, vpmaddwd against int16 activations, exact int32 per group), and the int8
+ * nibbles as uint8 against int8 activations, vpmaddubsw + vpmaddwd, exact int32 per group:
+ * quant_q4i8_x86.inc), and the int8
  * GEMM microkernel (4 x 8): bytes widened to int16 and vpmaddwd, so no vpmaddubsw
  * saturation. */
 #include <immintrin.h>
@@ -95,64 +96,10 @@ static void q4_f32_avx2(const etch_q4_job *j, int64_t n0, int64_t n1) {
     }
 }
 
-static inline __attribute__((always_inline)) void q4i_block(const etch_q4_job *j, int64_t n0,
-                                                            int64_t n1, const int MM) {
-    const etch_q4_weights *w = j->w;
-    const int64_t K = w->K, G = w->G, ng = K / G, full = G - G % 32;
-    const __m256i m15 = _mm256_set1_epi16(15);
-    for (int64_t n = n0; n < n1; n++) {
-        const uint8_t *row = w->data + n * (K / 2);
-        __m256 acc[ETCH_Q4_MR];
-        float accs[ETCH_Q4_MR];
-        for (int i = 0; i < MM; i++) {
-            acc[i] = _mm256_setzero_ps();
-            accs[i] = 0.0f;
-        }
-        for (int64_t g = 0; g < ng; g++) {
-            const uint8_t *b = row + g * G / 2;
-            const float s = w->scales[n * ng + g];
-            __m256i d[ETCH_Q4_MR];
-            for (int i = 0; i < MM; i++)
-                d[i] = _mm256_setzero_si256();
-            for (int64_t c = 0; c < full; c += 32) {
-                const __m256i v =
-                    _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(b + c / 2)));
-                const __m256i h = _mm256_srli_epi16(v, 4), l = _mm256_and_si256(v, m15);
-                for (int i = 0; i < MM; i++) {
-                    const int16_t *x = j->xa + i * K + g * G + c;
-                    d[i] = _mm256_add_epi32(
-                        d[i], _mm256_madd_epi16(h, _mm256_loadu_si256((const __m256i *)x)));
-                    d[i] = _mm256_add_epi32(
-                        d[i], _mm256_madd_epi16(l, _mm256_loadu_si256((const __m256i *)(x + 16))));
-                }
-            }
-            const __m256 vs = _mm256_set1_ps(s);
-            for (int i = 0; i < MM; i++)
-                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[i]), vs, acc[i]);
-            if (full < G)
-                for (int i = 0; i < MM; i++) {
-                    const int16_t *x = j->xa + i * K + g * G;
-                    int32_t r = 0;
-                    for (int64_t e = full; e < G; e += 2)
-                        r += (b[e / 2] >> 4) * x[e] + (b[e / 2] & 15) * x[e + 1];
-                    accs[i] += s * (float)r;
-                }
-        }
-        const float *zr = w->zeros ? w->zeros + n * ng : NULL;
-        for (int i = 0; i < MM; i++)
-            j->out[i * j->ldo + (n - n0)] =
-                hsum8(acc[i]) + accs[i] - q4_corr(w->scales + n * ng, zr, j->xsum + i * ng, ng);
-    }
-}
-
-static void q4_8da4w_avx2(const etch_q4_job *j, int64_t n0, int64_t n1) {
-    switch (j->mm) {
-    case 1: q4i_block(j, n0, n1, 1); break;
-    case 2: q4i_block(j, n0, n1, 2); break;
-    case 3: q4i_block(j, n0, n1, 3); break;
-    default: q4i_block(j, n0, n1, 4); break;
-    }
-}
+#include "kernels/optimized/quant_q4i8_x86.inc"
+#define DOTB_MADD(acc, u, v)                                                                  \
+    _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (v)), _mm256_set1_epi16(1)))
+Q4I8_TILE(q4b, , DOTB_MADD)
 
 /* 4 rows x 8 columns: per block of 4 k, the panel's 32 bytes widened to two vectors of 16
  * int16 (columns 0-3 and 4-7, 4 k each), a row's 4 bytes widened and broadcast; vpmaddwd
@@ -185,7 +132,8 @@ static void q8_ukr_avx2(int mm, int64_t kb, const uint8_t *a, int64_t lda, const
 
 void etch_quant_isa_avx2(etch_quant_isa *q) {
     q->q4_f32 = q4_f32_avx2;
-    q->q4_8da4w = q4_8da4w_avx2;
+    q->q4_8da4w = q4b_rows;
+    q->q4_act_i8 = true;
     q->q8_mr = 4;
     q->q8_nr = 8;
     q->q8_a_signed = false;

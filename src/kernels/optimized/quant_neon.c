@@ -193,6 +193,7 @@ static void q8_ukr_neon(int mm, int64_t kb, const uint8_t *a, int64_t lda, const
 void etch_quant_isa_neon(etch_quant_isa *q, unsigned features) {
     q->q4_f32 = q4_f32_neon;
     q->q4_8da4w = q4_8da4w_neon;
+    q->q4_act_i8 = false;
     q->q8_mr = 4;
     q->q8_nr = 8;
     q->q8_a_signed = true;
