@@ -9,7 +9,8 @@
  *    packing (even k in the high nibble), y = x · Wᵀ + bias in double. 8da4w: x' = (xq - zp)
  *    * xs (what dequantize_per_token gives), the same double product.
  *  - int8 GEMM: sum_k (a - za)(b - zb) in int64 over the unpacked operands, + bias32, then
- *    quant.h's requantization; compared bit for bit (int32, int8, uint8 and float out).
+ *    quant.h's requantization; compared bit for bit (int32, int8, uint8 and float out);
+ *    packed weights of another ISA and bad descriptions refused by name.
  *  - per-token qparams: ExecuTorch's own test values (kernels/quantized/test/
  *    op_choose_qparams_test.cpp) and the range ends; quantize: the round trip within
  *    half a step.
@@ -500,6 +501,25 @@ static void q8_mismatch_tests(void) {
     d.work = work;
     CHECK_STATUS(etch_q8_gemm(NULL, &d), ETCH_ERR_INVALID_ARGUMENT);
     CHECK(strstr(etch_last_error(), "packed for") != NULL);
+    /* bad descriptions, with weights packed for the active ISA */
+    etch_q8_gemm_pack(-1, b, 2, 8, 8, pd, &pk);
+    CHECK_OK(etch_q8_gemm(NULL, &d));
+    d.za = 256;
+    CHECK_STATUS(etch_q8_gemm(NULL, &d), ETCH_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(etch_last_error(), "zero point 256") != NULL);
+    d.za = 0;
+    d.out_type = ETCH_Q8_OUT_S8;
+    d.mult = NULL;
+    CHECK_STATUS(etch_q8_gemm(NULL, &d), ETCH_ERR_INVALID_ARGUMENT);
+    d.mult = &mult;
+    d.qmin = 10;
+    d.qmax = 5;
+    CHECK_STATUS(etch_q8_gemm(NULL, &d), ETCH_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(etch_last_error(), "clamp") != NULL);
+    d.qmin = -128;
+    d.qmax = 127;
+    d.out_type = ETCH_Q8_OUT_U8;
+    CHECK_STATUS(etch_q8_gemm(NULL, &d), ETCH_ERR_INVALID_ARGUMENT);
     free(pd);
     free(work);
 }

@@ -513,6 +513,21 @@ etch_status etch_q8_gemm(etch_kernel_context *ctx, const etch_q8_gemm_desc *d) {
     if (b->K > ETCH_Q8_MAX_K)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "int8 GEMM: K = %lld exceeds %d",
                         (long long)b->K, ETCH_Q8_MAX_K);
+    if (d->za < (d->a_signed ? -128 : 0) || d->za > (d->a_signed ? 127 : 255))
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "int8 GEMM: activation zero point %d is outside the %s range",
+                        (int)d->za, d->a_signed ? "int8" : "uint8");
+    if (d->out_type < ETCH_Q8_OUT_F32 || d->out_type > ETCH_Q8_OUT_S32 ||
+        (d->out_type != ETCH_Q8_OUT_S32 && !d->mult))
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "int8 GEMM: output type %d needs a requantization multiplier",
+                        d->out_type);
+    if ((d->out_type == ETCH_Q8_OUT_S8 || d->out_type == ETCH_Q8_OUT_U8) &&
+        (d->qmin > d->qmax || d->qmin < (d->out_type == ETCH_Q8_OUT_S8 ? -128 : 0) ||
+         d->qmax > (d->out_type == ETCH_Q8_OUT_S8 ? 127 : 255)))
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "int8 GEMM: output clamp [%d, %d] is empty or outside the output type",
+                        (int)d->qmin, (int)d->qmax);
     if (d->M <= 0 || b->N <= 0)
         return ETCH_OK;
     const int64_t K = b->K, kp = b->kp, mpad = round_up(d->M, 16);

@@ -16,8 +16,9 @@
  *      y = xs * sum_g scale_g * (D_g - (8 + zero_g) * sum_g(xq - xzp)). etch_q4_linear_8da4w
  *      takes quantized rows; etch_q4_linear_8da4w_f32 quantizes float rows first.
  *    Float results: the same value as the double-precision reference within rounding: with
- *    S = sum_k |x(m,k) W(n,k)| the error is below 2^-20 * S (+ |bias|) (tests/quant states the
- *    bound it checks); ISAs differ only in the float summation order.
+ *    T = sum_k |x(m,k)| |scale| (16 + |zero|) the error is below (G + K / G + 16) FLT_EPSILON T
+ *    (+ a few ulps of |bias|: tests/optimized_quant checks that bound); ISAs differ only in
+ *    the float summation order.
  *
  * 2. int8 GEMM with fused requantization: acc[m, n] = sum_k (a[m, k] - za) * (b[n, k] - zb[n])
  *    (+ bias32[n]), a uint8 or int8 [M, K] (row stride lda), b int8 [N, K] packed once
@@ -84,8 +85,8 @@ void etch_q4_linear_8da4w(etch_kernel_context *ctx, const etch_q4_weights *w, in
                           const int8_t *xq, int64_t ldx, const float *xscale,
                           const int32_t *xzp, const float *bias, float *y, int64_t ldy,
                           void *work);
-/* The float rows quantized per token first (work: etch_q4_linear_8da4w_work_size +
- * M * (K + 8) bytes). */
+/* The float rows quantized per token first (etch_q8_choose_qparams_per_token and
+ * etch_q8_quantize_per_token), then etch_q4_linear_8da4w. */
 size_t etch_q4_linear_8da4w_f32_work_size(int64_t M, int64_t K, int64_t G);
 void etch_q4_linear_8da4w_f32(etch_kernel_context *ctx, const etch_q4_weights *w, int64_t M,
                               const float *x, int64_t ldx, const float *bias, float *y,
@@ -137,7 +138,8 @@ typedef struct etch_q8_gemm_desc {
 
 size_t etch_q8_gemm_work_size(int64_t M, int64_t K);
 /* The packed b must be for the active ISA and K <= ETCH_Q8_MAX_K (the int32 sums stay exact),
- * else ETCH_ERR_INVALID_ARGUMENT naming the mismatch, nothing written. */
+ * za in the activation type's range, mult given unless out is S32, qmin <= qmax for int out;
+ * else ETCH_ERR_INVALID_ARGUMENT naming what is wrong, nothing written. */
 #define ETCH_Q8_MAX_K 32768
 etch_status etch_q8_gemm(etch_kernel_context *ctx, const etch_q8_gemm_desc *d);
 
@@ -182,14 +184,5 @@ void etch_quant_isa_scalar(etch_quant_isa *q);
 void etch_quant_isa_avx2(etch_quant_isa *q);
 void etch_quant_isa_avx512(etch_quant_isa *q, unsigned features);
 void etch_quant_isa_neon(etch_quant_isa *q, unsigned features);
-
-/* The scalar deinterleave position of element k within its group (tests, reference code). */
-static inline int64_t etch_q4_deint_pos(int64_t k, int64_t G) {
-    const int64_t g0 = k - k % G, r = k - g0, full = G - G % 32;
-    if (r >= full)
-        return k;
-    const int64_t c0 = r - r % 32, i = r - c0;
-    return g0 + c0 + ((i & 1) ? 16 + i / 2 : i / 2);
-}
 
 #endif
