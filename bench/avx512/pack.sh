@@ -41,7 +41,7 @@ ctest --test-dir "$build" --show-only=json-v1 > "$out/tests.json"
 /usr/bin/python3 - "$out/tests.json" "$build" "$out/tests" <<'PY'
 import json, os, re, shutil, sys
 spec, build, dest = sys.argv[1], sys.argv[2], sys.argv[3]
-want = re.compile(r"^(opt_conv|optimized_eltwise|optimized_gemm|optimized_nchwc|"
+want = re.compile(r"^(opt_conv|optimized_eltwise|optimized_gemm|optimized_quant|optimized_nchwc|"
                   r"optimized_nchwc_pool|llm_attention\.kernels|chain\.blocks|"
                   r"layout\.blocked_choice|prepack)$")
 lines = []

@@ -12,7 +12,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "$1" && pwd)
-regex=${2:-"^(opt_conv|optimized_eltwise|optimized_gemm|optimized_nchwc|optimized_nchwc_pool|llm_attention.kernels|chain.blocks|layout.blocked_choice|prepack)$"}
+regex=${2:-"^(opt_conv|optimized_eltwise|optimized_gemm|optimized_quant|optimized_nchwc|optimized_nchwc_pool|llm_attention.kernels|chain.blocks|layout.blocked_choice|prepack)$"}
 timeout_s=${ETCH_AVX512_TIMEOUT:-3600}
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
