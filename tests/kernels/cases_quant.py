@@ -377,6 +377,22 @@ def gen_per_token(g):
            [In(x), In(torch.tensor([0.01, 0.02, 0.05], dtype=torch.float64)),
             In(torch.tensor([0, 128, 255])), Int(0), Int(255), Int(0),
             QOut(g, torch.uint8, q), Ref(6)])
+    for odt in (torch.float32, torch.float16):
+        W.case(Q + "dequantize_per_token.out", "dqtok uint8 given -> %s" % name(odt),
+               [QIn(g, q, torch.uint8), In(torch.tensor([0.01, 0.02, 0.05])),
+                In(torch.tensor([0, 128, 255], dtype=torch.int32)), Int(0), Int(255), Int(0),
+                Int(code(odt)), Out(odt, et_dequantize(q, [0.01, 0.02, 0.05], [0, 128, 255], 4,
+                                                       odt)), Ref(7)])
+    q16 = et_quantize(x, [0.001, 0.002, 0.0005], [0, 30000, 65535], 4, 0, 65535)
+    W.case(Q + "quantize_per_token.out", "qtok uint16 given",
+           [In(x), In(torch.tensor([0.001, 0.002, 0.0005], dtype=torch.float64)),
+            In(torch.tensor([0, 30000, 65535])), Int(0), Int(65535), Int(UINT16),
+            QOut(g, UINT16, q16), Ref(6)])
+    W.case(Q + "dequantize_per_token.out", "dqtok uint16 given",
+           [QIn(g, q16, UINT16), In(torch.tensor([0.001, 0.002, 0.0005], dtype=torch.float64)),
+            In(torch.tensor([0, 30000, 65535])), Int(0), Int(65535), Int(UINT16), Int(6),
+            Out(torch.float32, et_dequantize(q16, [0.001, 0.002, 0.0005], [0, 30000, 65535], 4,
+                                             torch.float32)), Ref(7)])
     W.case(Q + "quantize_per_token.out", "qtok bad scales count",
            [In(x), In(torch.ones(4, dtype=torch.float64)), In(torch.zeros(4, dtype=torch.long)),
             Int(0), Int(255), Int(0), Out(torch.uint8, None, shape=[3, 4]), Ref(6)], fail=True)

@@ -206,9 +206,10 @@ class Writer:
             b += self.arg(a)
         self.cases.append(bytes(b))
         ins = [a.a if isinstance(a, Hidden) else a for a in args]  # hidden inputs count too
-        dtypes = [a.t.dtype for a in ins if isinstance(a, (In, InOut))]
+        # (a ScalarType number instead where the case carries a dtype torch lacks: UInt16)
+        dtypes = [getattr(a, "code", None) or a.t.dtype for a in ins if isinstance(a, (In, InOut))]
         if not dtypes:  # creation ops (full, arange, ...): the out tensor's dtype
-            dtypes = [a.dtype for a in ins if isinstance(a, Out)]
+            dtypes = [getattr(a, "code", None) or a.dtype for a in ins if isinstance(a, Out)]
         self.index.append((op, dtypes, bool(fail)))
 
     def arg(self, a):
@@ -227,7 +228,8 @@ class Writer:
             return bytes(b) + struct.pack("<Q", len(data)) + data
         if isinstance(a, Out):
             dim = len(a.shape)
-            b = (struct.pack("<BBB", 2, dtype_code(a, a.dtype), dim) + struct.pack("<%dq" % dim, *a.shape) +
+            b = (struct.pack("<BBB", 2, dtype_code(a, a.dtype), dim) +
+                 struct.pack("<%dq" % dim, *a.shape) +
                  bytes(a.order) + struct.pack("<Bq", 1 if a.dynamic else 0, a.capacity))
             if a.expected is None:
                 return b + struct.pack("<B", 0)

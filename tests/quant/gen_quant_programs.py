@@ -47,8 +47,8 @@ class Prog:
         self.m = self.pb.method("forward")
         self.inputs, self.expected, self.rtol = [], [], []
 
-    def input(self, arr, dtype):
-        v = self.m.tensor(dtype, list(arr.shape))
+    def input(self, arr, dtype, offset=None):
+        v = self.m.tensor(dtype, list(arr.shape), offset=offset)
         self.m.inputs.append(v)
         self.inputs.append(arr)
         return v
@@ -172,9 +172,10 @@ def linear_4w(d, manifest, nscales=None, name="linear_4w"):
     p.write(d, manifest)
 
 
-def embeddings(d, manifest, packed_cols=None, name="embeddings"):
+def embeddings(d, manifest, packed_cols=None, alias=False, name="embeddings"):
     """embedding_4bit.dtype_out (Half scales and zero points, groups of 4) and
-    embedding_byte.out (int8, one scale per row) on the same indices."""
+    embedding_byte.out (int8, one scale per row) on the same indices. alias: the second's out
+    lies on the indices' bytes (a planner's lie), so writing a row overwrites the indices."""
     p = Prog(name)
     m = p.m
     V, D, G = 10, 16, 4
@@ -187,15 +188,15 @@ def embeddings(d, manifest, packed_cols=None, name="embeddings"):
     w8 = RNG.integers(-128, 127, [V, 12], endpoint=True).astype(np.int8)
     sc8 = RNG.uniform(0.001, 0.02, [V]).astype(np.float32)
     idx = np.array([[0, 9, 3], [3, 1, 7]], dtype=np.int64)
-    ii = p.input(idx, I64)
+    ii = p.input(idx, I64, offset=0 if alias else None)
     w4c, s4c, z4c = p.const(packed, U8), p.const(sc4, F16), p.const(zp4, F16)
     w8c, s8c = p.const(w8, I8), p.const(sc8, F32)
     e4 = m.tensor(F32, [2, 3, D])
-    e8 = m.tensor(F32, [2, 3, 12])
+    e8 = m.tensor(F32, [2, 3, 12], offset=0 if alias else None)
     m.kernel(Q + "embedding_4bit.dtype_out", [w4c, s4c, z4c, m.int(-8), m.int(7), ii,
                                               m.int(int(F32)), e4, e4])
     m.kernel(Q + "embedding_byte.out", [w8c, s8c, m.null(), m.int(-128), m.int(127), ii, e8, e8])
-    if packed_cols is None:
+    if packed_cols is None and not alias:
         t_idx = torch.from_numpy(idx)
         p.out(e4, cq.emb_ref(vals, torch.from_numpy(sc4), torch.from_numpy(zp4), t_idx,
                              torch.float32).numpy())
@@ -252,7 +253,10 @@ def main():
                         (qdq_channel, {"scales": [0.01, 0.0, 0.05]}, "scales[1]"),
                         (qdq_channel, {"scales": [0.01, 0.02]}, "scales has 2 elements"),
                         (linear_4w, {"nscales": 15}, "scales has 15 elements"),
-                        (embeddings, {"packed_cols": 7}, "do not divide")]:
+                        (embeddings, {"packed_cols": 7}, "do not divide"),
+                        # regression: this once read weight rows at the float bits it had
+                        # written over the indices (UBSan: signed overflow; ASan: a wild read)
+                        (embeddings, {"alias": True}, "indices changed while out was written")]:
         name = "bad-%s-%d" % (fn.__name__, len(manifest["bad"]))
         fn(d, manifest, name=name, **kw)
         manifest["programs"].pop()

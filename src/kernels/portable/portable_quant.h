@@ -70,9 +70,10 @@ bool etch_q_check_zero_point(etch_kernel_context *ctx, int64_t zp, int dtype);
  * then rounded to float). NaN gives quant_min. */
 int64_t etch_q_quantize(double x, bool in_double, float inv_scale, int64_t zp, int64_t qmin,
                         int64_t qmax);
-/* (q - zp) * scale in single precision. */
+/* (q - zp) * scale in single precision (the difference wraps: only a program whose out
+ * shares bytes with its zero points can make it overflow). */
 static inline float etch_q_dequantize(int64_t q, int64_t zp, float scale) {
-    return (float)(q - zp) * scale;
+    return (float)etch_pk_wrap_sub(q, zp) * scale;
 }
 
 /* ExecuTorch's calculate_scale_and_zero_point over [min, max] (fbgemm's ChooseQuantization

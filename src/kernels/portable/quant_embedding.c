@@ -68,6 +68,11 @@ void etch_q_embedding(etch_kernel_context *ctx, etch_value **args, size_t nargs,
     }
     if (nbit == 8 && !etch_q_check_qrange(ctx, w->dtype, qmin, qmax))
         return;
+    if (w->sizes[1] > INT32_MAX) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "weight has %lld columns, too many",
+                         (long long)w->sizes[1]);
+        return;
+    }
     int64_t V = w->sizes[0], D = w->sizes[1] * (8 / nbit);
     if (s->dim != 1 && s->dim != 2) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "weight_scales must be 1-D or 2-D, got rank %u",
@@ -134,6 +139,12 @@ void etch_q_embedding(etch_kernel_context *ctx, etch_value **args, size_t nargs,
         return;
     }
     int64_t ni = etch_tensor_numel(ix);
+    if (ni > 0 && D > INT64_MAX / ni) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "out would have more than INT64_MAX elements (%lld indices x %lld)",
+                         (long long)ni, (long long)D);
+        return;
+    }
     for (int64_t i = 0; i < ni; i++) {
         int64_t v = etch_q_int_at(ix, i);
         if (v < 0 || v >= V) {
@@ -152,6 +163,11 @@ void etch_q_embedding(etch_kernel_context *ctx, etch_value **args, size_t nargs,
     int64_t gs = D / G;
     for (int64_t i = 0; i < ni; i++) {
         int64_t row = etch_q_int_at(ix, i);
+        if (row < 0 || row >= V) { /* out shares bytes with indices and overwrote them */
+            etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                             "indices changed while out was written (they share memory)");
+            return;
+        }
         for (int64_t j = 0; j < D; j++) {
             int64_t g = row * G + j / gs;
             float scale = (float)etch_q_f64_at(s, g);
