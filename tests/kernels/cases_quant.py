@@ -471,7 +471,8 @@ def gen_group(g):
         for wdt, qmin, qmax, zdt in [(torch.int8, -8, 7, torch.int32),
                                      (torch.int8, -128, 127, torch.int64),
                                      (torch.uint8, 0, 15, torch.float32),
-                                     (torch.int16, -32768, 32767, torch.int32)]:
+                                     (torch.int16, -32768, 32767, torch.int32),
+                                     (torch.int32, -100000, 100000, torch.int64)]:
             k += 1
             groups = M * (N // G if G <= N else 1)
             w = torch.from_numpy(RNG.integers(qmin, qmax, [M, N], endpoint=True)).to(wdt)
