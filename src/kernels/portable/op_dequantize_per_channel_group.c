@@ -113,22 +113,31 @@ ETCH_PK_KERNEL(dequantize_per_channel_group_out) {
     int d2 = etch_pk_promote(d1, s->dtype);
     if (etch_pk_resize(ctx, out, 2, in->sizes) != ETCH_OK)
         return;
-    int64_t n = M * N;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t g = i / group;
-        int64_t q = etch_q_int_at(in, i);
-        double v;
-        if (etch_pk_is_float(d1)) {
-            v = (double)q - etch_q_f64_at(z, g);
-            etch_pk_round_row_f64(&v, 1, d1);
-        } else {
-            int64_t d = has_z ? etch_pk_wrap_sub(q, etch_q_int_at(z, g)) : q;
-            etch_pk_round_row_i64(&d, 1, d1);
-            v = (double)d;
-            etch_pk_round_row_f64(&v, 1, d2); /* the integer converts to the product's dtype */
+    bool ic = etch_tensor_is_contiguous(in), oc = etch_tensor_is_contiguous(out);
+    for (int64_t g = 0; g < groups; g++) {
+        double scale = etch_q_f64_at(s, g);
+        double zf = 0;
+        int64_t zi = 0;
+        if (has_z && etch_pk_is_float(d1))
+            zf = etch_q_f64_at(z, g);
+        else if (has_z)
+            zi = etch_q_int_at(z, g);
+        for (int64_t i = g * group; i < (g + 1) * group; i++) {
+            int64_t q = etch_q_load_int((const char *)in->data + etch_q_offset_c(in, ic, i),
+                                        in->dtype);
+            double v;
+            if (etch_pk_is_float(d1)) {
+                v = (double)q - zf;
+                etch_pk_round_row_f64(&v, 1, d1);
+            } else {
+                int64_t d = etch_pk_wrap_sub(q, zi);
+                etch_pk_round_row_i64(&d, 1, d1);
+                v = (double)d;
+                etch_pk_round_row_f64(&v, 1, d2); /* the integer converts to the product's dtype */
+            }
+            v *= scale;
+            etch_pk_round_row_f64(&v, 1, d2);
+            etch_pk_store_f64((char *)out->data + etch_q_offset_c(out, oc, i), out->dtype, v);
         }
-        v *= etch_q_f64_at(s, g);
-        etch_pk_round_row_f64(&v, 1, d2);
-        etch_pk_store_f64((char *)out->data + etch_q_offset(out, i), out->dtype, v);
     }
 }

@@ -40,6 +40,10 @@ bool etch_q_check_float_out(etch_kernel_context *ctx, const etch_tensor *out, bo
 
 /* Byte offset of element `linear` (row-major logical index) of t. */
 int64_t etch_q_offset(const etch_tensor *t, int64_t linear);
+/* etch_q_offset with a fast path: `contig` is etch_tensor_is_contiguous(t), computed once. */
+static inline int64_t etch_q_offset_c(const etch_tensor *t, bool contig, int64_t linear) {
+    return contig ? linear * (int64_t)etch_dtype_size(t->dtype) : etch_q_offset(t, linear);
+}
 /* Integer element of a quantized (or Long) dtype; UInt16 included. */
 int64_t etch_q_load_int(const void *p, int dtype);
 void etch_q_store_int(void *p, int dtype, int64_t v);

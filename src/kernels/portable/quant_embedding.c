@@ -161,6 +161,7 @@ void etch_q_embedding(etch_kernel_context *ctx, etch_value **args, size_t nargs,
     if (etch_pk_resize(ctx, out, ix->dim + 1u, osz) != ETCH_OK)
         return;
     int64_t gs = D / G;
+    bool oc = etch_tensor_is_contiguous(out);
     for (int64_t i = 0; i < ni; i++) {
         int64_t row = etch_q_int_at(ix, i);
         if (row < 0 || row >= V) { /* out shares bytes with indices and overwrote them */
@@ -168,13 +169,16 @@ void etch_q_embedding(etch_kernel_context *ctx, etch_value **args, size_t nargs,
                              "indices changed while out was written (they share memory)");
             return;
         }
+        float scale = 0, zp = 0;
         for (int64_t j = 0; j < D; j++) {
-            int64_t g = row * G + j / gs;
-            float scale = (float)etch_q_f64_at(s, g);
-            float zp = has_z ? (float)etch_q_f64_at(z, g) : 0.0f;
+            if (j % gs == 0) {
+                int64_t g = row * G + j / gs;
+                scale = (float)etch_q_f64_at(s, g);
+                zp = has_z ? (float)etch_q_f64_at(z, g) : 0.0f;
+            }
             float v = ((float)weight_value(w, nbit, row, j) - zp) * scale;
-            etch_pk_store_f64((char *)out->data + etch_q_offset(out, i * D + j), out->dtype,
-                              (double)v);
+            etch_pk_store_f64((char *)out->data + etch_q_offset_c(out, oc, i * D + j),
+                              out->dtype, (double)v);
         }
     }
 }

@@ -280,6 +280,7 @@ void etch_q_quantize_run(etch_kernel_context *ctx, const etch_tensor *in, etch_t
         return;
     int64_t n = etch_tensor_numel(in);
     bool dbl = in->dtype == ETCH_DTYPE_DOUBLE;
+    bool ic = etch_tensor_is_contiguous(in), oc = etch_tensor_is_contiguous(out);
     int64_t last = -1;
     float inv = 0;
     int64_t zp = 0;
@@ -291,8 +292,9 @@ void etch_q_quantize_run(etch_kernel_context *ctx, const etch_tensor *in, etch_t
             zp = p->zero_points ? etch_q_int_at(p->zero_points, c) : p->zp;
             last = c;
         }
-        double x = etch_pk_load_f64((const char *)in->data + etch_q_offset(in, i), in->dtype);
-        etch_q_store_int((char *)out->data + etch_q_offset(out, i), out->dtype,
+        double x = etch_pk_load_f64((const char *)in->data + etch_q_offset_c(in, ic, i),
+                                    in->dtype);
+        etch_q_store_int((char *)out->data + etch_q_offset_c(out, oc, i), out->dtype,
                          etch_q_quantize(x, dbl, inv, zp, qmin, qmax));
     }
 }
@@ -302,6 +304,7 @@ void etch_q_dequantize_run(etch_kernel_context *ctx, const etch_tensor *in, etch
     if (etch_pk_resize(ctx, out, in->dim, in->sizes) != ETCH_OK)
         return;
     int64_t n = etch_tensor_numel(in);
+    bool ic = etch_tensor_is_contiguous(in), oc = etch_tensor_is_contiguous(out);
     int64_t last = -1;
     float scale = 0;
     int64_t zp = 0;
@@ -312,8 +315,10 @@ void etch_q_dequantize_run(etch_kernel_context *ctx, const etch_tensor *in, etch
             zp = p->zero_points ? etch_q_int_at(p->zero_points, c) : p->zp;
             last = c;
         }
-        float v = etch_q_dequantize(etch_q_int_at(in, i), zp, scale);
-        etch_pk_store_f64((char *)out->data + etch_q_offset(out, i), out->dtype, (double)v);
+        int64_t q = etch_q_load_int((const char *)in->data + etch_q_offset_c(in, ic, i),
+                                    in->dtype);
+        etch_pk_store_f64((char *)out->data + etch_q_offset_c(out, oc, i), out->dtype,
+                          (double)etch_q_dequantize(q, zp, scale));
     }
 }
 
