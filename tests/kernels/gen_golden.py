@@ -207,7 +207,8 @@ class Writer:
         self.cases.append(bytes(b))
         ins = [a.a if isinstance(a, Hidden) else a for a in args]  # hidden inputs count too
         # (a ScalarType number instead where the case carries a dtype torch lacks: UInt16)
-        dtypes = [getattr(a, "code", None) or a.t.dtype for a in ins if isinstance(a, (In, InOut))]
+        dtypes = [getattr(a, "code", None) or a.t.dtype
+                  for a in ins if isinstance(a, (In, InOut))]
         if not dtypes:  # creation ops (full, arange, ...): the out tensor's dtype
             dtypes = [getattr(a, "code", None) or a.dtype for a in ins if isinstance(a, Out)]
         self.index.append((op, dtypes, bool(fail)))

@@ -71,7 +71,8 @@ ETCH_PK_KERNEL(dequantize_per_channel_group_out) {
     }
     if (etch_tensor_numel(s) != groups) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
-                         "scales has %lld elements, expected %lld (%lld rows x %lld groups of %lld)",
+                         "scales has %lld elements, expected %lld (%lld rows x %lld groups of "
+                         "%lld)",
                          (long long)etch_tensor_numel(s), (long long)groups, (long long)M,
                          (long long)(N / group), (long long)group);
         return;

@@ -75,8 +75,8 @@ void etch_q_embedding(etch_kernel_context *ctx, etch_value **args, size_t nargs,
     }
     int64_t V = w->sizes[0], D = w->sizes[1] * (8 / nbit);
     if (s->dim != 1 && s->dim != 2) {
-        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "weight_scales must be 1-D or 2-D, got rank %u",
-                         (unsigned)s->dim);
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "weight_scales must be 1-D or 2-D, got rank %u", (unsigned)s->dim);
         return;
     }
     if (s->sizes[0] != V) {
