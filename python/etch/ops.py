@@ -114,7 +114,7 @@ QUANTIZED_SCHEMAS = [
 ] + [
     "quantized_decomposed::embedding_%s.%s(Tensor weight, Tensor weight_scales, "
     "Tensor? weight_zero_points, int weight_quant_min, int weight_quant_max, Tensor indices, "
-    "%s*, Tensor(a!) out) -> Tensor(a!)" % (bits, ov, "ScalarType? dtype=None, " if dt else "")
+    "*, %sTensor(a!) out) -> Tensor(a!)" % (bits, ov, "ScalarType? dtype=None, " if dt else "")
     for bits in ("byte", "4bit", "2bit")
     for ov, dt in (("out", False), ("dtype_out", True))
 ]

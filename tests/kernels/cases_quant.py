@@ -593,6 +593,9 @@ def gen_embedding(g):
         W.case(Q + op + ".out", "%s bad quant range" % op,
                [In(weight), In(s), None, Int(hi), Int(lo), In(idx),
                 Out(torch.float32, None, shape=[2, 16]), Ref(6)], fail=True)
+        W.case(Q + op + ".out", "%s bad quant range outside the width" % op,
+               [In(weight), In(s), None, Int(lo - 1 if bits != 8 else -129), Int(hi), In(idx),
+                Out(torch.float32, None, shape=[2, 16]), Ref(6)], fail=True)
         W.case(Q + op + ".dtype_out", "%s bad dtype mismatch" % op,
                [In(weight), In(s), None, Int(lo), Int(hi), In(idx), Int(5),
                 Out(torch.float32, None, shape=[2, 16]), Ref(7)], fail=True)

@@ -2,8 +2,8 @@
  * quantized_decomposed::embedding_2bit.out(Tensor weight, Tensor weight_scales,
  *     Tensor? weight_zero_points, int weight_quant_min, int weight_quant_max, Tensor indices,
  *     *, Tensor(a!) out) -> Tensor(a!)
- * quantized_decomposed::embedding_2bit.dtype_out(..., Tensor indices, ScalarType? dtype=None,
- *     *, Tensor(a!) out) -> Tensor(a!)
+ * quantized_decomposed::embedding_2bit.dtype_out(..., Tensor indices, *,
+ *     ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)
  *
  * A 2-bit group-wise quantized embedding lookup: see quant_embedding.c for the layout,
  * the arithmetic and the checks.

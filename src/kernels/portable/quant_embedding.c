@@ -12,8 +12,9 @@
  * columns); Float, Half, BFloat16 or Double, finite. weight_zero_points: None, or the shape
  * of weight_scales, of a floating or integer dtype. out = indices.shape + [D], of a floating
  * dtype (equal to `dtype` when given): (float(w) - float(zp)) * float(scale), rounded once
- * to out's dtype. Every index (Long or Int) must be in [0, V); quant_min <= quant_max (for
- * nbit 8 within weight's dtype range). Any dim order.
+ * to out's dtype. Every index (Long or Int) must be in [0, V); quant_min <= quant_max within
+ * weight's dtype range for nbit 8, within [-8, 7] / [-2, 1] for nbit 4 / 2 (what ExecuTorch's
+ * reference asserts). Any dim order.
  */
 #include <math.h>
 
@@ -68,6 +69,14 @@ void etch_q_embedding(etch_kernel_context *ctx, etch_value **args, size_t nargs,
     }
     if (nbit == 8 && !etch_q_check_qrange(ctx, w->dtype, qmin, qmax))
         return;
+    if (nbit != 8 && (qmin < -(1 << (nbit - 1)) || qmax > (1 << (nbit - 1)) - 1)) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "[weight_quant_min, weight_quant_max] = [%lld, %lld] is outside the "
+                         "%d-bit range [%d, %d]",
+                         (long long)qmin, (long long)qmax, nbit, -(1 << (nbit - 1)),
+                         (1 << (nbit - 1)) - 1);
+        return;
+    }
     if (w->sizes[1] > INT32_MAX) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "weight has %lld columns, too many",
                          (long long)w->sizes[1]);
