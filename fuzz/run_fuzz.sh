@@ -5,8 +5,9 @@
 #
 # Builds fuzz_program with clang in its own build directory (build-fuzz, or $ETCH_FUZZ_BUILD),
 # makes a seed corpus there from ../shared/fixtures (every .pte/.bpte, the program inside each
-# .bpte) and tests/robustness/regressions (raw inputs, and *.mut recipes applied to their
-# fixture), then runs until 100000 executions or SECONDS seconds, whichever comes first.
+# .bpte), tests/robustness/regressions (raw inputs, and *.mut recipes applied to their
+# fixture) and the quantized-operator programs of tests/quant/gen_quant_programs.py (written
+# into the build directory; the ones whose parameters lie included), then runs until 100000 executions or SECONDS seconds, whichever comes first.
 # Exits non-zero on a crash, leak, timeout or violation; the input is saved in
 # build-fuzz/fuzz-artifacts/ (minimize it with `-minimize_crash=1 -runs=10000 FILE` and add it
 # to tests/robustness/regressions/).
@@ -113,6 +114,14 @@ for name in sorted(os.listdir(regressions)) if os.path.isdir(regressions) else [
         write_seed("regression-" + name + ".bin", bytes(data))
 print(f"fuzz seeds: {n} files in {seeds} ({skipped} larger than {max_len} bytes left out)")
 PY
+
+# Quantized programs (scales, zero points, group sizes and packed weights for the mutator to
+# lie about): generated, never committed.
+quant=$build/quant-programs
+"$python" -W ignore "$root/tests/quant/gen_quant_programs.py" "$quant/manifest.json"
+for f in "$quant"/*.pte; do
+  cp "$f" "$seeds/quant-$(basename "$f")"
+done
 
 export ETCH_FUZZ_PTD=$fixtures/pte/addmul_external.ptd
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}

@@ -62,7 +62,7 @@ def dtype_support(path: Optional[str] = None) -> Dict[str, int]:
 
 
 _DTYPE_NAMES = {0: "Byte", 1: "Char", 2: "Short", 3: "Int", 4: "Long", 5: "Half", 6: "Float",
-                7: "Double", 11: "Bool", 15: "BFloat16"}
+                7: "Double", 11: "Bool", 15: "BFloat16", 27: "UInt16"}
 
 
 def _first_tensor_dtype(sig: Optional[str], args: List[int], values: List[S.EValue]):

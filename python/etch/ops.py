@@ -73,6 +73,88 @@ dim_order_ops::_empty_dim_order.out dim_order_ops::_to_dim_order_copy.out
 dim_order_ops::_clone_dim_order.out
 """.split())
 
+# ExecuTorch's quantized operators (kernels/quantized/quantized.yaml, plus the out-variants its
+# exporter derives for dequantize_per_channel_group and embedding_2bit), as the out-variant
+# schemas the kernels take (src/kernels/portable/table_quant.inc): the functional operators
+# (torch.ao's _decomposed.py names, which torch 1.13 lacks; etch.quant defines them for
+# capture) map onto these by name, e.g. quantize_per_tensor.tensor -> .Tensor_out.
+QUANTIZED_SCHEMAS = [
+    "quantized_decomposed::quantize_per_tensor.out(Tensor input, float scale, int zero_point, "
+    "int quant_min, int quant_max, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)",
+    "quantized_decomposed::quantize_per_tensor.Tensor_out(Tensor input, Tensor scale, "
+    "Tensor zero_point, int quant_min, int quant_max, ScalarType dtype, *, Tensor(a!) out) "
+    "-> Tensor(a!)",
+    "quantized_decomposed::dequantize_per_tensor.out(Tensor input, float scale, int zero_point, "
+    "int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, "
+    "Tensor(a!) out) -> Tensor(a!)",
+    "quantized_decomposed::dequantize_per_tensor.Tensor_out(Tensor input, Tensor scale, "
+    "Tensor zero_point, int quant_min, int quant_max, ScalarType dtype, *, "
+    "ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
+    "quantized_decomposed::quantize_per_channel.out(Tensor input, Tensor scales, "
+    "Tensor zero_points, int axis, int quant_min, int quant_max, ScalarType dtype, *, "
+    "Tensor(a!) out) -> Tensor(a!)",
+    "quantized_decomposed::dequantize_per_channel.out(Tensor input, Tensor scales, "
+    "Tensor? zero_points, int axis, int quant_min, int quant_max, ScalarType dtype, *, "
+    "ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
+    "quantized_decomposed::choose_qparams.Tensor_out(Tensor input, int quant_min, "
+    "int quant_max, float eps, ScalarType dtype, *, Tensor(a!) scale_out, "
+    "Tensor(b!) zero_point_out) -> (Tensor(a!), Tensor(b!))",
+    "quantized_decomposed::choose_qparams_per_token_asymmetric.out(Tensor input, "
+    "ScalarType dtype, *, Tensor(a!) scale_out, Tensor(b!) zero_point_out) "
+    "-> (Tensor(a!), Tensor(b!))",
+    "quantized_decomposed::quantize_per_token.out(Tensor input, Tensor scales, "
+    "Tensor zero_points, int quant_min, int quant_max, ScalarType dtype, *, Tensor(a!) out) "
+    "-> Tensor(a!)",
+    "quantized_decomposed::dequantize_per_token.out(Tensor input, Tensor scales, "
+    "Tensor zero_points, int quant_min, int quant_max, ScalarType dtype, "
+    "ScalarType output_dtype, *, Tensor(a!) out) -> Tensor(a!)",
+    "quantized_decomposed::dequantize_per_channel_group.out(Tensor input, Tensor scales, "
+    "Tensor? zero_points, int quant_min, int quant_max, ScalarType dtype, int group_size, "
+    "ScalarType output_dtype, *, Tensor(a!) out) -> Tensor(a!)",
+] + [
+    "quantized_decomposed::embedding_%s.%s(Tensor weight, Tensor weight_scales, "
+    "Tensor? weight_zero_points, int weight_quant_min, int weight_quant_max, Tensor indices, "
+    "*, %sTensor(a!) out) -> Tensor(a!)" % (bits, ov, "ScalarType? dtype=None, " if dt else "")
+    for bits in ("byte", "4bit", "2bit")
+    for ov, dt in (("out", False), ("dtype_out", True))
+]
+
+# functional overload -> its out-variant overload
+_QUANTIZED_FUNCTIONAL = {
+    "quantize_per_tensor": "out", "quantize_per_tensor.tensor": "Tensor_out",
+    "dequantize_per_tensor": "out", "dequantize_per_tensor.tensor": "Tensor_out",
+    "quantize_per_channel": "out", "dequantize_per_channel": "out",
+    "choose_qparams.tensor": "Tensor_out", "choose_qparams_per_token_asymmetric": "out",
+    "quantize_per_token": "out", "dequantize_per_token": "out",
+    "dequantize_per_channel_group": "out",
+    "embedding_byte": "out", "embedding_byte.dtype": "dtype_out",
+    "embedding_4bit": "out", "embedding_4bit.dtype": "dtype_out",
+    "embedding_2bit": "out", "embedding_2bit.dtype": "dtype_out",
+}
+
+QUANTIZED_OPS = frozenset(s.split("(", 1)[0] for s in QUANTIZED_SCHEMAS)
+
+
+@functools.lru_cache(maxsize=None)
+def quantized_out_variant(name: str) -> Optional["OutVariant"]:
+    """The out-variant (name and ExecuTorch's schema) of a quantized_decomposed operator given
+    by its functional or out-variant name ("quantized_decomposed::quantize_per_tensor.tensor",
+    "...::quantize_per_tensor.Tensor_out"); None for other names."""
+    ns, _, rest = name.partition("::")
+    if ns != "quantized_decomposed":
+        return None
+    out = rest if name in QUANTIZED_OPS else None
+    if out is None and rest in _QUANTIZED_FUNCTIONAL:
+        out = rest.split(".", 1)[0] + "." + _QUANTIZED_FUNCTIONAL[rest]
+    if out is None:
+        return None
+    full = "quantized_decomposed::" + out
+    for sch in QUANTIZED_SCHEMAS:
+        if sch.startswith(full + "("):
+            return OutVariant(full, torch._C.parse_schema(sch))
+    return None
+
+
 # Primitive operators every ExecuTorch runtime registers (§5.4).
 PRIM_OPS = frozenset([
     "aten::sym_size.int", "aten::_local_scalar_dense", "aten::sym_numel",
@@ -252,6 +334,9 @@ def out_variant(target) -> Optional[OutVariant]:
     if not isinstance(target, torch._ops.OpOverload):
         return None
     fs = target._schema
+    q = quantized_out_variant(_full_name(fs))
+    if q is not None:   # ExecuTorch's schema, whatever overloads the capture defined
+        return q
     if _is_out_schema(fs):
         return OutVariant(_full_name(fs), fs)
     full = [(a.name, str(a.type)) for a in fs.arguments]
@@ -283,6 +368,7 @@ def _subsequence(a, b) -> bool:
 
 
 def is_known_op(target) -> bool:
-    """True when the target lowers to an operator of ExecuTorch's portable library."""
+    """True when the target lowers to an operator of ExecuTorch's portable library (or of its
+    quantized one, :data:`QUANTIZED_OPS`)."""
     ov = out_variant(target)
-    return ov is not None and ov.name in PORTABLE_OPS
+    return ov is not None and (ov.name in PORTABLE_OPS or ov.name in QUANTIZED_OPS)

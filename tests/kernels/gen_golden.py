@@ -176,6 +176,13 @@ def mem_bytes(t, order):
     return t.numpy().tobytes()
 
 
+def dtype_code(a, dtype):
+    """The ScalarType number written for an In/Out: its `code` attribute when set (dtypes
+    torch 1.13 lacks, e.g. UInt16 = 27 carried in an int16 tensor's bytes), else dtype's."""
+    code = getattr(a, "code", None)
+    return DT[dtype] if code is None else code
+
+
 def s_str(s):
     b = s.encode()
     return struct.pack("<H", len(b)) + b
@@ -199,9 +206,11 @@ class Writer:
             b += self.arg(a)
         self.cases.append(bytes(b))
         ins = [a.a if isinstance(a, Hidden) else a for a in args]  # hidden inputs count too
-        dtypes = [a.t.dtype for a in ins if isinstance(a, (In, InOut))]
+        # (a ScalarType number instead where the case carries a dtype torch lacks: UInt16)
+        dtypes = [getattr(a, "code", None) or a.t.dtype
+                  for a in ins if isinstance(a, (In, InOut))]
         if not dtypes:  # creation ops (full, arange, ...): the out tensor's dtype
-            dtypes = [a.dtype for a in ins if isinstance(a, Out)]
+            dtypes = [getattr(a, "code", None) or a.dtype for a in ins if isinstance(a, Out)]
         self.index.append((op, dtypes, bool(fail)))
 
     def arg(self, a):
@@ -210,7 +219,7 @@ class Writer:
         if isinstance(a, In):
             t = a.t
             data = mem_bytes(t, a.order)
-            return (struct.pack("<BBB", 1, DT[t.dtype], t.dim()) +
+            return (struct.pack("<BBB", 1, dtype_code(a, t.dtype), t.dim()) +
                     struct.pack("<%dq" % t.dim(), *t.shape) + bytes(a.order) +
                     struct.pack("<Q", len(data)) + data)
         if isinstance(a, InOut):
@@ -220,7 +229,8 @@ class Writer:
             return bytes(b) + struct.pack("<Q", len(data)) + data
         if isinstance(a, Out):
             dim = len(a.shape)
-            b = (struct.pack("<BBB", 2, DT[a.dtype], dim) + struct.pack("<%dq" % dim, *a.shape) +
+            b = (struct.pack("<BBB", 2, dtype_code(a, a.dtype), dim) +
+                 struct.pack("<%dq" % dim, *a.shape) +
                  bytes(a.order) + struct.pack("<Bq", 1 if a.dynamic else 0, a.capacity))
             if a.expected is None:
                 return b + struct.pack("<B", 0)

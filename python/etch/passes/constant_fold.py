@@ -2,9 +2,13 @@
 ``full``/``arange``) is evaluated now and replaced by a new constant.  Weight transposes,
 reshapes of parameters and constant masks disappear this way.
 
-Not folded: random or uninitialised results, writes into mutable state, and results that would
+Not folded: random or uninitialised results, writes into mutable state, results that would
 blow up the file (more than ``MAX_GROWTH`` times the bytes of the inputs and above
-``SMALL_BYTES``; an ``expand`` of a bias to a whole activation, for instance)."""
+``SMALL_BYTES``; an ``expand`` of a bias to a whole activation, for instance), and the
+dequantizing operators of ExecuTorch's quantized representation (quantized_decomposed::
+dequantize_* and embedding_*): a quantized weight stays quantized in the file, whatever its
+size, so that the runtime sees the dequantize -> op pattern.  Quantizing a constant (a weight
+quantized at export) does fold."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from ..graph import ExportedGraph
 SMALL_BYTES = 64 * 1024
 MAX_GROWTH = 2.0
 _NEVER = ("rand", "bernoulli", "normal", "uniform", "dropout", "empty", "copy_", "multinomial")
+_NEVER_PREFIX = ("quantized_decomposed::dequantize_", "quantized_decomposed::embedding_")
 
 
 def _foldable_target(t) -> bool:
@@ -29,7 +34,7 @@ def _foldable_target(t) -> bool:
     if t is _ops.alias:
         return True
     name = _ops.op_name(t)
-    return not any(k in name for k in _NEVER)
+    return not any(k in name for k in _NEVER) and not name.startswith(_NEVER_PREFIX)
 
 
 def _nbytes(v) -> int:

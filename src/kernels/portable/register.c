@@ -4,6 +4,7 @@
 #include "kernels/portable/portable.h"
 #include "kernels/portable/portable_math.h"
 #include "kernels/portable/portable_nn.h"
+#include "kernels/portable/portable_quant.h"
 #include "kernels/portable/portable_shape.h"
 
 #define K(name, sig, fn) {name, sig, etch_portable_##fn}
@@ -73,6 +74,7 @@ static const etch_kernel portable_kernels[] = {
 #include "kernels/portable/table_math.inc"
 #include "kernels/portable/table_nn.inc"
 #include "kernels/portable/table_shape.inc"
+#include "kernels/portable/table_quant.inc"
 };
 
 /* dtypes each operator is tested with, generated from the golden cases */

@@ -1,0 +1,65 @@
+/*
+ * quantized_decomposed::dequantize_per_tensor.out(Tensor input, float scale, int zero_point,
+ *     int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None,
+ *     Tensor(a!) out) -> Tensor(a!)
+ * quantized_decomposed::dequantize_per_tensor.Tensor_out(Tensor input, Tensor scale,
+ *     Tensor zero_point, int quant_min, int quant_max, ScalarType dtype, *,
+ *     ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)
+ *
+ * out = (input - zero_point) * (float)scale in single precision, rounded once to out's dtype
+ * (Float, Double, Half or BFloat16; equal to out_dtype when given), as ExecuTorch. input has
+ * dtype `dtype` (Byte, Char, Short, UInt16 or Int); quant_min <= quant_max within its range
+ * (metadata only: values outside are not clamped); scale finite and >= 0; zero_point within
+ * the dtype's range. Tensor_out: one-element scale (Float/Double) and zero_point (integer)
+ * tensors. Any dim order.
+ */
+#include "kernels/portable/portable_quant.h"
+
+static void dequantize_per_tensor(etch_kernel_context *ctx, etch_tensor *in, double scale,
+                                  int64_t zp, etch_value **args, etch_tensor *out) {
+    int64_t qmin, qmax;
+    int dtype, out_dtype = 0;
+    bool given;
+    if (!etch_pk_int(ctx, args[3], "quant_min", &qmin) ||
+        !etch_pk_int(ctx, args[4], "quant_max", &qmax) ||
+        !etch_q_dtype_arg(ctx, args[5], "dtype", &dtype) ||
+        !etch_q_opt_dtype_arg(ctx, args[6], "out_dtype", &out_dtype, &given) ||
+        !etch_q_check_qrange(ctx, dtype, qmin, qmax))
+        return;
+    if (in->dtype != dtype) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_TYPE, "input has dtype %s but dtype is %s",
+                         etch_dtype_name(in->dtype), etch_dtype_name(dtype));
+        return;
+    }
+    if (!etch_q_check_float_out(ctx, out, given, out_dtype, "out_dtype") ||
+        !etch_q_check_scale(ctx, scale, false) || !etch_q_check_zero_point(ctx, zp, dtype))
+        return;
+    etch_q_params p = {NULL, NULL, scale, zp, 1, 1};
+    etch_q_dequantize_run(ctx, in, out, &p);
+}
+
+ETCH_PK_KERNEL(dequantize_per_tensor_out) {
+    if (!etch_pk_nargs(ctx, nargs, 9))
+        return;
+    etch_tensor *in = etch_pk_tensor(ctx, args[0], "input");
+    etch_tensor *out = in ? etch_pk_tensor(ctx, args[7], "out") : NULL;
+    double scale;
+    int64_t zp;
+    if (!out || !etch_nn_double(ctx, args[1], "scale", &scale) ||
+        !etch_pk_int(ctx, args[2], "zero_point", &zp))
+        return;
+    dequantize_per_tensor(ctx, in, scale, zp, args, out);
+}
+
+ETCH_PK_KERNEL(dequantize_per_tensor_tensor_out) {
+    if (!etch_pk_nargs(ctx, nargs, 9))
+        return;
+    etch_tensor *in = etch_pk_tensor(ctx, args[0], "input");
+    etch_tensor *s = in ? etch_pk_tensor(ctx, args[1], "scale") : NULL;
+    etch_tensor *z = s ? etch_pk_tensor(ctx, args[2], "zero_point") : NULL;
+    etch_tensor *out = z ? etch_pk_tensor(ctx, args[7], "out") : NULL;
+    if (!out || !etch_q_check_scales(ctx, s, "scale", 1, false) ||
+        !etch_q_check_zero_points(ctx, z, "zero_point", 1, -1))
+        return;
+    dequantize_per_tensor(ctx, in, etch_q_f64_at(s, 0), etch_q_int_at(z, 0), args, out);
+}
