@@ -73,7 +73,8 @@ static void finish(void) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     mount("proc", "/proc", "proc", 0, NULL);
-    mount("tmpfs", "/tmp", "tmpfs", 0, NULL);
+    /* No tmpfs over /tmp: the root file system (the unpacked initramfs) is already writable,
+     * and a build tree under /tmp (a CI clone there) would be hidden by the mount. */
     const char *missing = avx512_missing();
     if (missing) {
         printf("ETCH-AVX512: avx512 not usable: %s\n", missing);
