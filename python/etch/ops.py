@@ -73,6 +73,19 @@ dim_order_ops::_empty_dim_order.out dim_order_ops::_to_dim_order_copy.out
 dim_order_ops::_clone_dim_order.out
 """.split())
 
+# ExecuTorch's quantized kernel library (kernels/quantized/quantized.yaml): the out-variants of
+# the quantized_decomposed operators that etch.quant emits (defined for torch 1.13 by
+# etch/quant/decomposed.py).  dequantize_per_channel_group has no ExecuTorch kernel and is
+# therefore not here: etch.quant never emits it.
+QUANTIZED_OPS = frozenset("quantized_decomposed::" + n for n in """
+quantize_per_tensor.out quantize_per_tensor.Tensor_out dequantize_per_tensor.out
+dequantize_per_tensor.Tensor_out quantize_per_channel.out dequantize_per_channel.out
+choose_qparams.Tensor_out choose_qparams_per_token_asymmetric.out quantize_per_token.out
+dequantize_per_token.out embedding_byte.out embedding_byte.dtype_out embedding_4bit.out
+embedding_4bit.dtype_out
+""".split())
+PORTABLE_OPS = PORTABLE_OPS | QUANTIZED_OPS
+
 # Primitive operators every ExecuTorch runtime registers (§5.4).
 PRIM_OPS = frozenset([
     "aten::sym_size.int", "aten::_local_scalar_dense", "aten::sym_numel",

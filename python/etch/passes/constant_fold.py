@@ -2,7 +2,9 @@
 ``full``/``arange``) is evaluated now and replaced by a new constant.  Weight transposes,
 reshapes of parameters and constant masks disappear this way.
 
-Not folded: random or uninitialised results, writes into mutable state, and results that would
+Not folded: random or uninitialised results, writes into mutable state, the dequantizing
+operators of ``quantized_decomposed`` (``dequantize_*``, ``embedding_byte``, ``embedding_4bit``:
+folding them would store the quantized weights as float again), and results that would
 blow up the file (more than ``MAX_GROWTH`` times the bytes of the inputs and above
 ``SMALL_BYTES``; an ``expand`` of a bias to a whole activation, for instance)."""
 
@@ -21,6 +23,7 @@ from ..graph import ExportedGraph
 SMALL_BYTES = 64 * 1024
 MAX_GROWTH = 2.0
 _NEVER = ("rand", "bernoulli", "normal", "uniform", "dropout", "empty", "copy_", "multinomial")
+_KEEP_QUANTIZED = ("dequantize", "embedding_")
 
 
 def _foldable_target(t) -> bool:
@@ -29,6 +32,9 @@ def _foldable_target(t) -> bool:
     if t is _ops.alias:
         return True
     name = _ops.op_name(t)
+    if name.startswith("quantized_decomposed::") and \
+            name.split("::", 1)[1].startswith(_KEEP_QUANTIZED):
+        return False
     return not any(k in name for k in _NEVER)
 
 
