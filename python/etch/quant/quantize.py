@@ -127,13 +127,27 @@ class Int4Linear(nn.Module):
     """``4w`` / ``8da4w``: int4 group-wise weight packed two per byte in embedding_4bit's
     layout; the weight is ``embedding_4bit.dtype(packed, scales, zero_points, -8, 7,
     arange(out_features), dtype=float32)`` -> linear; with ``dynamic_activations`` the input
-    is quantized per token first (as :class:`Int8Linear`)."""
+    is quantized per token first (as :class:`Int8Linear`).
+
+    pad: when group_size does not divide in_features, the weight gets zero columns up to the
+    next multiple (``padded_in_features``) and the dequantized weight is sliced back to
+    in_features (``slice_copy`` on dimension 1) before the linear."""
 
     def __init__(self, lin: nn.Linear, group_size: int, symmetric: bool = True,
-                 scale_dtype: torch.dtype = torch.float16, dynamic_activations: bool = False):
+                 scale_dtype: torch.dtype = torch.float16, dynamic_activations: bool = False,
+                 pad: bool = False):
         super().__init__()
-        q, s, z, _, _ = quantize_weight(lin.weight, 4, group_size, symmetric, scale_dtype)
+        w = lin.weight.detach()
+        k = lin.in_features
+        kp = -(-k // group_size) * group_size
+        if kp != k:
+            if not pad:
+                raise ValueError("group size %d does not divide in_features %d"
+                                 % (group_size, k))
+            w = F.pad(w, (0, kp - k))
+        q, s, z, _, _ = quantize_weight(w, 4, group_size, symmetric, scale_dtype)
         self.in_features, self.out_features = lin.in_features, lin.out_features
+        self.padded_in_features = kp
         self.group_size = int(group_size)
         self.dynamic_activations = bool(dynamic_activations)
         self.register_buffer("weight_packed", pack_int4(q))
@@ -143,9 +157,12 @@ class Int4Linear(nn.Module):
         self.register_buffer("bias", None if lin.bias is None else lin.bias.detach().clone())
 
     def dequantized_weight(self) -> torch.Tensor:
-        return qd.embedding_4bit.dtype(self.weight_packed, self.weight_scales,
-                                       self.weight_zero_points, -8, 7, self.row_ids,
-                                       dtype=torch.float32)
+        w = qd.embedding_4bit.dtype(self.weight_packed, self.weight_scales,
+                                    self.weight_zero_points, -8, 7, self.row_ids,
+                                    dtype=torch.float32)
+        if self.padded_in_features != self.in_features:
+            w = w[:, :self.in_features]
+        return w
 
     def forward(self, x):
         if self.dynamic_activations:
@@ -249,7 +266,7 @@ def _check_calibration(calibration, example_inputs) -> None:
 def quantize(model: nn.Module, example_inputs, scheme: str, calibration=None, *,
              group_size: Optional[int] = None, symmetric: bool = True,
              embedding=None, scale_dtype=None, skip: Sequence[str] = (),
-             inplace: bool = False) -> nn.Module:
+             pad: bool = False, inplace: bool = False) -> nn.Module:
     """Quantize `model` for export (``etch.export(etch.quantize(m, x, "4w"), x)``).
 
     scheme: ``8w`` (int8 weights per output channel), ``4w`` (int4 group-wise weights),
@@ -261,7 +278,9 @@ def quantize(model: nn.Module, example_inputs, scheme: str, calibration=None, *,
     calibration: the static scheme's data; the weight-only and dynamic schemes need none and
         refuse it (a ValueError) after checking its shapes and dtypes against example_inputs.
     group_size: 4-bit schemes: 32, 64, 128 or 256 columns per scale (default 128); it must
-        divide every quantized layer's in_features (a ValueError naming the layer otherwise).
+        divide every quantized layer's in_features (a ValueError naming the layer otherwise),
+        unless ``pad=True``: such layers are then padded with zero columns up to the next
+        multiple (stored padded, sliced back at run time; the report says so).
     symmetric: 4-bit schemes: False adds a zero point per group (asymmetric).
     embedding: also quantize nn.Embedding tables: ``"8"`` / ``"8,G"`` (embedding_byte) or
         ``"4,G"`` (embedding_4bit), G the group size (none: one scale per row).
@@ -319,15 +338,24 @@ def quantize(model: nn.Module, example_inputs, scheme: str, calibration=None, *,
                                           % mod.weight.dtype))
                 continue
             if four:
+                padded = ""
                 if mod.in_features % group_size:
-                    raise ValueError("group size %d does not divide %s's in_features %d"
-                                     % (group_size, name, mod.in_features))
+                    if not pad:
+                        ok = [g for g in GROUP_SIZES if mod.in_features % g == 0]
+                        raise ValueError(
+                            "group size %d does not divide %s's in_features %d (%s; or pad "
+                            "with zero columns: pad=True, --pad-groups)"
+                            % (group_size, name, mod.in_features,
+                               "group sizes that do: %s" % ", ".join(map(str, ok)) if ok
+                               else "none of %s does" % ", ".join(map(str, GROUP_SIZES))))
+                    padded = ", padded to %d" % (-(-mod.in_features // group_size) * group_size)
                 dyn = scheme == "8da4w"
                 plan.append((parent, attr, name,
-                             lambda m, d=dyn: Int4Linear(m, group_size, symmetric, sdt, d),
-                             "Linear %dx%d -> int4 g%d%s%s" % (
+                             lambda m, d=dyn: Int4Linear(m, group_size, symmetric, sdt, d, pad),
+                             "Linear %dx%d -> int4 g%d%s%s%s" % (
                                  mod.out_features, mod.in_features, group_size,
-                                 "" if symmetric else " asym", ", int8 dyn act" if dyn else "")))
+                                 "" if symmetric else " asym", padded,
+                                 ", int8 dyn act" if dyn else "")))
             else:
                 dyn = scheme == "int8-dynamic"
                 plan.append((parent, attr, name, lambda m, d=dyn: Int8Linear(m, d),
