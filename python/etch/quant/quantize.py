@@ -381,13 +381,23 @@ def quantize(model: nn.Module, example_inputs, scheme: str, calibration=None, *,
             report.kept_float.append((name, "%s: scheme %s quantizes nn.Linear%s only"
                                       % (type(mod).__name__, scheme,
                                          " and nn.Embedding" if emb else "")))
-    target = model if inplace else copy.deepcopy(model)
+    target = model if inplace else _copy(model)
     for parent, attr, name, make, how in plan:
         parent_t = _get(target, parent) if parent else target
         setattr(parent_t, attr, make(_get(target, name)))
         report.quantized.append((name, how))
     target.etch_quantization = report
     return target
+
+
+def _copy(model: nn.Module) -> nn.Module:
+    """A deep copy; state that is not a graph leaf (a KV cache written by a forward run
+    outside no_grad) is copied by value, which deepcopy alone refuses."""
+    memo = {}
+    for t in list(model.parameters()) + list(model.buffers()):
+        if not t.is_leaf:
+            memo[id(t)] = t.detach().clone()
+    return copy.deepcopy(model, memo)
 
 
 def _owns_weights(mod: nn.Module) -> bool:
