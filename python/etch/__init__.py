@@ -20,7 +20,7 @@ import importlib
 __version__ = "0.1.0"
 
 __all__ = ["export", "bundle", "Program", "runtime", "serialize", "ExportError",
-           "save_external_data", "quantize", "quant"]
+           "save_external_data", "quantize", "prepare_qat", "convert_qat", "quant"]
 
 _LAZY = {
     "export": ("etch.exporter", "export"),
@@ -29,6 +29,8 @@ _LAZY = {
     "bundle": ("etch.bundling", "bundle"),
     "save_external_data": ("etch.external_data", "save_external_data"),
     "quantize": ("etch.quant", "quantize"),
+    "prepare_qat": ("etch.quant", "prepare_qat"),
+    "convert_qat": ("etch.quant", "convert_qat"),
 }
 
 

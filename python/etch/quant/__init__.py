@@ -14,7 +14,8 @@ from . import decomposed  # noqa: F401  (defines torch.ops.quantized_decomposed.
 from .quantize import (DEFAULT_GROUP_SIZE, GROUP_SIZES, SCHEMES, Int4Linear, Int8Linear,
                        QuantizationReport, QuantizedEmbedding, parse_embedding_spec, quantize,
                        quantize_weight)
+from .static import convert_qat, prepare_qat
 
 __all__ = ["quantize", "SCHEMES", "GROUP_SIZES", "DEFAULT_GROUP_SIZE", "QuantizationReport",
            "Int8Linear", "Int4Linear", "QuantizedEmbedding", "parse_embedding_spec",
-           "quantize_weight", "decomposed"]
+           "quantize_weight", "decomposed", "prepare_qat", "convert_qat"]

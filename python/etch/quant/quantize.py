@@ -19,7 +19,7 @@ from .decomposed import ops as qd, pack_int4
 __all__ = ["quantize", "SCHEMES", "QuantizationReport", "Int8Linear", "Int4Linear",
            "QuantizedEmbedding", "parse_embedding_spec", "quantize_weight"]
 
-SCHEMES = ("8w", "4w", "8da4w", "int8-dynamic")
+SCHEMES = ("8w", "4w", "8da4w", "int8-dynamic", "int8")
 GROUP_SIZES = (32, 64, 128, 256)
 DEFAULT_GROUP_SIZE = 128
 _EPS = torch.finfo(torch.float32).eps
@@ -236,7 +236,7 @@ def _as_dtype(x, what: str) -> torch.dtype:
     return d
 
 
-def _check_calibration(calibration, example_inputs) -> None:
+def _check_calibration(calibration, example_inputs) -> list:
     from ..capture import _flatten_inputs
     flat, _ = _flatten_inputs(example_inputs)
     try:
@@ -259,6 +259,7 @@ def _check_calibration(calibration, example_inputs) -> None:
                 raise ValueError("calibration batch %d input %d has shape %s, the example "
                                  "input %s (only the first dimension may differ)"
                                  % (i, j, tuple(g.shape), tuple(e.shape)))
+    return batches
 
 
 # ---- the entry point ------------------------------------------------------------------------
@@ -266,7 +267,8 @@ def _check_calibration(calibration, example_inputs) -> None:
 def quantize(model: nn.Module, example_inputs, scheme: str, calibration=None, *,
              group_size: Optional[int] = None, symmetric: bool = True,
              embedding=None, scale_dtype=None, skip: Sequence[str] = (),
-             pad: bool = False, inplace: bool = False) -> nn.Module:
+             pad: bool = False, observer: str = "minmax", activation_dtype: str = "uint8",
+             inplace: bool = False) -> nn.Module:
     """Quantize `model` for export (``etch.export(etch.quantize(m, x, "4w"), x)``).
 
     scheme: ``8w`` (int8 weights per output channel), ``4w`` (int4 group-wise weights),
@@ -275,8 +277,15 @@ def quantize(model: nn.Module, example_inputs, scheme: str, calibration=None, *,
         The nn.Linear layers are quantized; other layers with weights stay float and are
         named in the report (``model.etch_quantization``, printed by ``Program.summary``).
     example_inputs: as for :func:`etch.export` (the reference for calibration's shapes).
-    calibration: the static scheme's data; the weight-only and dynamic schemes need none and
-        refuse it (a ValueError) after checking its shapes and dtypes against example_inputs.
+        ``int8`` (static post-training quantization: int8 weights per channel, activations
+        uint8 (or int8) affine per tensor from observers over `calibration`, Conv + BN (+ ReLU)
+        folded, QDQ around every op torch.ao's native backend quantizes; :mod:`.static`).
+    calibration: ``int8``'s data, an iterable of input tuples like example_inputs (checked:
+        count, dtype, shape but the first dimension); the weight-only and dynamic schemes
+        need none and refuse it (a ValueError) after the same checks.
+    observer: ``int8``: ``"minmax"`` or ``"histogram"`` (torch.ao's HistogramObserver, which
+        clips outliers by minimizing the quantization error).
+    activation_dtype: ``int8``: ``"uint8"`` (default) or ``"int8"``.
     group_size: 4-bit schemes: 32, 64, 128 or 256 columns per scale (default 128); it must
         divide every quantized layer's in_features (a ValueError naming the layer otherwise),
         unless ``pad=True``: such layers are then padded with zero columns up to the next
@@ -293,8 +302,8 @@ def quantize(model: nn.Module, example_inputs, scheme: str, calibration=None, *,
         raise TypeError("etch.quantize needs an nn.Module, got %s" % type(model).__name__)
     if not isinstance(scheme, str) or scheme not in SCHEMES:
         hint = ""
-        if scheme in ("int8", "qat"):
-            hint = " (static int8 PTQ and QAT are not implemented yet)"
+        if scheme == "qat":
+            hint = " (QAT: etch.prepare_qat, train, etch.convert_qat)"
         raise ValueError("unknown quantization scheme %r; known: %s%s"
                          % (scheme, ", ".join(SCHEMES), hint))
     four = scheme in ("4w", "8da4w")
@@ -313,6 +322,20 @@ def quantize(model: nn.Module, example_inputs, scheme: str, calibration=None, *,
     emb = parse_embedding_spec(embedding)
     from ..capture import _flatten_inputs
     _flatten_inputs(example_inputs)     # a TypeError for what export would refuse too
+    if scheme == "int8":
+        if calibration is None:
+            raise ValueError("scheme int8 needs calibration data (an iterable of input tuples "
+                             "like example_inputs; --calibration DIR_OR_NPZ)")
+        if group_size is not None or emb is not None or pad:
+            raise ValueError("scheme int8 takes no group size, embedding or pad option")
+        calibration = _check_calibration(calibration, example_inputs)
+        from .static import quantize_static
+        report = QuantizationReport("int8", {"observer": observer,
+                                             "activations": activation_dtype})
+        q = quantize_static(model, example_inputs, calibration, observer=observer,
+                            activation_dtype=activation_dtype, report=report)
+        q.etch_quantization = report
+        return q
     if calibration is not None:
         _check_calibration(calibration, example_inputs)
         raise ValueError("scheme %s quantizes weights ahead of time and activations at run "
