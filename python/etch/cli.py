@@ -17,8 +17,8 @@ is ``SHAPE:DTYPE`` with an optional ``:LOW..HIGH`` value range (random example d
 ``--quantize SCHEME`` (``8w``, ``4w``, ``8da4w``, ``int8-dynamic``: :func:`etch.quantize`)
 quantizes the model first, with ``--group-size G``, ``--asymmetric``, ``--pad-groups`` and
 ``--embedding-quantize BITS[,GROUP]``; ``--calibration DIR_OR_NPZ`` gives calibration batches
-(:func:`load_calibration`; checked against the inputs, and refused by the schemes that need
-none).
+(:func:`load_calibration`; checked against the inputs; ``int8`` needs them, the other schemes
+refuse them), ``--observer minmax|histogram`` for ``int8``.
 """
 
 from __future__ import annotations
@@ -251,11 +251,12 @@ def _cmd_export(args, prog: "_Progress") -> int:
         prog("quantizing (%s)" % args.quantize)
         model = etch.quantize(model, inputs, args.quantize, calibration,
                               group_size=args.group_size, symmetric=not args.asymmetric,
-                              embedding=args.embedding_quantize, pad=args.pad_groups)
+                              embedding=args.embedding_quantize, pad=args.pad_groups,
+                              observer=args.observer or "minmax")
     elif args.calibration or args.group_size or args.embedding_quantize or args.asymmetric \
-            or args.pad_groups:
-        raise ValueError("--calibration, --group-size, --asymmetric, --pad-groups and "
-                         "--embedding-quantize need --quantize SCHEME")
+            or args.pad_groups or args.observer:
+        raise ValueError("--calibration, --observer, --group-size, --asymmetric, --pad-groups "
+                         "and --embedding-quantize need --quantize SCHEME")
     program = etch.export(model, inputs, dynamic_shapes=dynamic,
                           allow_etch_ops=args.allow_etch_ops,
                           check_ops=not args.no_check,
@@ -304,7 +305,9 @@ def _add_export_args(e: argparse.ArgumentParser) -> None:
                         "this flag a missing libetch is an error)")
     e.add_argument("--summary", action="store_true", help="print the program summary")
     e.add_argument("--quantize", metavar="SCHEME", default=None,
-                   help="quantize first: 8w (int8 weights per channel), 4w (int4 weights, "
+                   help="quantize first: int8 (static: int8 weights per channel, uint8 "
+                        "activations per tensor from --calibration), 8w (int8 weights per "
+                        "channel), 4w (int4 weights, "
                         "group-wise), 8da4w (int4 weights + int8 dynamic per-token "
                         "activations), int8-dynamic (int8 weights + int8 dynamic per-token "
                         "activations); layers left float are named by --summary")
@@ -321,6 +324,8 @@ def _add_export_args(e: argparse.ArgumentParser) -> None:
     e.add_argument("--calibration", metavar="DIR_OR_NPZ", default=None,
                    help="calibration batches: an .npz with input_0, ... each [N, *shape], or "
                         "a folder of them (checked against the --input shapes and dtypes)")
+    e.add_argument("--observer", choices=("minmax", "histogram"), default=None,
+                   help="int8: the activation observer (default minmax)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 

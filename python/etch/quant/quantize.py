@@ -285,7 +285,8 @@ def quantize(model: nn.Module, example_inputs, scheme: str, calibration=None, *,
         need none and refuse it (a ValueError) after the same checks.
     observer: ``int8``: ``"minmax"`` or ``"histogram"`` (torch.ao's HistogramObserver, which
         clips outliers by minimizing the quantization error).
-    activation_dtype: ``int8``: ``"uint8"`` (default) or ``"int8"``.
+    activation_dtype: ``int8``: ``"uint8"`` (the only one torch.ao's native backend quantizes
+        conv / linear with).
     group_size: 4-bit schemes: 32, 64, 128 or 256 columns per scale (default 128); it must
         divide every quantized layer's in_features (a ValueError naming the layer otherwise),
         unless ``pad=True``: such layers are then padded with zero columns up to the next

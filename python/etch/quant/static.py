@@ -28,7 +28,9 @@ __all__ = ["quantize_static", "prepare_qat", "convert_qat", "StaticInt8Linear",
            "StaticInt8Conv"]
 
 W_QMIN, W_QMAX = -127, 127
-_ACT = {"uint8": (torch.quint8, torch.uint8, 0, 255), "int8": (torch.qint8, torch.int8, -128, 127)}
+# torch.ao's native backend quantizes conv / linear only with quint8 activations (with qint8
+# it silently leaves them float), so uint8 is the one activation dtype offered.
+_ACT = {"uint8": (torch.quint8, torch.uint8, 0, 255)}
 _TORCH_Q = {torch.quint8: (torch.uint8, 0, 255), torch.qint8: (torch.int8, -128, 127)}
 
 
@@ -38,7 +40,9 @@ def _qconfig(observer: str, activation_dtype: str, qat: bool):
                                        MovingAveragePerChannelMinMaxObserver,
                                        PerChannelMinMaxObserver, QConfig)
     if activation_dtype not in _ACT:
-        raise ValueError("activation_dtype must be uint8 or int8, not %r" % (activation_dtype,))
+        raise ValueError("activation_dtype must be uint8 (torch.ao's native backend quantizes "
+                         "conv and linear with uint8 activations only), not %r"
+                         % (activation_dtype,))
     qdt, _, lo, hi = _ACT[activation_dtype]
     if qat:
         act = FakeQuantize.with_args(observer=MovingAverageMinMaxObserver, dtype=qdt,
