@@ -25,6 +25,9 @@ _SCHEME_OPS = {
                      "quantized_decomposed::quantize_per_token.out",
                      "quantized_decomposed::dequantize_per_token.out",
                      "quantized_decomposed::dequantize_per_channel.out"],
+    "int8": ["quantized_decomposed::quantize_per_tensor.out",
+             "quantized_decomposed::dequantize_per_tensor.out",
+             "quantized_decomposed::dequantize_per_channel.out"],
     "8da4w": ["quantized_decomposed::choose_qparams_per_token_asymmetric.out",
               "quantized_decomposed::quantize_per_token.out",
               "quantized_decomposed::dequantize_per_token.out",
@@ -75,6 +78,19 @@ class QuantE2E(unittest.TestCase):
                         # a tie rounded the other way moves one activation by one step
                         self.assertLessEqual(rel_err(got, ref), 2e-2)
                         self.assertGreater(_cos(got, ref), 0.9999)
+
+    @needs_lib
+    def test_cnn_static_int8(self):
+        from tests.export.test_quant_static import _data, _trained_cnn
+        m = _trained_cnn()
+        x, _ = _data(8, 3)
+        cal = [(_data(8, 10 + i)[0],) for i in range(4)]
+        q, p = self._export_or_skip(m, (x,), "int8", calibration=cal)
+        got = etch.runtime.load(p).forward(x)
+        ref = p.graphs["forward"].run([x])[0]
+        # a product landing on a rounding tie may requantize one step apart
+        self.assertGreater(_cos(got, ref), 0.9999)
+        self.assertTrue(torch.equal(got.argmax(1), ref.argmax(1)))
 
     @needs_lib
     def test_stories260k_8da4w_file(self):

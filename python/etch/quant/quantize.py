@@ -273,13 +273,13 @@ def quantize(model: nn.Module, example_inputs, scheme: str, calibration=None, *,
 
     scheme: ``8w`` (int8 weights per output channel), ``4w`` (int4 group-wise weights),
         ``8da4w`` (int8 dynamic per-token activations + int4 group-wise weights),
-        ``int8-dynamic`` (int8 dynamic per-token activations + int8 per-channel weights).
-        The nn.Linear layers are quantized; other layers with weights stay float and are
+        ``int8-dynamic`` (int8 dynamic per-token activations + int8 per-channel weights):
+        the nn.Linear layers are quantized; other layers with weights stay float and are
         named in the report (``model.etch_quantization``, printed by ``Program.summary``).
-    example_inputs: as for :func:`etch.export` (the reference for calibration's shapes).
-        ``int8`` (static post-training quantization: int8 weights per channel, activations
-        uint8 (or int8) affine per tensor from observers over `calibration`, Conv + BN (+ ReLU)
+        ``int8``: static post-training quantization (int8 weights per channel, activations
+        uint8 affine per tensor from observers over `calibration`, Conv + BN (+ ReLU)
         folded, QDQ around every op torch.ao's native backend quantizes; :mod:`.static`).
+    example_inputs: as for :func:`etch.export` (the reference for calibration's shapes).
     calibration: ``int8``'s data, an iterable of input tuples like example_inputs (checked:
         count, dtype, shape but the first dimension); the weight-only and dynamic schemes
         need none and refuse it (a ValueError) after the same checks.
