@@ -265,6 +265,25 @@ class Llama(unittest.TestCase):
                 self.assertGreater(_cos(out, ref), 0.99)
                 self.assertIn("quantization: scheme %s" % scheme, exp.summary())
 
+    def test_embedding_only(self):
+        from etch.llm.export import export_llama
+        m = self._small()
+        tokens = torch.randint(0, 96, (1, 5))
+        start = torch.zeros(1, dtype=torch.long)
+        with torch.no_grad():
+            ref = m(tokens, start)
+        m.reset_cache()
+        exp = export_llama(m, check_ops=False, embedding_quantize="8")
+        ops = [o for o in exp.program.operators if o.startswith("quantized_decomposed")]
+        self.assertEqual(ops, ["quantized_decomposed::embedding_byte.dtype_out"])
+        s = exp.summary()
+        self.assertIn("quantization: scheme embedding only", s)
+        self.assertIn("Linear: no linear quantization asked for", s)
+        out = exp.program.graphs["forward"].run([tokens, start])[0]
+        self.assertGreater(_cos(out, ref), 0.999)
+        with self.assertRaisesRegex(ValueError, "needs calibration data"):
+            export_llama(m, check_ops=False, quantize="int8")
+
     def test_stories260k(self):
         from etch.llm.checkpoint import build_model
         from etch.llm.export import export_llama
