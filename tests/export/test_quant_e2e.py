@@ -13,7 +13,6 @@ import tempfile
 import unittest
 
 import torch
-import torch.nn as nn
 
 from tests.export._common import etch, lib_path, needs_lib, rel_err
 from tests.export.test_quant_schemes import STORIES, MLP, _cos

@@ -3,7 +3,6 @@ independently here, closeness to the float model (MLP, a small llama, stories260
 file size, the report of layers kept float, and bad input refused before anything is written."""
 
 import collections
-import math
 import os
 import subprocess
 import sys

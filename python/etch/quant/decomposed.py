@@ -29,7 +29,6 @@ The reference math (README.md in this folder states it per operator):
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
 
 import torch
 
