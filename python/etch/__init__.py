@@ -9,7 +9,8 @@
 
 Subpackages load on first use, so ``from etch import serialize`` (pure Python, no torch) stays
 light: ``etch.serialize`` reads and writes .pte/.ptd/.bpte files; ``etch.export``,
-``etch.bundle``, ``etch.Program`` and ``etch.runtime`` need torch.
+``etch.bundle``, ``etch.Program``, ``etch.runtime`` and ``etch.quantize`` (:mod:`etch.quant`:
+``quantized_decomposed`` int8 / int4 schemes) need torch.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import importlib
 __version__ = "0.1.0"
 
 __all__ = ["export", "bundle", "Program", "runtime", "serialize", "ExportError",
-           "save_external_data"]
+           "save_external_data", "quantize", "prepare_qat", "convert_qat", "quant"]
 
 _LAZY = {
     "export": ("etch.exporter", "export"),
@@ -27,6 +28,9 @@ _LAZY = {
     "Program": ("etch.program", "Program"),
     "bundle": ("etch.bundling", "bundle"),
     "save_external_data": ("etch.external_data", "save_external_data"),
+    "quantize": ("etch.quant", "quantize"),
+    "prepare_qat": ("etch.quant", "prepare_qat"),
+    "convert_qat": ("etch.quant", "convert_qat"),
 }
 
 
@@ -37,6 +41,6 @@ def __getattr__(name):
         globals()[name] = value
         return value
     if name in ("runtime", "serialize", "passes", "capture", "memory_plan", "ops", "opcheck",
-                "llm", "zoo"):
+                "llm", "zoo", "quant"):
         return importlib.import_module("etch." + name)
     raise AttributeError("module 'etch' has no attribute %r" % name)

@@ -13,6 +13,12 @@ keyword arguments), or an ``nn.Module`` instance.  Instead of MODULE:FACTORY, a 
 ``torch.save(model, FILE)`` (a whole module, unpickled: only files you trust).  Each ``--input``
 is ``SHAPE:DTYPE`` with an optional ``:LOW..HIGH`` value range (random example data, seeded);
 ``--dynamic 0:1:16`` says that input 0's dimension 1 varies up to 16.
+
+``--quantize SCHEME`` (``8w``, ``4w``, ``8da4w``, ``int8-dynamic``: :func:`etch.quantize`)
+quantizes the model first, with ``--group-size G``, ``--asymmetric``, ``--pad-groups`` and
+``--embedding-quantize BITS[,GROUP]``; ``--calibration DIR_OR_NPZ`` gives calibration batches
+(:func:`load_calibration`; checked against the inputs; ``int8`` needs them, the other schemes
+refuse them), ``--observer minmax|histogram`` for ``int8``.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import sys
 import time
 from typing import List, Optional
 
-__all__ = ["main", "export_main", "parse_input_spec", "load_factory"]
+__all__ = ["main", "export_main", "parse_input_spec", "load_factory", "load_calibration"]
 
 _DTYPES = {
     "float32": "float32", "float": "float32", "f32": "float32", "float16": "float16",
@@ -165,6 +171,50 @@ class _Progress:
         self._last = ""
 
 
+def load_calibration(path: str, n_inputs: int):
+    """Calibration batches from ``path``: an ``.npz`` file with one array per input (named
+    ``input_0``, ``input_1``, ... or numpy's ``arr_0``, ``arr_1``, ...), each ``[N, *shape of
+    that input]``: N batches; or a folder of such files (sorted by name, each holding one or
+    more batches the same way), or of ``.npy`` files for a model with one input.  Returns a
+    list of input tuples."""
+    import numpy as np
+    if os.path.isdir(path):
+        files = sorted(os.path.join(path, f) for f in os.listdir(path)
+                       if f.endswith((".npz", ".npy")))
+        if not files:
+            raise ValueError("calibration folder %s has no .npz or .npy files" % path)
+    elif os.path.exists(path):
+        files = [path]
+    else:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    batches = []
+    for f in files:
+        if f.endswith(".npy"):
+            if n_inputs != 1:
+                raise ValueError("calibration file %s: a .npy holds one input, the model "
+                                 "takes %d (use .npz with input_0 ...)" % (f, n_inputs))
+            arrays = [np.load(f, allow_pickle=False)]
+        else:
+            with np.load(f, allow_pickle=False) as z:
+                names = None
+                for pre in ("input_", "arr_"):
+                    if all("%s%d" % (pre, i) in z.files for i in range(n_inputs)):
+                        names = ["%s%d" % (pre, i) for i in range(n_inputs)]
+                        break
+                if names is None:
+                    raise ValueError("calibration file %s: expected arrays input_0 .. input_%d "
+                                     "(or arr_0 ...), found %s"
+                                     % (f, n_inputs - 1, ", ".join(z.files) or "none"))
+                arrays = [z[n] for n in names]
+        n = {a.shape[0] if a.ndim else None for a in arrays}
+        if len(n) != 1 or None in n:
+            raise ValueError("calibration file %s: every array needs the same leading batch "
+                             "count, got shapes %s" % (f, [a.shape for a in arrays]))
+        for k in range(n.pop()):
+            batches.append(tuple(a[k] for a in arrays))
+    return batches
+
+
 def _parse_dynamic(specs: List[str], n_inputs: int):
     if not specs:
         return None
@@ -194,6 +244,19 @@ def _cmd_export(args, prog: "_Progress") -> int:
                          "carries its constants (etch verify takes no .ptd)")
     inputs = tuple(parse_input_spec(s, args.seed + i) for i, s in enumerate(args.input))
     dynamic = _parse_dynamic(args.dynamic, len(inputs))
+    if args.quantize is not None:
+        calibration = None
+        if args.calibration:
+            calibration = load_calibration(args.calibration, len(inputs))
+        prog("quantizing (%s)" % args.quantize)
+        model = etch.quantize(model, inputs, args.quantize, calibration,
+                              group_size=args.group_size, symmetric=not args.asymmetric,
+                              embedding=args.embedding_quantize, pad=args.pad_groups,
+                              observer=args.observer or "minmax")
+    elif args.calibration or args.group_size or args.embedding_quantize or args.asymmetric \
+            or args.pad_groups or args.observer:
+        raise ValueError("--calibration, --observer, --group-size, --asymmetric, --pad-groups "
+                         "and --embedding-quantize need --quantize SCHEME")
     program = etch.export(model, inputs, dynamic_shapes=dynamic,
                           allow_etch_ops=args.allow_etch_ops,
                           check_ops=not args.no_check,
@@ -241,6 +304,28 @@ def _add_export_args(e: argparse.ArgumentParser) -> None:
                         "registers, and running the --bundle cases through it (without "
                         "this flag a missing libetch is an error)")
     e.add_argument("--summary", action="store_true", help="print the program summary")
+    e.add_argument("--quantize", metavar="SCHEME", default=None,
+                   help="quantize first: int8 (static: int8 weights per channel, uint8 "
+                        "activations per tensor from --calibration), 8w (int8 weights per "
+                        "channel), 4w (int4 weights, "
+                        "group-wise), 8da4w (int4 weights + int8 dynamic per-token "
+                        "activations), int8-dynamic (int8 weights + int8 dynamic per-token "
+                        "activations); layers left float are named by --summary")
+    e.add_argument("--group-size", type=int, default=None,
+                   help="4w / 8da4w: columns per scale, 32, 64, 128 or 256 (default 128)")
+    e.add_argument("--asymmetric", action="store_true",
+                   help="4w / 8da4w: a zero point per group")
+    e.add_argument("--pad-groups", action="store_true",
+                   help="4w / 8da4w: pad in_features that the group size does not divide "
+                        "with zero columns (instead of an error)")
+    e.add_argument("--embedding-quantize", metavar="BITS[,GROUP]", default=None,
+                   help="also quantize nn.Embedding tables: 8 or 4 bits, GROUP columns per "
+                        "scale (default one scale per row), e.g. 4,32")
+    e.add_argument("--calibration", metavar="DIR_OR_NPZ", default=None,
+                   help="calibration batches: an .npz with input_0, ... each [N, *shape], or "
+                        "a folder of them (checked against the --input shapes and dtypes)")
+    e.add_argument("--observer", choices=("minmax", "histogram"), default=None,
+                   help="int8: the activation observer (default minmax)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 

@@ -82,6 +82,8 @@ def export(model: torch.nn.Module, example_inputs, *,
     method = emit_method(eg, constants)
     program = Program([method], constants, eg.log, graphs={eg.name: eg},
                       external_data=external_data)
+    # A model from etch.quantize carries its report (layers quantized, layers kept float).
+    program.quantization = getattr(model, "etch_quantization", None)
     if not allow_etch_ops and program.etch_only_operators:
         raise ExportError("etch-only operators (pass allow_etch_ops=True to keep them): %s"
                           % ", ".join(program.etch_only_operators))

@@ -155,6 +155,9 @@ def quantized_out_variant(name: str) -> Optional["OutVariant"]:
     return None
 
 
+# etch.quant emits these (its operators are defined for torch 1.13 in etch/quant/decomposed.py).
+PORTABLE_OPS = PORTABLE_OPS | QUANTIZED_OPS
+
 # Primitive operators every ExecuTorch runtime registers (§5.4).
 PRIM_OPS = frozenset([
     "aten::sym_size.int", "aten::_local_scalar_dense", "aten::sym_numel",

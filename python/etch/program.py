@@ -150,6 +150,9 @@ class Program:
         if self.etch_only_operators:
             lines.append("etch-only operators (not portable to ExecuTorch): %s"
                          % ", ".join(self.etch_only_operators))
+        quant = getattr(self, "quantization", None)
+        if quant is not None:
+            lines.extend(quant.lines())
         for entry in self.pass_log:
             lines.append("pass " + entry)
         return "\n".join(lines)

@@ -2,14 +2,18 @@
 
     python3 -m etch.llm export (--checkpoint PATH | --hf DIR) [--max-seq-len N] [--bos-id 1]
                                [--eos-ids 1,2] [--no-check] [--summary]
-                               [--fused-attention] [--no-chat-template] -o model.pte
+                               [--fused-attention] [--no-chat-template]
+                               [--quantize 4w|8da4w|8w|int8-dynamic] [--group-size G]
+                               [--asymmetric] [--pad-groups]
+                               [--embedding-quantize BITS[,GROUP]] -o model.pte
     python3 -m etch.llm generate (--checkpoint PATH | --hf DIR) [--prompt-ids 1,...]
                                  [--max-new-tokens N] [--max-seq-len N] [--token-by-token]
 
 ``export`` writes the program (progress on stderr).  ``--hf DIR`` reads a Hugging Face model
 folder (:mod:`etch.llm.hf`): config.json, the weights, generation_config.json, tokenizer.json
 (checked against the vocabulary) and the chat template of tokenizer_config.json
-(:mod:`etch.llm.chat`, stored as ``get_chat_template``).  ``generate`` runs the reference module
+(:mod:`etch.llm.chat`, stored as ``get_chat_template``).  ``--quantize`` quantizes the
+linear layers (:func:`etch.quantize`), ``--embedding-quantize`` the token embedding.  ``generate`` runs the reference module
 in eager PyTorch, greedy, and prints the generated ids (one line, comma separated): the
 reference the C runner is checked against.
 """
@@ -66,6 +70,20 @@ def _parser() -> argparse.ArgumentParser:
                    help="attend with the etch-only operator etch::sdpa_kv (only the keys "
                         "up to the current position; the file then loads in etch only, not "
                         "in ExecuTorch)")
+    e.add_argument("--quantize", metavar="SCHEME", default=None,
+                   help="quantize the linear layers: 4w (int4 weights, group-wise), 8da4w "
+                        "(int4 weights + int8 dynamic per-token activations), 8w (int8 "
+                        "weights per channel), int8-dynamic (int8 weights and activations)")
+    e.add_argument("--group-size", type=int, default=None,
+                   help="4w / 8da4w: columns per scale, 32, 64, 128 or 256 (default 128)")
+    e.add_argument("--asymmetric", action="store_true",
+                   help="4w / 8da4w: a zero point per group")
+    e.add_argument("--pad-groups", action="store_true",
+                   help="4w / 8da4w: pad in_features that the group size does not divide "
+                        "with zero columns (instead of an error)")
+    e.add_argument("--embedding-quantize", metavar="BITS[,GROUP]", default=None,
+                   help="quantize the token embedding: 8 or 4 bits, GROUP columns per scale "
+                        "(default: one scale per row), e.g. 4,32")
     g = sub.add_parser("generate", help="greedy generation in eager PyTorch (reference)")
     _source(g)
     g.add_argument("--prompt-ids", type=_ids, default=[1])
@@ -120,7 +138,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         exp = export_llama(model, bos_id=bos_id, eos_ids=eos_ids,
                            check_ops=False if args.no_check else "auto", progress=say,
-                           fused_attention=args.fused_attention, extra_metadata=extra)
+                           fused_attention=args.fused_attention, extra_metadata=extra,
+                           quantize=args.quantize, group_size=args.group_size,
+                           symmetric=not args.asymmetric, pad_groups=args.pad_groups,
+                           embedding_quantize=args.embedding_quantize)
     except (OSError, ValueError, RuntimeError) as e:   # no libetch, operator check, ...
         print("error: %s" % e, file=sys.stderr)
         return 1

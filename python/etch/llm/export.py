@@ -101,10 +101,28 @@ class LlamaExport:
                                                      len(self.buffer))
 
 
+def _quantized(model, example, scheme, group_size, symmetric, embedding, pad):
+    from ..quant import quantize as _quantize
+    if scheme is None:
+        # Embedding only: 8w's walk with every Linear skipped.
+        skip = [n for n, m in model.named_modules() if type(m) is torch.nn.Linear]
+        q = _quantize(model, example, "8w", embedding=embedding, skip=skip)
+        rep = q.etch_quantization
+        rep.scheme, rep.options = "embedding only", {"embedding": rep.options["embedding"]}
+        rep.kept_float = [(n, "Linear: no linear quantization asked for" if n in skip else w)
+                          for n, w in rep.kept_float]
+        return q
+    return _quantize(model, example, scheme, group_size=group_size, symmetric=symmetric,
+                     embedding=embedding, pad=pad)
+
+
 def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 2),
                  check_ops="auto", progress: Optional[Callable[[str], None]] = None,
                  fused_attention: bool = False,
-                 extra_metadata: Optional[Dict[str, Sequence[Scalar]]] = None) -> LlamaExport:
+                 extra_metadata: Optional[Dict[str, Sequence[Scalar]]] = None,
+                 quantize: Optional[str] = None, group_size: Optional[int] = None,
+                 symmetric: bool = True, embedding_quantize=None,
+                 pad_groups: bool = False) -> LlamaExport:
     """Export `model` (its KV cache sized by ``model.args.max_seq_len``).
 
     The default ``eos_ids`` suit llama2.c's TinyStories models: 2 is the tokenizer's EOS, and
@@ -113,7 +131,16 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
     ``extra_metadata``: more metadata methods (name -> constants), e.g. get_chat_template.
 
     fused_attention: attend with the etch-only operator ``etch::sdpa_kv`` (the file then
-    loads in etch only); the model is switched for the export and switched back after."""
+    loads in etch only); the model is switched for the export and switched back after.
+
+    quantize: a scheme of :func:`etch.quantize` (``4w``, ``8da4w``, ``8w``, ``int8-dynamic``)
+    for the linear layers (the classifier included), with ``group_size`` / ``symmetric`` /
+    ``pad_groups`` (pad in_features that the group size does not divide: stories260K's 172);
+    embedding_quantize: ``"8"``, ``"8,G"`` or ``"4,G"`` for the token embedding (alone, or
+    with ``quantize``).  A shared classifier is quantized twice from the one float table; with
+    ``4w``/``8da4w`` and ``embedding_quantize="4,G"`` at the same G both are the same bytes
+    and the file stores them once.  The model itself is not changed (a quantized copy is
+    exported)."""
     from ..exporter import export
     a = model.args
     S_ = a.max_seq_len
@@ -123,7 +150,11 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
     try:
         tokens = torch.ones(1, S_, dtype=torch.long)
         start = torch.zeros(1, dtype=torch.long)
-        program = export(model, (tokens, start), dynamic_shapes=[{1: S_}, None],
+        target = model
+        if quantize is not None or embedding_quantize is not None:
+            target = _quantized(model, (tokens, start), quantize, group_size, symmetric,
+                                embedding_quantize, pad_groups)
+        program = export(target, (tokens, start), dynamic_shapes=[{1: S_}, None],
                          check_ops=check_ops, progress=progress,
                          allow_etch_ops=bool(fused_attention))
     finally:

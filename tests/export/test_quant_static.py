@@ -1,0 +1,209 @@
+"""etch.quantize(..., "int8") (static PTQ) and etch.prepare_qat / etch.convert_qat: the QDQ
+graph, the numbers against torch.ao's own reference quantized model and against PyTorch's
+int8 backend (fbgemm), closeness to float, QAT at least as good as PTQ after fine-tuning, and
+errors."""
+
+import collections
+import copy
+import unittest
+
+import torch
+import torch.nn as nn
+
+from tests.export._common import etch
+
+
+class CNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 16, 3, stride=2)
+        self.bn2 = nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16 * 7 * 7, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.bn1(self.conv1(x)))
+        x = torch.relu(self.bn2(self.conv2(x)))
+        return self.fc(torch.flatten(x, 1))
+
+
+def _data(n, seed):
+    """Noisy copies of 10 fixed random 16x16 patterns, labelled by pattern: a task the CNN
+    learns, with held-out accuracy well above chance."""
+    g = torch.Generator().manual_seed(seed)
+    patterns = torch.randn(10, 1, 16, 16, generator=torch.Generator().manual_seed(99))
+    y = torch.randint(0, 10, (n,), generator=g)
+    x = patterns[y] * 0.6 + torch.randn(n, 1, 16, 16, generator=g)
+    return x, y
+
+
+def _trained_cnn():
+    torch.manual_seed(0)
+    m = CNN()
+    opt = torch.optim.Adam(m.parameters(), 1e-2)
+    x, y = _data(256, 1)
+    for _ in range(40):
+        opt.zero_grad()
+        nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+    return m.eval()
+
+
+def _cos(a, b):
+    return float(nn.functional.cosine_similarity(a.flatten().double(), b.flatten().double(),
+                                                 0))
+
+
+class StaticInt8(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.model = _trained_cnn()
+        cls.x = torch.randn(4, 1, 16, 16)
+        cls.cal = [(_data(8, 10 + i)[0],) for i in range(6)]
+
+    def test_graph_and_torch_reference(self):
+        from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_fx
+        from etch.quant.static import _mapping, _qconfig
+        for obs in ("minmax", "histogram"):
+            with self.subTest(observer=obs):
+                q = etch.quantize(self.model, (self.x,), "int8", self.cal, observer=obs)
+                p = etch.export(q, (self.x,), check_ops=False)
+                g = p.graphs["forward"].graph
+                got = collections.Counter(
+                    str(n.target).split("quantized_decomposed.")[1] for n in g.nodes
+                    if n.op == "call_function" and "quantized_decomposed" in str(n.target))
+                # QDQ on the input, after each conv+relu and the linear, around the flatten:
+                # one quantize per dequantize; weights: one dequantize_per_channel per layer
+                self.assertEqual(got["dequantize_per_channel.default"], 3)
+                self.assertEqual(got["quantize_per_tensor.default"],
+                                 got["dequantize_per_tensor.default"])
+                self.assertGreaterEqual(got["quantize_per_tensor.default"], 4)
+                self.assertNotIn("aten::native_batch_norm", " ".join(p.operators))
+                self.assertEqual(sorted(n for n, _ in q.etch_quantization.quantized),
+                                 ["conv1", "conv2", "fc"])     # bn1, bn2 folded into them
+                self.assertEqual(q.etch_quantization.kept_float, [])
+                # torch.ao's reference model of the same configuration: the same numbers
+                prep = prepare_fx(copy.deepcopy(self.model), _mapping(_qconfig(obs, "uint8",
+                                                                               False)),
+                                  (self.x,))
+                with torch.no_grad():
+                    for (b,) in self.cal:
+                        prep(b)
+                ref_model = convert_to_reference_fx(prep)
+                out = p.graphs["forward"].run([self.x])[0]
+                with torch.no_grad():
+                    torch.testing.assert_close(out, ref_model(self.x), rtol=1e-4, atol=1e-4)
+                    self.assertGreater(_cos(out, self.model(self.x)), 0.99)
+
+    def test_agrees_with_fbgemm_int8(self):
+        from torch.ao.quantization import get_default_qconfig_mapping
+        from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+        x, _ = _data(64, 5)
+        q = etch.quantize(self.model, (x,), "int8", self.cal)
+        p = etch.export(q, (x,), check_ops=False)
+        ours = p.graphs["forward"].run([x])[0]
+        prep = prepare_fx(copy.deepcopy(self.model), get_default_qconfig_mapping("fbgemm"),
+                          (self.x,))
+        with torch.no_grad():
+            for (b,) in self.cal:
+                prep(b)
+            theirs = convert_fx(prep)(x)
+            ref = self.model(x)
+        agree_float = float((ours.argmax(1) == ref.argmax(1)).float().mean())
+        agree_torch = float((ours.argmax(1) == theirs.argmax(1)).float().mean())
+        self.assertGreaterEqual(agree_float, 0.95)
+        self.assertGreaterEqual(agree_torch, 0.95)
+
+    def test_errors(self):
+        with self.assertRaisesRegex(ValueError, "needs calibration data"):
+            etch.quantize(self.model, (self.x,), "int8")
+        with self.assertRaisesRegex(ValueError, r"has shape \(2, 3, 16, 16\)"):
+            etch.quantize(self.model, (self.x,), "int8", [(torch.randn(2, 3, 16, 16),)])
+        with self.assertRaisesRegex(ValueError, "is torch.float64"):
+            etch.quantize(self.model, (self.x,), "int8", [(self.x.double(),)])
+        with self.assertRaisesRegex(ValueError, "observer"):
+            etch.quantize(self.model, (self.x,), "int8", self.cal, observer="mse")
+        with self.assertRaisesRegex(ValueError, "applies to 4w"):
+            etch.quantize(self.model, (self.x,), "int8", self.cal, group_size=32)
+
+    def test_activation_dtype(self):
+        q = etch.quantize(self.model, (self.x,), "int8", self.cal)
+        p = etch.export(q, (self.x,), check_ops=False)
+        qn = [n for n in p.graphs["forward"].graph.nodes
+              if "quantize_per_tensor" in str(n.target)]
+        self.assertTrue(qn)
+        self.assertTrue(all(n.args[3:] == (0, 255, torch.uint8) for n in qn))
+        with self.assertRaisesRegex(ValueError, "uint8"):
+            etch.quantize(self.model, (self.x,), "int8", self.cal, activation_dtype="int8")
+
+
+class CommandLine(unittest.TestCase):
+    def test_etch_export_int8_with_calibration(self):
+        import os
+        import subprocess
+        import sys
+        import tempfile
+        import numpy as np
+        from tests.export._common import REPO, python_env
+        with tempfile.TemporaryDirectory() as d:
+            cal = os.path.join(d, "cal")
+            os.mkdir(cal)
+            for i in range(2):
+                np.savez(os.path.join(cal, "b%d.npz" % i),
+                         input_0=np.random.RandomState(i).randn(3, 1, 1, 28, 28)
+                         .astype(np.float32))
+            out = os.path.join(d, "l.pte")
+            args = [sys.executable, "-m", "etch", "export", "etch.zoo:lenet", "--input",
+                    "1x1x28x28:float32", "-o", out, "--no-check", "-q", "--quantize", "int8"]
+            r = subprocess.run(args + ["--calibration", cal, "--observer", "histogram",
+                                       "--summary"],
+                               capture_output=True, text=True, env=python_env(), cwd=str(REPO))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("quantization: scheme int8 (activations=uint8, observer=histogram)",
+                          r.stdout)
+            self.assertIn("quantized_decomposed::quantize_per_tensor.out", r.stdout)
+            os.remove(out)
+            r = subprocess.run(args, capture_output=True, text=True, env=python_env(),
+                               cwd=str(REPO))
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("needs calibration data", r.stderr)
+            self.assertFalse(os.path.exists(out))
+
+
+class QAT(unittest.TestCase):
+    def test_prepare_train_convert(self):
+        model = _trained_cnn()
+        x0 = torch.randn(4, 1, 16, 16)
+        cal = [(_data(8, 10 + i)[0],) for i in range(6)]
+        qat = etch.prepare_qat(model, (x0,))
+        opt = torch.optim.SGD(qat.parameters(), 1e-3, momentum=0.9)
+        xt, yt = _data(256, 1)
+        for _ in range(15):
+            opt.zero_grad()
+            nn.functional.cross_entropy(qat(xt), yt).backward()
+            opt.step()
+        qat.eval()
+        conv = etch.convert_qat(qat)
+        self.assertEqual(conv.etch_quantization.scheme, "qat")
+        xv, yv = _data(128, 7)
+        p = etch.export(conv, (xv,), check_ops=False)
+        self.assertIn("quantized_decomposed::quantize_per_tensor.out", p.operators)
+        self.assertIn("quantized_decomposed::dequantize_per_channel.out", p.operators)
+        out = p.graphs["forward"].run([xv])[0]
+        with torch.no_grad():
+            fake = qat(xv)        # the fake-quantized model the user trained
+        self.assertGreater(_cos(out, fake), 0.999)
+        ptq = etch.export(etch.quantize(model, (xv,), "int8", cal), (xv,), check_ops=False)
+        acc_qat = float((out.argmax(1) == yv).float().mean())
+        acc_ptq = float((ptq.graphs["forward"].run([xv])[0].argmax(1) == yv).float().mean())
+        with torch.no_grad():
+            acc_float = float((model(xv).argmax(1) == yv).float().mean())
+        self.assertGreater(acc_float, 0.8)          # the comparison means something
+        self.assertGreaterEqual(acc_qat, acc_ptq - 0.02)
+        with self.assertRaises(TypeError):
+            etch.convert_qat(model)
+
+
+if __name__ == "__main__":
+    unittest.main()
