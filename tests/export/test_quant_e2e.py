@@ -2,13 +2,10 @@
 etch.runtime, compare with the exporter's reference interpreter (the same quantized math in
 PyTorch).
 
-The quantized kernels (src/kernels/quantized) come from another branch of issue 17.  Until a
-library has them, each test checks that the export's operator check refuses the program naming
-exactly the missing quantized_decomposed operators, and is then skipped with a message saying
-so (the merge of both branches turns these into real runs)."""
+The operator check must pass: libetch registers every quantized_decomposed kernel a scheme
+emits (src/kernels/portable, table_quant.inc); a missing one fails the test, naming it."""
 
 import os
-import sys
 import tempfile
 import unittest
 
@@ -41,21 +38,9 @@ def _missing(names):
 
 
 class QuantE2E(unittest.TestCase):
-    def _export_or_skip(self, model, inputs, scheme, **kw):
-        from etch.opcheck import OperatorCheckError
+    def _export(self, model, inputs, scheme, **kw):
         q = etch.quantize(model, inputs, scheme, **kw)
-        missing = _missing(_SCHEME_OPS[scheme])
-        if missing:
-            with self.assertRaises(OperatorCheckError) as cm:
-                etch.export(q, inputs, check_ops=True)
-            for name in missing:
-                self.assertIn(name, str(cm.exception))
-            etch.export(q, inputs, check_ops=False)       # the file itself is fine
-            msg = ("\n*** SKIPPED: libetch (%s) lacks %s: the quantized kernels are on "
-                   "another branch; this test runs once they are merged ***\n"
-                   % (lib_path(), ", ".join(missing)))
-            sys.stderr.write(msg)
-            self.skipTest(msg.strip())
+        self.assertEqual(_missing(_SCHEME_OPS[scheme]), [], "libetch lacks these kernels")
         return q, etch.export(q, inputs, check_ops=True)
 
     @needs_lib
@@ -65,7 +50,7 @@ class QuantE2E(unittest.TestCase):
         for scheme in ("8w", "4w", "int8-dynamic", "8da4w"):
             with self.subTest(scheme=scheme):
                 kw = {"group_size": 32} if "4" in scheme else {}
-                q, p = self._export_or_skip(m, (torch.randn(5, 64),), scheme, **kw)
+                q, p = self._export(m, (torch.randn(5, 64),), scheme, **kw)
                 rt = etch.runtime.load(p)
                 for seed in range(3):
                     x = torch.randn(5, 64, generator=torch.Generator().manual_seed(seed))
@@ -84,7 +69,7 @@ class QuantE2E(unittest.TestCase):
         m = _trained_cnn()
         x, _ = _data(8, 3)
         cal = [(_data(8, 10 + i)[0],) for i in range(4)]
-        q, p = self._export_or_skip(m, (x,), "int8", calibration=cal)
+        q, p = self._export(m, (x,), "int8", calibration=cal)
         got = etch.runtime.load(p).forward(x)
         ref = p.graphs["forward"].run([x])[0]
         # a product landing on a rounding tie may requantize one step apart
@@ -98,15 +83,7 @@ class QuantE2E(unittest.TestCase):
         m = build_model(STORIES, None)
         tokens = torch.tensor([[1, 403, 407, 261, 378]])
         start = torch.zeros(1, dtype=torch.long)
-        missing = _missing(_SCHEME_OPS["8da4w"])
-        if missing:
-            exp = export_llama(m, check_ops=False, quantize="8da4w", group_size=32,
-                               pad_groups=True, embedding_quantize="4,32")
-            self.assertGreater(len(exp.buffer), 0)
-            msg = ("\n*** SKIPPED: libetch (%s) lacks %s: the quantized kernels are on "
-                   "another branch ***\n" % (lib_path(), ", ".join(missing)))
-            sys.stderr.write(msg)
-            self.skipTest(msg.strip())
+        self.assertEqual(_missing(_SCHEME_OPS["8da4w"]), [], "libetch lacks these kernels")
         exp = export_llama(m, check_ops=True, quantize="8da4w", group_size=32,
                            pad_groups=True, embedding_quantize="4,32")
         ref = exp.program.graphs["forward"].run([tokens, start])[0]
