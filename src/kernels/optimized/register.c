@@ -9,6 +9,7 @@
 #include "kernels/optimized/opt_conv.h"
 #include "kernels/optimized/opt_eltwise.h"
 #include "kernels/optimized/opt_gemm.h"
+#include "kernels/optimized/opt_quant.h"
 
 #define ENTRY(name, sig, fn) {name, sig, etch_opt_##fn},
 #define SKIP(name, sig, fn)
@@ -20,6 +21,7 @@ static const etch_kernel optimized_plain[] = {
 #include "kernels/optimized/table_eltwise.inc"
 #include "kernels/optimized/table_gemm.inc"
 #include "kernels/optimized/table_attention.inc"
+#include "kernels/optimized/table_quant.inc"
 #undef KP
 #undef KF
     {0, 0, 0}};
@@ -31,6 +33,7 @@ static const etch_kernel optimized_fusing[] = {
 #include "kernels/optimized/table_eltwise.inc"
 #include "kernels/optimized/table_gemm.inc"
 #include "kernels/optimized/table_attention.inc"
+#include "kernels/optimized/table_quant.inc"
 #undef KP
 #undef KF
     {0, 0, 0}};
@@ -76,6 +79,8 @@ etch_status etch_kernels_register_optimized(void) {
         {etch_opt_addmm_out, etch_opt_addmm_prepare},
         {etch_opt_linear_out, etch_opt_linear_prepare},
         {etch_opt_convolution_out, etch_opt_convolution_prepare},
+        {etch_opt_embedding_4bit_out, etch_opt_embedding_4bit_prepare},
+        {etch_opt_embedding_4bit_dtype_out, etch_opt_embedding_4bit_dtype_prepare},
     };
     for (size_t i = 0; i < sizeof prep / sizeof prep[0]; i++)
         if ((st = etch_kernels_register_prepare(prep[i].kernel, prep[i].prepare)) != ETCH_OK)
@@ -83,6 +88,12 @@ etch_status etch_kernels_register_optimized(void) {
     /* convolution blocks run as one (chained calls; etch_method_options.no_fusion) */
     if ((st = etch_kernels_register_chain(etch_opt_convolution_out,
                                           etch_opt_convolution_chain)) != ETCH_OK)
+        return st;
+    /* 4w linears from the packed int4 weight (quant_linear.c) */
+    if ((st = etch_kernels_register_chain(etch_opt_embedding_4bit_out,
+                                          etch_opt_embedding_4bit_chain)) != ETCH_OK ||
+        (st = etch_kernels_register_chain(etch_opt_embedding_4bit_dtype_out,
+                                          etch_opt_embedding_4bit_chain)) != ETCH_OK)
         return st;
     /* channel-blocked tensors between layers (etch_method_options.no_blocked_layout) */
     return etch_opt_register_layouts();

@@ -1,0 +1,346 @@
+/*
+ * 4-bit weight-only linears run from the packed bytes (etch/kernel.h, "chained calls"). The
+ * 4w scheme (python/etch/quant/README.md) stores a linear's weight as ExecuTorch's
+ * embedding_4bit packing and dequantizes it with the embedding gathering every row:
+ *
+ *   w  = quantized_decomposed::embedding_4bit[.dtype]_out(P uint8 [N, Kp/2], scales, zp,
+ *            -8, 7, indices = arange(N)[, Float])                     -> f32 [N, Kp]
+ *  (w  = aten::slice_copy.Tensor_out(w, 1, 0, K, 1)                   only when padded)
+ *   wt = aten::permute_copy.out(w, [1, 0])                            -> f32 [K, N]
+ *   y  = aten::mm.out(x, wt) | aten::addmm.out(bias, x, wt, 1, 1)
+ *
+ * Run one by one, every call writes (and the next reads back) a float [N, K] weight. Here the
+ * embedding_4bit call's prepare function accepts a call site whose weight, scales, zero points
+ * and indices are constants (uint8 [N, Kp/2]; scales [N, Kp/G] or [N] of a floating dtype,
+ * finite; zero points None or of the scales' shape, finite; range -8, 7; indices Long or Int
+ * [N] equal to arange(N), checked once here) and keeps the scales and zero points as float
+ * (what the portable kernel computes with: each element rounded once to float). Its chain
+ * function takes the run above when each call reads the previous one's result as the table
+ * shows (the runtime's chain rule makes it the only reader), the mm's other operand is a
+ * float [M, K] activation with unit column stride, addmm's beta and alpha are 1 and its bias
+ * a float [N] or [1, N]; at execute the run is etch_q4_linear_f32 (quant.h) straight into
+ * the mm's output (bias from addmm, then the mm's fused activation), the weight never
+ * dequantized to memory. With padding (K < Kp) x is copied into kernel scratch with zero
+ * columns up to Kp (the padded weights are finite, so those columns add exact zeros).
+ * Results equal the calls run one by one within quant.h's bound for etch_q4_linear_f32.
+ *
+ * Anything else runs the calls one by one (etch_kernel_chain_run), and an embedding_4bit call
+ * that is not chained is the portable kernel: bitwise what it was. The intermediates' tensors
+ * keep their planned bytes in the method's memory plan but are never written on the chained
+ * path.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/optimized/epilogue.h"
+#include "kernels/optimized/opt.h"
+#include "kernels/optimized/opt_quant.h"
+#include "kernels/optimized/quant.h"
+#include "kernels/portable/portable_quant.h"
+
+#define Q4L_MAGIC 0x6c34717445ull /* "Etq4l" */
+
+/* The prepared data: this header, then scales[N * ng] and (has_z) zeros[N * ng] as float. */
+typedef struct q4l_prep {
+    uint64_t magic;
+    const void *w; /* the constants it was made from */
+    const void *s;
+    const void *z;
+    int64_t N, Kp, ng, G;
+    int64_t has_z;
+} q4l_prep;
+
+#define Q4L_HEAD ((sizeof(q4l_prep) + 63) / 64 * 64)
+
+static bool is_const(const etch_tensor *t) { return t && (t->flags & ETCH_TENSOR_CONSTANT); }
+
+/* The embedding's argument positions: out at 6 (.out) or 7 (.dtype_out, dtype at 6). */
+static size_t out_index(const etch_kernel_call *c) {
+    return c->kernel->fn == etch_opt_embedding_4bit_dtype_out ? 7 : 6;
+}
+
+static etch_tensor *tensor_arg(etch_value **args, size_t nargs, size_t k) {
+    return k < nargs && args[k] && args[k]->tag == ETCH_VALUE_TENSOR ? args[k]->u.tensor : NULL;
+}
+
+static bool int_arg(etch_value **args, size_t nargs, size_t k, int64_t *v) {
+    return k < nargs && args[k] && args[k]->tag == ETCH_VALUE_INT && ((*v = args[k]->u.i), true);
+}
+
+/* The shape part of the prepare checks (no data read): N, Kp, the groups per row. */
+static bool shape_ok(etch_value **args, size_t nargs, size_t oi, int64_t *N, int64_t *Kp,
+                     int64_t *ng) {
+    etch_tensor *w = tensor_arg(args, nargs, 0), *s = tensor_arg(args, nargs, 1);
+    etch_tensor *ix = tensor_arg(args, nargs, 5), *out = tensor_arg(args, nargs, oi);
+    int64_t qmin, qmax;
+    if (nargs < oi + 1 || !w || !s || !ix || !out || !int_arg(args, nargs, 3, &qmin) ||
+        !int_arg(args, nargs, 4, &qmax) || qmin != -8 || qmax != 7 || w->dim != 2 ||
+        w->dtype != ETCH_DTYPE_BYTE || out->dtype != ETCH_DTYPE_FLOAT ||
+        (s->dim != 1 && s->dim != 2) || !etch_pk_is_float(s->dtype) || ix->dim != 1 ||
+        (ix->dtype != ETCH_DTYPE_LONG && ix->dtype != ETCH_DTYPE_INT))
+        return false;
+    if (oi == 7 && args[6] && args[6]->tag != ETCH_VALUE_NONE &&
+        !(args[6]->tag == ETCH_VALUE_INT && args[6]->u.i == ETCH_DTYPE_FLOAT))
+        return false;
+    *N = w->sizes[0];
+    *Kp = 2 * w->sizes[1];
+    *ng = s->dim == 2 ? s->sizes[1] : 1;
+    if (*N <= 0 || *Kp <= 0 || *N > ETCH_OPT_SIZE_LIMIT || *Kp > ETCH_OPT_SIZE_LIMIT ||
+        s->sizes[0] != *N || *ng <= 0 || *Kp % *ng != 0 || (*Kp / *ng) % 2 != 0 ||
+        ix->sizes[0] != *N)
+        return false;
+    bool has_z;
+    etch_tensor *z = tensor_arg(args, nargs, 2);
+    has_z = z != NULL;
+    if (!has_z && args[2] && args[2]->tag != ETCH_VALUE_NONE)
+        return false;
+    if (has_z && (z->dim != s->dim || z->sizes[0] != *N || (s->dim == 2 && z->sizes[1] != *ng) ||
+                  !etch_pk_dtype_is_real(z->dtype) || z->dtype == ETCH_DTYPE_BOOL))
+        return false;
+    return true;
+}
+
+static size_t q4l_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs, void *buf,
+                          size_t cap, size_t oi) {
+    (void)ctx;
+    int64_t N, Kp, ng;
+    if (!shape_ok(args, nargs, oi, &N, &Kp, &ng))
+        return 0;
+    etch_tensor *w = args[0]->u.tensor, *s = args[1]->u.tensor, *ix = args[5]->u.tensor;
+    etch_tensor *z = tensor_arg(args, nargs, 2);
+    const size_t arr = (size_t)(N * ng) * sizeof(float);
+    if (!is_const(w) || !is_const(s) || !is_const(ix) || (z && !is_const(z)))
+        return 0; /* (the flags are set when the runtime measures the pool, data NULL) */
+    const size_t need = Q4L_HEAD + (z ? 2 : 1) * arr;
+    if (!buf || !w->data)
+        return need;
+    if (!s->data || !ix->data || (z && !z->data) || !etch_tensor_is_contiguous(w))
+        return 0;
+    if (cap < need)
+        return 0;
+    for (int64_t i = 0; i < N; i++) /* row_ids: every row, in order */
+        if (etch_q_int_at(ix, i) != i)
+            return 0;
+    float *sf = (float *)((char *)buf + Q4L_HEAD), *zf = sf + N * ng;
+    for (int64_t i = 0; i < N * ng; i++) {
+        sf[i] = (float)etch_q_f64_at(s, i);
+        if (!isfinite(etch_q_f64_at(s, i)))
+            return 0; /* the portable kernel refuses it: leave it to it */
+        if (z) {
+            zf[i] = (float)etch_q_f64_at(z, i);
+            if (!isfinite(etch_q_f64_at(z, i)))
+                return 0;
+        }
+    }
+    q4l_prep h;
+    memset(&h, 0, sizeof h);
+    h.magic = Q4L_MAGIC;
+    h.w = w->data;
+    h.s = s->data;
+    h.z = z ? z->data : NULL;
+    h.N = N;
+    h.Kp = Kp;
+    h.ng = ng;
+    h.G = Kp / ng;
+    h.has_z = z != NULL;
+    memcpy(buf, &h, sizeof h);
+    return need;
+}
+
+size_t etch_opt_embedding_4bit_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs,
+                                       void *buf, size_t cap) {
+    return q4l_prepare(ctx, args, nargs, buf, cap, 6);
+}
+
+size_t etch_opt_embedding_4bit_dtype_prepare(etch_kernel_context *ctx, etch_value **args,
+                                             size_t nargs, void *buf, size_t cap) {
+    return q4l_prepare(ctx, args, nargs, buf, cap, 7);
+}
+
+/* ---- the chain ------------------------------------------------------------------------------ */
+
+typedef struct q4l_run {
+    etch_q4_weights w;
+    int64_t M, K; /* K <= w.K: the columns of x (slice_copy's end) */
+    const float *x;
+    int64_t ldx;
+    const float *bias;
+    etch_tensor *y;
+    const etch_epilogue *epi;
+} q4l_run;
+
+static bool named(const etch_kernel_call *c, const char *name) {
+    return c->kernel && c->kernel->name && strcmp(c->kernel->name, name) == 0;
+}
+
+static bool no_epilogue(const etch_kernel_call *c) {
+    return !c->epilogue || c->epilogue->act == ETCH_ACT_NONE;
+}
+
+/* Does call c read prev's result (value or tensor) at argument k? */
+static bool reads(const etch_kernel_call *c, size_t k, const etch_value *prev) {
+    return k < c->nargs && c->args[k] &&
+           (c->args[k] == prev || (c->args[k]->tag == ETCH_VALUE_TENSOR &&
+                                   prev->tag == ETCH_VALUE_TENSOR &&
+                                   c->args[k]->u.tensor == prev->u.tensor));
+}
+
+/* The calls of calls[0..n) the int4 linear runs (3 or 4; 0: none), described in *r; exec:
+ * at execute, when every tensor is bound (at load an input may not be). */
+static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, q4l_run *r) {
+    memset(r, 0, sizeof *r);
+    if (n < 3 || (calls[0].kernel->fn != etch_opt_embedding_4bit_out &&
+                  calls[0].kernel->fn != etch_opt_embedding_4bit_dtype_out))
+        return 0;
+    const etch_kernel_call *e = &calls[0];
+    const size_t oi = out_index(e);
+    int64_t N, Kp, ng;
+    const q4l_prep *h = (const q4l_prep *)e->prepared;
+    if (!shape_ok(e->args, e->nargs, oi, &N, &Kp, &ng) || !h || e->prepared_size < Q4L_HEAD ||
+        h->magic != Q4L_MAGIC || h->w != e->args[0]->u.tensor->data ||
+        h->s != e->args[1]->u.tensor->data || h->N != N || h->Kp != Kp || h->ng != ng ||
+        e->prepared_size < Q4L_HEAD + (size_t)((h->has_z ? 2 : 1) * N * ng) * sizeof(float) ||
+        (h->has_z != (tensor_arg(e->args, e->nargs, 2) != NULL)) ||
+        (h->has_z && h->z != e->args[2]->u.tensor->data) || !no_epilogue(e))
+        return 0;
+    const float *sf = (const float *)((const char *)h + Q4L_HEAD);
+    r->w = (etch_q4_weights){N, Kp, h->G, (const uint8_t *)h->w, sf, h->has_z ? sf + N * ng : NULL};
+    r->K = Kp;
+    const etch_value *prev = e->args[oi];
+    size_t i = 1;
+    if (named(&calls[i], "aten::slice_copy.Tensor_out")) { /* (w, 1, 0, K, 1, out) */
+        const etch_kernel_call *c = &calls[i];
+        int64_t dim, start = 0, end, step;
+        if (c->nargs < 6 || !reads(c, 0, prev) || !no_epilogue(c) ||
+            !int_arg(c->args, c->nargs, 1, &dim) || (dim != 1 && dim != -1) ||
+            (c->args[2]->tag != ETCH_VALUE_NONE && !int_arg(c->args, c->nargs, 2, &start)) ||
+            start != 0 || !int_arg(c->args, c->nargs, 3, &end) || end <= 0 || end > Kp ||
+            !int_arg(c->args, c->nargs, 4, &step) || step != 1 ||
+            !tensor_arg(c->args, c->nargs, 5))
+            return 0;
+        r->K = end;
+        prev = c->args[5];
+        i++;
+    }
+    if (i + 2 > n || !named(&calls[i], "aten::permute_copy.out") || calls[i].nargs < 3 ||
+        !reads(&calls[i], 0, prev) || !no_epilogue(&calls[i]) ||
+        !calls[i].args[1] || calls[i].args[1]->tag != ETCH_VALUE_INT_LIST ||
+        !tensor_arg(calls[i].args, calls[i].nargs, 2))
+        return 0;
+    size_t len;
+    const int64_t *perm = etch_value_int_list(calls[i].args[1], &len);
+    if (!perm || len != 2 || !((perm[0] == 1 || perm[0] == -1) && (perm[1] == 0 || perm[1] == -2)))
+        return 0;
+    prev = calls[i].args[2];
+    i++;
+    const etch_kernel_call *m = &calls[i];
+    etch_tensor *x, *y;
+    if (named(m, "aten::mm.out")) { /* (x, wt, out) */
+        if (m->nargs < 3 || !reads(m, 1, prev) || reads(m, 0, prev))
+            return 0;
+        x = tensor_arg(m->args, m->nargs, 0);
+        y = tensor_arg(m->args, m->nargs, 2);
+    } else if (named(m, "aten::addmm.out")) { /* (bias, x, wt, beta, alpha, out) */
+        double beta, alpha;
+        if (m->nargs < 6 || !reads(m, 2, prev) || reads(m, 1, prev) || reads(m, 0, prev) ||
+            !m->args[3] || !m->args[4] || m->args[3]->tag == ETCH_VALUE_BOOL ||
+            m->args[4]->tag == ETCH_VALUE_BOOL ||
+            !etch_value_scalar_to_double(m->args[3], &beta) ||
+            !etch_value_scalar_to_double(m->args[4], &alpha) || beta != 1.0 || alpha != 1.0)
+            return 0;
+        etch_tensor *b = etch_opt_fast_tensor(m->args[0], ETCH_DTYPE_FLOAT, true);
+        if (!b || !(b->dim == 1 || (b->dim == 2 && b->sizes[0] == 1)) ||
+            b->sizes[b->dim - 1] != N || (exec && !b->data))
+            return 0;
+        r->bias = (const float *)b->data;
+        x = tensor_arg(m->args, m->nargs, 1);
+        y = tensor_arg(m->args, m->nargs, 5);
+    } else {
+        return 0;
+    }
+    if (!x || !y || x->dtype != ETCH_DTYPE_FLOAT || x->dim != 2 || x->sizes[1] != r->K ||
+        x->sizes[0] < 0 || x->sizes[0] > ETCH_OPT_SIZE_LIMIT ||
+        (x->sizes[0] > 0 && (x->strides[1] != 1 || x->strides[0] < r->K)) ||
+        (exec && ((x->sizes[0] > 0 && !x->data) || !y->data)) ||
+        y->dtype != ETCH_DTYPE_FLOAT || !etch_tensor_is_contiguous(y) ||
+        etch_q4_check(&r->w) != ETCH_OK)
+        return 0;
+    r->M = x->sizes[0];
+    r->x = (const float *)x->data;
+    r->ldx = x->sizes[0] > 0 ? x->strides[0] : r->K;
+    r->y = y;
+    r->epi = no_epilogue(m) ? NULL : m->epilogue;
+    return i + 1;
+}
+
+size_t etch_opt_embedding_4bit_chain(etch_kernel_context *ctx, const etch_kernel_call *calls,
+                                     size_t n) {
+    (void)ctx;
+    q4l_run r;
+    return run_of(calls, n, false, &r);
+}
+
+static void run_each(etch_kernel_context *ctx) {
+    const size_t n = etch_kernel_chain_length(ctx);
+    for (size_t i = 0; i < n; i++)
+        if (etch_kernel_chain_run(ctx, i) != ETCH_OK)
+            return;
+}
+
+static void q4l_chain_run(etch_kernel_context *ctx) {
+    const size_t n = etch_kernel_chain_length(ctx);
+    etch_kernel_call calls[ETCH_CHAIN_MAX];
+    bool ok = n <= ETCH_CHAIN_MAX;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = etch_kernel_chain_call(ctx, i, &calls[i]);
+    q4l_run r;
+    if (!ok || run_of(calls, n, true, &r) != n) {
+        run_each(ctx); /* not the run accepted at load (the arguments changed) */
+        return;
+    }
+    const int64_t M = r.M, N = r.w.N, Kp = r.w.K;
+    const int64_t osz[2] = {M, N};
+    if (etch_kernel_resize(ctx, r.y, 2, osz) != ETCH_OK)
+        return;
+    if (M == 0)
+        return;
+    const float *x = r.x;
+    int64_t ldx = r.ldx;
+    void *work = etch_kernel_temp_try(ctx, etch_q4_linear_f32_work_size(M, Kp, r.w.G), 64);
+    if (work && r.K < Kp) { /* zero columns up to the padded width */
+        float *xp = (float *)etch_kernel_temp_try(ctx, (size_t)(M * Kp) * sizeof(float), 64);
+        if (!xp) {
+            work = NULL;
+        } else {
+            for (int64_t i = 0; i < M; i++) {
+                memcpy(xp + i * Kp, x + i * ldx, (size_t)r.K * sizeof(float));
+                memset(xp + i * Kp + r.K, 0, (size_t)(Kp - r.K) * sizeof(float));
+            }
+            x = xp;
+            ldx = Kp;
+        }
+    }
+    if (!work) {
+        run_each(ctx); /* too little scratch */
+        return;
+    }
+    float *y = (float *)r.y->data;
+    etch_q4_linear_f32(ctx, &r.w, M, x, ldx, r.bias, y, N, work);
+    etch_opt_apply_epilogue(r.epi, y, M * N);
+}
+
+ETCH_OPT_KERNEL(embedding_4bit_out) {
+    if (etch_kernel_chain_length(ctx) > 1) {
+        q4l_chain_run(ctx);
+        return;
+    }
+    etch_portable_embedding_4bit_out(ctx, args, nargs);
+}
+
+ETCH_OPT_KERNEL(embedding_4bit_dtype_out) {
+    if (etch_kernel_chain_length(ctx) > 1) {
+        q4l_chain_run(ctx);
+        return;
+    }
+    etch_portable_embedding_4bit_dtype_out(ctx, args, nargs);
+}
