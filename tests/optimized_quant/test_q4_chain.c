@@ -1,0 +1,271 @@
+/*
+ * 4w linears run as one int4 kernel (src/kernels/optimized/quant_linear.c): the programs
+ * gen_q4_chain.py exports with etch.quantize(..., "4w") (with and without bias, padded K,
+ * group sizes 32 to 256, float16 and float32 scales, zero points) loaded with the optimized
+ * kernels, under every instruction set this CPU runs (kt_pick_isas, ETCH_TEST_ISAS):
+ *   - the runs the runtime formed (etch_method_instruction_info: chain 3 or 4 on each
+ *     embedding_4bit call, the calls after it chained) are the ones gen_q4_chain.py lists;
+ *   - outputs match the same program on the portable kernels (etch_kernels_register_portable,
+ *     the reference) and the optimized kernels with the chain function unregistered (the calls
+ *     one by one: the dequantized weight written and read back), and PyTorch's output of the
+ *     quantized model, within 1e-4 * max(|y|, 1), at 1 to 4 threads and with the test pool's
+ *     shuffled chunks;
+ *   - without kernel scratch the chained kernel runs the calls one by one: bitwise the
+ *     unchained run without scratch;
+ *   - with etch_method_options.no_fusion or no_prepack nothing is chained and the outputs are
+ *     still right;
+ *   - execute allocates nothing.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc_wrap.h"
+#include "etch/etch.h"
+#include "etch/kernels.h"
+#include "etch/threadpool.h"
+#include "etch_test.h"
+#include "kernel_test_util.h"
+#include "q4_chain_cases.h"
+#include "test_file.h"
+#include "test_method.h"
+
+#define TEMP_SIZE (16u << 20)
+
+static const char *g_dir;
+
+typedef enum kset { K_PORTABLE, K_UNCHAINED, K_CHAINED } kset;
+
+typedef struct run_out {
+    float *out;
+    int chains[Q4_MAX_RUNS + 1];
+    int nchains;
+    bool ok;
+} run_out;
+
+static float *read_floats(const char *name, const char *ext, int64_t numel) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.%s", g_dir, name, ext);
+    size_t size = 0;
+    float *p = (float *)etch_test_read_file(path, 0, &size);
+    CHECK_MSG(p && size == (size_t)numel * sizeof(float), "%s: %zu bytes, expected %lld", path,
+              size, (long long)numel * 4);
+    return p;
+}
+
+static uint32_t g_rnd = 4242u;
+static uint32_t rnd(void) {
+    g_rnd = g_rnd * 1664525u + 1013904223u;
+    return g_rnd >> 8;
+}
+
+static void register_set(kset k) {
+    etch_kernels_reset();
+    if (k == K_PORTABLE) {
+        CHECK_OK(etch_kernels_register_portable());
+        return;
+    }
+    CHECK_OK(etch_kernels_register_optimized());
+    if (k == K_UNCHAINED) {
+        static const char *names[] = {"quantized_decomposed::embedding_4bit.out",
+                                      "quantized_decomposed::embedding_4bit.dtype_out"};
+        for (int i = 0; i < 2; i++) {
+            const etch_kernel *e = etch_kernels_find(names[i], strlen(names[i]));
+            CHECK(e != NULL);
+            if (e)
+                CHECK_OK(etch_kernels_register_chain(e->fn, NULL));
+        }
+    }
+}
+
+/* Load c with kernel set k, run it once, keep its output and the runs formed. threads < 0:
+ * the test pool of -threads (shuffled chunks, random thread indices). */
+static void run_case(const q4_case *c, kset k, int threads, size_t temp_size,
+                     const etch_method_options *base, run_out *r) {
+    memset(r, 0, sizeof *r);
+    register_set(k);
+    etch_threadpool *pool = NULL;
+    kt_shuffle_pool spool;
+    etch_method_options mo;
+    if (base)
+        mo = *base;
+    else
+        memset(&mo, 0, sizeof mo);
+    if (threads < 0) {
+        kt_shuffle_pool_init(&spool, -threads, KT_SPLIT_EVEN, rnd);
+        mo.threadpool = &spool.iface;
+    } else if (threads > 1) {
+        CHECK_OK(etch_threadpool_create(threads, &pool));
+        mo.threadpool = etch_threadpool_get_iface(pool);
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.pte", g_dir, c->name);
+    etch_test_method L;
+    if (etch_test_method_load(&L, path, NULL, &mo, temp_size) != 0) {
+        CHECK_MSG(false, "%s: load failed", c->name);
+        etch_test_method_unload(&L);
+        etch_threadpool_destroy(pool);
+        return;
+    }
+    for (size_t ch = 0; ch < etch_method_num_chains(L.m); ch++) {
+        uint32_t left = 0;
+        for (size_t pc = 0; pc < etch_method_chain_length(L.m, ch); pc++) {
+            etch_instruction_info info;
+            CHECK_OK(etch_method_instruction_info(L.m, ch, pc, &info));
+            if (info.chain > 1) {
+                CHECK_MSG(left == 0, "%s: a run starts inside another at pc %zu", c->name, pc);
+                if (r->nchains < Q4_MAX_RUNS + 1)
+                    r->chains[r->nchains++] = (int)info.chain;
+                left = info.chain - 1;
+                CHECK(!info.skipped && info.op_name &&
+                      strcmp(info.op_name, "quantized_decomposed::embedding_4bit.dtype_out") ==
+                          0);
+            } else if (info.chain == 0) {
+                CHECK_MSG(left > 0 && info.skipped, "%s: pc %zu chained outside a run",
+                          c->name, pc);
+                left--;
+            }
+        }
+        CHECK_MSG(left == 0, "%s: a run ends past its chain", c->name);
+    }
+    float *in = read_floats(c->name, "in.bin", c->in_numel);
+    etch_value *v = etch_method_input(L.m, 0);
+    CHECK(in && v && v->tag == ETCH_VALUE_TENSOR && etch_tensor_numel(v->u.tensor) == c->in_numel);
+    if (in && v && v->tag == ETCH_VALUE_TENSOR && etch_tensor_numel(v->u.tensor) == c->in_numel) {
+        memcpy(v->u.tensor->data, in, (size_t)c->in_numel * sizeof(float));
+        CHECK_OK(etch_method_set_input(L.m, 0, v));
+    }
+    free(in);
+    etch_alloc_arm();
+    etch_status st = etch_method_execute(L.m);
+    etch_alloc_disarm();
+    CHECK_MSG(st == ETCH_OK, "%s: execute: %s", c->name, etch_last_error());
+    CHECK_MSG(etch_alloc_calls == 0, "%s: execute allocated %ld times", c->name,
+              etch_alloc_calls);
+    const etch_value *o = etch_method_num_outputs(L.m) == 1 ? etch_method_output(L.m, 0) : NULL;
+    CHECK(o && o->tag == ETCH_VALUE_TENSOR && etch_tensor_numel(o->u.tensor) == c->out_numel);
+    if (st == ETCH_OK && o && o->tag == ETCH_VALUE_TENSOR &&
+        etch_tensor_numel(o->u.tensor) == c->out_numel) {
+        r->out = malloc((size_t)c->out_numel * sizeof(float));
+        memcpy(r->out, o->u.tensor->data, (size_t)c->out_numel * sizeof(float));
+        r->ok = true;
+    }
+    etch_test_method_unload(&L);
+    etch_threadpool_destroy(pool);
+}
+
+static bool same_runs(const q4_case *c, const run_out *r) {
+    if (r->nchains != c->nchains)
+        return false;
+    for (int i = 0; i < c->nchains; i++)
+        if (r->chains[i] != c->chains[i])
+            return false;
+    return true;
+}
+
+/* max |a[k] - b[k]| (b NULL: max |a[k]|); NaN counts as infinitely far. */
+static double max_abs(const float *a, const float *b, int64_t n) {
+    double m = 0;
+    for (int64_t k = 0; k < n; k++) {
+        const double d = fabs((double)a[k] - (b ? (double)b[k] : 0.0));
+        if (d > m || d != d)
+            m = d != d ? INFINITY : d;
+    }
+    return m;
+}
+
+static void check_case(const q4_case *c, const etch_isa *isas, int n_isas) {
+    float *ref = read_floats(c->name, "out.bin", c->out_numel);
+    if (!ref)
+        return;
+    const double tol = 1e-4 * fmax(max_abs(ref, NULL, c->out_numel), 1.0);
+    run_out port;
+    run_case(c, K_PORTABLE, 1, TEMP_SIZE, NULL, &port);
+    CHECK_MSG(port.ok && port.nchains == 0, "%s: portable run", c->name);
+    if (!port.ok) {
+        free(ref);
+        return;
+    }
+    const double d_port = max_abs(port.out, ref, c->out_numel);
+    CHECK_MSG(d_port <= tol, "%s: portable max |etch - torch| = %g > %g", c->name, d_port, tol);
+    for (int ii = 0; ii < n_isas; ii++) {
+        CHECK_OK(etch_isa_set(isas[ii]));
+        const char *isa = etch_isa_name(isas[ii]);
+        run_out un[2], r;
+        run_case(c, K_UNCHAINED, 1, TEMP_SIZE, NULL, &un[0]);
+        run_case(c, K_UNCHAINED, 1, 0, NULL, &un[1]);
+        CHECK_MSG(un[0].ok && un[1].ok && un[0].nchains == 0 && un[1].nchains == 0,
+                  "%s (%s): unchained runs", c->name, isa);
+        double worst = 0;
+        const struct {
+            int threads;
+            size_t temp;
+        } cfg[] = {{1, TEMP_SIZE}, {2, TEMP_SIZE}, {3, TEMP_SIZE}, {4, TEMP_SIZE},
+                   {-2, TEMP_SIZE}, {-3, TEMP_SIZE}, {1, 0}, {3, 0}};
+        for (size_t k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
+            run_case(c, K_CHAINED, cfg[k].threads, cfg[k].temp, NULL, &r);
+            CHECK_MSG(same_runs(c, &r), "%s (%s, %d threads): %d runs formed, expected %d",
+                      c->name, isa, cfg[k].threads, r.nchains, c->nchains);
+            if (!r.ok || !un[0].ok || !un[1].ok) {
+                CHECK_MSG(false, "%s (%s, %d threads): run failed", c->name, isa,
+                          cfg[k].threads);
+                free(r.out);
+                continue;
+            }
+            if (cfg[k].temp == 0) { /* no scratch: the calls one by one */
+                CHECK_MSG(memcmp(un[1].out, r.out, (size_t)c->out_numel * sizeof(float)) == 0,
+                          "%s (%s, %d threads, no scratch): not bitwise the unchained run",
+                          c->name, isa, cfg[k].threads);
+            } else {
+                const double d[3] = {max_abs(r.out, port.out, c->out_numel),
+                                     max_abs(r.out, un[0].out, c->out_numel),
+                                     max_abs(r.out, ref, c->out_numel)};
+                CHECK_MSG(d[0] <= tol && d[1] <= tol && d[2] <= tol,
+                          "%s (%s, %d threads): chained max diff %g vs portable, %g vs "
+                          "unchained, %g vs torch (tolerance %g)",
+                          c->name, isa, cfg[k].threads, d[0], d[1], d[2], tol);
+                worst = fmax(worst, fmax(d[0], d[1]));
+            }
+            free(r.out);
+        }
+        /* no fusion, no prepared data: nothing chained, the calls one by one */
+        etch_method_options mo;
+        memset(&mo, 0, sizeof mo);
+        for (int opt = 0; opt < 2; opt++) {
+            mo.no_fusion = opt == 0;
+            mo.no_prepack = opt == 1;
+            run_case(c, K_CHAINED, 2, TEMP_SIZE, &mo, &r);
+            CHECK_MSG(r.nchains == 0, "%s (%s): chained with %s", c->name, isa,
+                      opt ? "no_prepack" : "no_fusion");
+            CHECK_MSG(r.ok && max_abs(r.out, port.out, c->out_numel) <= tol,
+                      "%s (%s, %s): output differs", c->name, isa,
+                      opt ? "no_prepack" : "no_fusion");
+            free(r.out);
+        }
+        printf("  %-14s %-6s runs [", c->name, isa);
+        for (int i = 0; i < c->nchains; i++)
+            printf(i ? " %d" : "%d", c->chains[i]);
+        printf("], max |chained - portable/unchained| %.3g, |portable - torch| %.3g\n", worst,
+               d_port);
+        free(un[0].out);
+        free(un[1].out);
+    }
+    free(port.out);
+    free(ref);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s GENERATED_DIR\n", argv[0]);
+        return 2;
+    }
+    g_dir = argv[1];
+    etch_isa isas[KT_N_ISAS];
+    const int n_isas = kt_pick_isas(isas);
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
+        check_case(&CASES[i], isas, n_isas);
+    CHECK_OK(etch_isa_set(etch_isa_best()));
+    etch_kernels_reset();
+    return etch_test_finish();
+}
