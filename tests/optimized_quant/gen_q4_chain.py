@@ -53,6 +53,8 @@ CASES = [
     ("asym_g128_m1", [256, 48, 256], True, 1, dict(group_size=128, pad=True, symmetric=False)),
     # group 256, more rows than the kernel's 4-row block, N not a multiple of 16
     ("g256_m7", [512, 72], True, 7, dict(group_size=256)),
+    # more rows than the int4 kernel takes (a long prefill): chained, run call by call
+    ("m257_prefill", [64, 32], True, 257, dict(group_size=32)),
 ]
 
 
