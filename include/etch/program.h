@@ -208,7 +208,8 @@ typedef struct etch_method_options {
      * etch_method_instruction_info reports what was fused. Also off with it: chained calls
      * (etch/kernel.h), runs of calls a kernel computes as one, such as the optimized
      * convolution's 1x1 -> depthwise 3x3 -> 1x1 blocks (their intermediates stay in the
-     * cache). true: run every instruction as written. */
+     * cache) and 4w linears (embedding_4bit -> [slice_copy] -> permute_copy -> mm | addmm)
+     * computed from the packed int4 weight. true: run every instruction as written. */
     bool no_fusion;
     /* Kernels with a load-time prepare function (etch_kernels_register_prepare; the
      * optimized GEMM and convolution pack constant weights into the layout their inner loops

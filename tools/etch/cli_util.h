@@ -79,7 +79,8 @@ bool cli_parse_kernels(const char *cmd, const char *s, etch_module_kernels *out)
     "                         (the reference kernels only)\n"
 #define CLI_HELP_NO_FUSION \
     "  --no-fusion            do not fuse activations into the preceding kernel at load,\n" \
-    "                         nor run convolution blocks (1x1 -> depthwise -> 1x1) as one\n" \
+    "                         nor run chained calls as one (convolution blocks 1x1 ->\n" \
+    "                         depthwise -> 1x1; 4w linears from their int4 weights)\n" \
     "  --no-prepack           do not prepack constant weights at load\n" \
     "  --no-blocked-layout    keep every tensor NCHW (no channel-blocked layers between\n" \
     "                         convolutions)\n"
