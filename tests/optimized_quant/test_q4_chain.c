@@ -14,7 +14,11 @@
  *     unchained run without scratch;
  *   - with etch_method_options.no_fusion or no_prepack nothing is chained and the outputs are
  *     still right;
- *   - execute allocates nothing.
+ *   - execute allocates nothing;
+ *   - the prepare function refuses the call sites the chain must not take (indices that are
+ *     not arange(N), a range other than -8..7, a non-finite scale or zero point, a group size
+ *     that is odd or does not divide K, a weight or indices that are no constants), so those
+ *     run on the portable kernel as before.
  */
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +31,7 @@
 #include "etch/threadpool.h"
 #include "etch_test.h"
 #include "kernel_test_util.h"
+#include "kernels/optimized/opt_quant.h"
 #include "q4_chain_cases.h"
 #include "test_file.h"
 #include "test_method.h"
@@ -255,12 +260,99 @@ static void check_case(const q4_case *c, const etch_isa *isas, int n_isas) {
     free(ref);
 }
 
+/* ---- the prepare function's refusals, on call arguments built here ---------------------- */
+
+#define PN 4
+#define PKP 8
+
+typedef struct prep_args {
+    uint8_t w[PN * PKP / 2];
+    float s[PN * PKP], z[PN * PKP];
+    int64_t ix[PN];
+    float out[PN * PKP];
+    etch_tensor tw, ts, tz, tix, tout;
+    etch_value v[9];
+    etch_value *args[9];
+} prep_args;
+
+/* embedding_4bit.dtype_out(w uint8 [4, 4], scales [4, ng], zp (none or [4, ng]), -8, 7,
+ * arange(4), Float, out [4, 8], out) with constants flagged as at load. */
+static void prep_init(prep_args *a, int64_t ng, bool zp) {
+    memset(a, 0, sizeof *a);
+    for (int i = 0; i < PN * PKP / 2; i++)
+        a->w[i] = (uint8_t)(i * 37);
+    for (int i = 0; i < PN * PKP; i++) {
+        a->s[i] = 0.01f * (float)(i + 1);
+        a->z[i] = (float)(i % 5) - 2.0f;
+    }
+    for (int i = 0; i < PN; i++)
+        a->ix[i] = i;
+    const int64_t wsz[2] = {PN, PKP / 2}, ssz[2] = {PN, ng}, isz[1] = {PN}, osz[2] = {PN, PKP};
+    CHECK_OK(etch_tensor_init(&a->tw, ETCH_DTYPE_BYTE, 2, wsz, a->w));
+    CHECK_OK(etch_tensor_init(&a->ts, ETCH_DTYPE_FLOAT, 2, ssz, a->s));
+    CHECK_OK(etch_tensor_init(&a->tz, ETCH_DTYPE_FLOAT, 2, ssz, a->z));
+    CHECK_OK(etch_tensor_init(&a->tix, ETCH_DTYPE_LONG, 1, isz, a->ix));
+    CHECK_OK(etch_tensor_init(&a->tout, ETCH_DTYPE_FLOAT, 2, osz, a->out));
+    a->tw.flags = a->ts.flags = a->tz.flags = a->tix.flags = ETCH_TENSOR_CONSTANT;
+    etch_tensor *t[9] = {&a->tw, &a->ts, zp ? &a->tz : NULL, NULL, NULL, &a->tix, NULL,
+                         &a->tout, &a->tout};
+    for (int k = 0; k < 9; k++) {
+        a->v[k].tag = t[k] ? ETCH_VALUE_TENSOR : ETCH_VALUE_NONE;
+        a->v[k].u.tensor = t[k];
+        a->args[k] = &a->v[k];
+    }
+    a->v[3].tag = a->v[4].tag = a->v[6].tag = ETCH_VALUE_INT;
+    a->v[3].u.i = -8;
+    a->v[4].u.i = 7;
+    a->v[6].u.i = ETCH_DTYPE_FLOAT;
+}
+
+static size_t prep_run(prep_args *a) {
+    static _Alignas(64) unsigned char buf[4096];
+    const size_t want = etch_opt_embedding_4bit_dtype_prepare(NULL, a->args, 9, NULL, 0);
+    if (!want || want > sizeof buf)
+        return 0;
+    return etch_opt_embedding_4bit_dtype_prepare(NULL, a->args, 9, buf, sizeof buf);
+}
+
+static void check_prepare(void) {
+    prep_args a;
+    for (int zp = 0; zp < 2; zp++)
+        for (int64_t ng = 1; ng <= 4; ng *= 2) { /* groups of 8, 4, 2 */
+            prep_init(&a, ng, zp);
+            CHECK_MSG(prep_run(&a) > 0, "prepare refused a valid call (ng %lld, zp %d)",
+                      (long long)ng, zp);
+        }
+    const char *what[] = {"indices 0 1 3 2", "indices 1 1 2 3", "quant_max 6", "quant_min -7",
+                          "a NaN scale", "an infinite zero point", "groups of 1 (odd)",
+                          "3 groups of a row of 8", "a weight that is no constant",
+                          "indices that are no constant", "dtype Double", "indices [3]"};
+    for (int c = 0; c < (int)(sizeof what / sizeof what[0]); c++) {
+        prep_init(&a, c == 6 ? 8 : c == 7 ? 3 : 2, c == 5);
+        switch (c) {
+        case 0: a.ix[2] = 3; a.ix[3] = 2; break;
+        case 1: a.ix[0] = 1; break;
+        case 2: a.v[4].u.i = 6; break;
+        case 3: a.v[3].u.i = -7; break;
+        case 4: a.s[5] = NAN; break;
+        case 5: a.z[3] = INFINITY; break;
+        case 8: a.tw.flags = 0; break;
+        case 9: a.tix.flags = 0; break;
+        case 10: a.v[6].u.i = ETCH_DTYPE_DOUBLE; break;
+        case 11: a.tix.sizes[0] = 3; break;
+        default: break;
+        }
+        CHECK_MSG(prep_run(&a) == 0, "prepare accepted %s", what[c]);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s GENERATED_DIR\n", argv[0]);
         return 2;
     }
     g_dir = argv[1];
+    check_prepare();
     etch_isa isas[KT_N_ISAS];
     const int n_isas = kt_pick_isas(isas);
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
