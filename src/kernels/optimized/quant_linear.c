@@ -242,12 +242,12 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, q4l_run
     prev = calls[i].args[2];
     i++;
     const etch_kernel_call *m = &calls[i];
-    etch_tensor *x, *y;
+    etch_value *xv, *yv;
     if (named(m, "aten::mm.out")) { /* (x, wt, out) */
         if (m->nargs < 3 || !reads(m, 1, prev) || reads(m, 0, prev))
             return 0;
-        x = tensor_arg(m->args, m->nargs, 0);
-        y = tensor_arg(m->args, m->nargs, 2);
+        xv = m->args[0];
+        yv = m->args[2];
     } else if (named(m, "aten::addmm.out")) { /* (bias, x, wt, beta, alpha, out) */
         double beta, alpha;
         if (m->nargs < 6 || !reads(m, 2, prev) || reads(m, 1, prev) || reads(m, 0, prev) ||
@@ -256,20 +256,28 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, q4l_run
             !etch_value_scalar_to_double(m->args[3], &beta) ||
             !etch_value_scalar_to_double(m->args[4], &alpha) || beta != 1.0 || alpha != 1.0)
             return 0;
-        etch_tensor *b = etch_opt_fast_tensor(m->args[0], ETCH_DTYPE_FLOAT, true);
-        if (!b || !(b->dim == 1 || (b->dim == 2 && b->sizes[0] == 1)) ||
+        /* at execute, data bound and aligned (etch_opt_fast_tensor); at load, maybe unbound */
+        etch_tensor *b = exec ? etch_opt_fast_tensor(m->args[0], ETCH_DTYPE_FLOAT, true)
+                              : tensor_arg(m->args, m->nargs, 0);
+        if (!b || b->dtype != ETCH_DTYPE_FLOAT || !etch_tensor_is_contiguous(b) ||
+            !(b->dim == 1 || (b->dim == 2 && b->sizes[0] == 1)) ||
             b->sizes[b->dim - 1] != N || (exec && !b->data))
             return 0;
         r->bias = (const float *)b->data;
-        x = tensor_arg(m->args, m->nargs, 1);
-        y = tensor_arg(m->args, m->nargs, 5);
+        xv = m->args[1];
+        yv = m->args[5];
     } else {
         return 0;
     }
+    /* at execute both bound and aligned, in the sizes a fast path indexes (as the mm's own) */
+    etch_tensor *x = xv && xv->tag == ETCH_VALUE_TENSOR ? xv->u.tensor : NULL;
+    etch_tensor *y = yv && yv->tag == ETCH_VALUE_TENSOR ? yv->u.tensor : NULL;
     if (!x || !y || x->dtype != ETCH_DTYPE_FLOAT || x->dim != 2 || x->sizes[1] != r->K ||
         x->sizes[0] < 0 || x->sizes[0] > ETCH_OPT_SIZE_LIMIT ||
         (x->sizes[0] > 0 && (x->strides[1] != 1 || x->strides[0] < r->K)) ||
-        (exec && ((x->sizes[0] > 0 && !x->data) || !y->data)) ||
+        (exec && ((x->sizes[0] > 0 && !x->data) || !y->data ||
+                  !etch_opt_fast_tensor(xv, ETCH_DTYPE_FLOAT, false) ||
+                  !etch_opt_fast_tensor(yv, ETCH_DTYPE_FLOAT, true))) ||
         y->dtype != ETCH_DTYPE_FLOAT || !etch_tensor_is_contiguous(y) ||
         etch_q4_check(&r->w) != ETCH_OK)
         return 0;
