@@ -211,7 +211,7 @@ def f32_bytes(t):
 
 
 def mm_program(act, *, w_shape=(3, 4), x_dyn=False, out_dyn=None, jump=None, bias=False,
-               dtype=F32, pre=None, out_offset=None):
+               dtype=F32, pre=None, out_offset=None, x_offset=None):
     """x @ W (or addmm(b, x, W)) into v, then `act(m, v, out)` appends the activation;
     `pre(m, x)` may append instructions before the mm. Returns (program bytes, W, b)."""
     torch.manual_seed(1)
@@ -229,7 +229,7 @@ def mm_program(act, *, w_shape=(3, 4), x_dyn=False, out_dyn=None, jump=None, bia
         w = wt
     else:
         wc = m.tensor(F32, [k, n], constant=f32_bytes(w))
-    x = m.tensor(dtype, [rows, k], dynamism=dyn)
+    x = m.tensor(dtype, [rows, k], dynamism=dyn, offset=x_offset)
     v = m.tensor(dtype, [rows, n], dynamism=dyn)
     out_dyn = dyn if out_dyn is None else out_dyn
     out = m.tensor(dtype, [rows, n], dynamism=out_dyn, offset=out_offset)
@@ -426,6 +426,12 @@ def hand_cases(cases):
     # an output planned at an odd offset: the kernels cope, a fused epilogue is not asked to
     run("mm_relu_misaligned_out", act_kernel("aten::relu.out"), torch.relu, [],
         out_offset=4096 + 2)
+    # the matmul's input at an odd offset: the optimized mm/addmm hand it to the portable
+    # kernels (its fast path loads floats), the fused epilogue after them
+    run("mm_relu_misaligned_in", act_kernel("aten::relu.out"), torch.relu, ["aten::relu.out"],
+        x_offset=4096 + 2)
+    run("addmm_relu_misaligned_in", act_kernel("aten::relu.out"), torch.relu,
+        ["aten::relu.out"], x_offset=4096 + 2, bias=True)
     xi = torch.randint(-3, 4, (2, 3), dtype=torch.int32)
     run("mm_relu_int", act_kernel("aten::relu.out"), torch.relu, [], x_in=xi, dtype=I32)
 

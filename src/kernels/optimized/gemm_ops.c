@@ -11,28 +11,36 @@
 #include "kernels/portable/portable.h"
 #include "kernels/portable/portable_nn.h"
 
+/* A Float tensor the fast paths may load from: naturally aligned (a memory plan may place a
+ * tensor at any offset; the portable kernels take the others). */
 static etch_tensor *float_tensor(etch_value *v) {
     return v && v->tag == ETCH_VALUE_TENSOR && v->u.tensor &&
-                   v->u.tensor->dtype == ETCH_DTYPE_FLOAT && v->u.tensor->dim <= ETCH_MAX_DIMS
+                   v->u.tensor->dtype == ETCH_DTYPE_FLOAT && v->u.tensor->dim <= ETCH_MAX_DIMS &&
+                   (uintptr_t)v->u.tensor->data % sizeof(float) == 0
                ? v->u.tensor
                : NULL;
 }
 
-/* After a portable fallback: the fused activation over a Float out of any layout. */
+/* After a portable fallback: the fused activation over a Float out of any layout and
+ * alignment (elements copied in and out). */
 static void epilogue_after_portable(etch_kernel_context *ctx, etch_value *outv) {
     const etch_epilogue *e = etch_kernel_epilogue(ctx);
-    etch_tensor *out = float_tensor(outv);
-    if (!e || !out || etch_kernel_failed(ctx) || etch_tensor_numel(out) == 0)
+    etch_tensor *out = outv && outv->tag == ETCH_VALUE_TENSOR ? outv->u.tensor : NULL;
+    if (!e || !out || out->dtype != ETCH_DTYPE_FLOAT || out->dim > ETCH_MAX_DIMS ||
+        etch_kernel_failed(ctx) || etch_tensor_numel(out) == 0)
         return;
     int64_t idx[ETCH_MAX_DIMS];
     memset(idx, 0, sizeof idx);
-    float *base = (float *)out->data;
+    unsigned char *base = (unsigned char *)out->data;
     const int64_t n = etch_tensor_numel(out);
     for (int64_t i = 0; i < n; i++) {
         int64_t off = 0;
         for (unsigned dd = 0; dd < out->dim; dd++)
             off += idx[dd] * out->strides[dd];
-        etch_opt_apply_epilogue(e, base + off, 1);
+        float x;
+        memcpy(&x, base + off * (int64_t)sizeof x, sizeof x);
+        etch_opt_apply_epilogue(e, &x, 1);
+        memcpy(base + off * (int64_t)sizeof x, &x, sizeof x);
         for (int dd = (int)out->dim - 1; dd >= 0; dd--) {
             if (++idx[dd] < out->sizes[dd])
                 break;
