@@ -112,6 +112,23 @@ etch_status etch_kernels_register_prepare(etch_kernel_fn kernel, etch_kernel_pre
 /* The prepare function registered for `kernel`; NULL when none. */
 etch_kernel_prepare_fn etch_kernels_prepare_of(etch_kernel_fn kernel);
 
+/* ---- load-time checks (optional) -------------------------------------------------------
+ * Verification before trust: a kernel may have a check function (often the kernel itself),
+ * called once per call site when a method loads (always: also with no_fusion / no_prepack),
+ * with etch_kernel_checking(ctx) true. It validates what is known at load and records with
+ * etch_kernel_fail anything that makes the call unable to ever run (say, a constant weight
+ * whose scales are not finite, or packed bytes that do not match its groups); the load then
+ * fails (ETCH_ERR_INVALID_PROGRAM) with that message, naming the instruction and operator.
+ * It must compute and write nothing. What it may rely on: constants (tensors flagged
+ * ETCH_TENSOR_CONSTANT: dtype, shape and data), every tensor's dtype, and the call's
+ * non-tensor arguments (the runtime calls it only where no instruction may write one of
+ * them). Other tensors' shapes may change at run time and their data is not yet there: what
+ * depends on them is for the call itself. */
+etch_status etch_kernels_register_check(etch_kernel_fn kernel, etch_kernel_fn check);
+etch_kernel_fn etch_kernels_check_of(etch_kernel_fn kernel);
+/* Is this a load-time check (see above) rather than a call? */
+bool etch_kernel_checking(const etch_kernel_context *ctx);
+
 /* ---- blocked channel layout (optional) -----------------------------------------------
  * Inside a method, a 4-D tensor [N, C, H, W] with C a multiple of ETCH_BLOCK_C may be stored
  * channel-blocked ("NCHW8c", the layout fast convolution kernels read): element (n, c, h, w)

@@ -22,6 +22,7 @@ struct etch_kernel_context {
     const struct etch_instr *chain_instrs;
     const struct etch_op_rt *chain_ops;
     uint32_t chain_pc, chain_len;
+    bool checking; /* a load-time check (etch_kernel_checking): validate, compute nothing */
 };
 
 /* A context over optional scratch memory (tests and runners calling kernels directly). */

@@ -700,6 +700,79 @@ static void release_constant(const etch_method *m, const etch_value *v) {
         etch_image_release(&m->external_data->image, t->data, n);
 }
 
+/* ---- load-time checks (etch_kernels_register_check) ------------------------------------ */
+
+/* Signature letters of arguments a kernel only reads (the scalars and lists among them are
+ * fixed unless something else writes them). */
+static bool sig_only_reads(char c) { return c && strchr("TtSsIiDdBbLlFQXONn", c) != NULL; }
+
+/* written[i]: value i may be written at run time (an argument of a kernel at a position it
+ * may write or without a signature, a Move target, a delegate argument); NULL: no room. */
+static bool *values_written(const etch_method *m, etch_pool *pool) {
+    bool *w = (bool *)etch_pool_alloc(pool, m->nvalues ? m->nvalues : 1, 1);
+    if (!w)
+        return NULL;
+    memset(w, 0, m->nvalues ? m->nvalues : 1);
+    for (uint32_t c = 0; c < m->nchains; c++)
+        for (uint32_t k = 0; k < m->chains[c].n; k++) {
+            const etch_instr *in = &m->chains[c].instrs[k];
+            if (in->kind == IA_KERNEL_CALL || in->kind == IA_DELEGATE_CALL) {
+                const char *sig = in->kind == IA_KERNEL_CALL && in->kernel
+                                      ? in->kernel->signature
+                                      : NULL;
+                size_t fixed = sig ? strcspn(sig, "*") : 0;
+                for (uint32_t a = 0; a < in->nargs; a++)
+                    if (!sig || a >= fixed || !sig_only_reads(sig[a]))
+                        w[in->args[a] - m->values] = true;
+            } else if (in->kind == IA_MOVE_CALL && in->b < m->nvalues) {
+                w[in->b] = true;
+            }
+        }
+    return w;
+}
+
+/* Run the check function of every call site whose non-tensor arguments nothing writes; the
+ * first refusal fails the load. */
+static etch_status check_calls(etch_method *m) {
+    bool any = false;
+    for (uint32_t i = 0; i < m->nops; i++)
+        any |= m->ops[i].kernel && etch_kernels_check_of(m->ops[i].kernel->fn);
+    if (!any || !m->nvalues)
+        return ETCH_OK;
+    etch_pool scratch = m->pool; /* a copy: not kept */
+    const bool *written = values_written(m, &scratch);
+    if (!written)
+        return ETCH_OK; /* no room: the calls check their arguments when they run */
+    etch_status st = ETCH_OK;
+    for (uint32_t c = 0; c < m->nchains && !st; c++)
+        for (uint32_t k = 0; k < m->chains[c].n && !st; k++) {
+            const etch_instr *in = &m->chains[c].instrs[k];
+            etch_kernel_fn check = in->kind == IA_KERNEL_CALL && in->kernel
+                                       ? etch_kernels_check_of(in->kernel->fn)
+                                       : NULL;
+            bool fixed = check != NULL;
+            for (uint32_t a = 0; a < in->nargs && fixed; a++) {
+                uint32_t tag = in->args[a]->tag;
+                fixed = tag == ETCH_VALUE_TENSOR || tag == ETCH_VALUE_TENSOR_LIST ||
+                        tag == ETCH_VALUE_OPTIONAL_TENSOR_LIST || !written[in->args[a] - m->values];
+            }
+            if (!fixed)
+                continue;
+            etch_kernel_context_init(&m->ctx, m->ops[in->a].name, NULL, 0, m->threadpool);
+            m->ctx.checking = true;
+            check(&m->ctx, in->args, in->nargs);
+            if (m->ctx.status != ETCH_OK) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", etch_last_error());
+                st = etch_err(ETCH_ERR_INVALID_PROGRAM,
+                              "method '%s', instruction %u: refused at load: %s", m->name, k,
+                              msg);
+            }
+        }
+    etch_kernel_context_init(&m->ctx, "", NULL, 0, m->threadpool);
+    return st;
+}
+
 /* Call each call site's prepare function into the pool, keeping `reserve` bytes free; a call
  * site that does not fit (or whose prepare fails) runs unprepared. Constants a prepared
  * buffer stands in for have their mapped pages given back right away, so that loading does
@@ -809,7 +882,7 @@ etch_status etch_method_load(const etch_program *p, const char *name,
     const etch_data_map *ext = opts ? opts->external_data : NULL;
     m->external_data = ext;
     if ((st = parse_values(m, &v, mem, ext)) || (st = resolve_operators(m, &v)) ||
-        (st = build_chains(m, &v)))
+        (st = build_chains(m, &v)) || (st = check_calls(m)))
         return st;
     if (!(opts && opts->no_fusion)) {
         etch_pool scratch = m->pool; /* a copy: the pass's scratch is not kept */

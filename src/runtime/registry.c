@@ -10,7 +10,7 @@
 #define ETCH_MAX_KERNELS 2048
 #endif
 #ifndef ETCH_MAX_KERNEL_HOOKS
-#define ETCH_MAX_KERNEL_HOOKS 64
+#define ETCH_MAX_KERNEL_HOOKS 128
 #endif
 #ifndef ETCH_MAX_BACKENDS
 #define ETCH_MAX_BACKENDS 16
@@ -31,6 +31,7 @@ typedef struct kernel_hooks {
     etch_kernel_prepare_fn prepare;
     etch_kernel_layout_fn layout;
     etch_kernel_chain_fn chain;
+    etch_kernel_fn check;
 } kernel_hooks;
 static kernel_hooks hooks[ETCH_MAX_KERNEL_HOOKS];
 static size_t num_hooks;
@@ -104,7 +105,7 @@ static kernel_hooks *hooks_of(etch_kernel_fn kernel, bool add, const char *what)
                  what, ETCH_MAX_KERNEL_HOOKS);
         return NULL;
     }
-    hooks[num_hooks] = (kernel_hooks){kernel, NULL, NULL, NULL};
+    hooks[num_hooks] = (kernel_hooks){kernel, NULL, NULL, NULL, NULL};
     return &hooks[num_hooks++];
 }
 
@@ -121,6 +122,21 @@ etch_status etch_kernels_register_prepare(etch_kernel_fn kernel, etch_kernel_pre
 etch_kernel_prepare_fn etch_kernels_prepare_of(etch_kernel_fn kernel) {
     const kernel_hooks *h = hooks_of(kernel, false, NULL);
     return h ? h->prepare : NULL;
+}
+
+etch_status etch_kernels_register_check(etch_kernel_fn kernel, etch_kernel_fn check) {
+    if (!kernel)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "kernels_register_check: NULL kernel");
+    kernel_hooks *h = hooks_of(kernel, true, "kernels_register_check");
+    if (!h)
+        return ETCH_ERR_OUT_OF_RESOURCES;
+    h->check = check;
+    return ETCH_OK;
+}
+
+etch_kernel_fn etch_kernels_check_of(etch_kernel_fn kernel) {
+    const kernel_hooks *h = hooks_of(kernel, false, NULL);
+    return h ? h->check : NULL;
 }
 
 etch_status etch_kernels_register_layout(etch_kernel_fn kernel, etch_kernel_layout_fn layout) {
@@ -195,6 +211,7 @@ void etch_kernel_context_init(etch_kernel_context *ctx, const char *op_name, voi
     ctx->prepared_size = 0;
     ctx->blocked = 0;
     ctx->replaces = 0;
+    ctx->checking = false;
     ctx->chain_instrs = NULL;
     ctx->chain_ops = NULL;
     ctx->chain_pc = ctx->chain_len = 0;
@@ -206,6 +223,8 @@ void etch_kernel_prepared_replaces(etch_kernel_context *ctx, uint64_t args) {
 }
 
 uint64_t etch_kernel_blocked_args(const etch_kernel_context *ctx) { return ctx->blocked; }
+
+bool etch_kernel_checking(const etch_kernel_context *ctx) { return ctx && ctx->checking; }
 
 const void *etch_kernel_prepared(const etch_kernel_context *ctx, size_t *size) {
     if (size)

@@ -10,6 +10,7 @@
 #include "kernels/optimized/opt_eltwise.h"
 #include "kernels/optimized/opt_gemm.h"
 #include "kernels/optimized/opt_quant.h"
+#include "kernels/portable/portable_quant.h"
 
 #define ENTRY(name, sig, fn) {name, sig, etch_opt_##fn},
 #define SKIP(name, sig, fn)
@@ -85,6 +86,12 @@ etch_status etch_kernels_register_optimized(void) {
     for (size_t i = 0; i < sizeof prep / sizeof prep[0]; i++)
         if ((st = etch_kernels_register_prepare(prep[i].kernel, prep[i].prepare)) != ETCH_OK)
             return st;
+    /* the portable kernels' load-time checks for the quantized operators taken over here */
+    if ((st = etch_kernels_register_check(etch_opt_embedding_4bit_out,
+                                          etch_portable_embedding_4bit_out)) != ETCH_OK ||
+        (st = etch_kernels_register_check(etch_opt_embedding_4bit_dtype_out,
+                                          etch_portable_embedding_4bit_dtype_out)) != ETCH_OK)
+        return st;
     /* convolution blocks run as one (chained calls; etch_method_options.no_fusion) */
     if ((st = etch_kernels_register_chain(etch_opt_convolution_out,
                                           etch_opt_convolution_chain)) != ETCH_OK)

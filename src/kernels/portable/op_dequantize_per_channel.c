@@ -37,6 +37,8 @@ ETCH_PK_KERNEL(dequantize_per_channel_out) {
     }
     if (!etch_q_check_float_out(ctx, out, given, out_dtype, "out_dtype"))
         return;
+    if (etch_q_check_stop(ctx, in, s, has_z ? z : NULL))
+        return;
     etch_q_params p = {s, has_z ? z : NULL, 0, 0, 1, 1};
     if (!etch_q_channel_params(ctx, in, axis, &p))
         return;

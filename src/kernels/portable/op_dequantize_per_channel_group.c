@@ -43,6 +43,8 @@ ETCH_PK_KERNEL(dequantize_per_channel_group_out) {
                          etch_dtype_name(in->dtype), etch_dtype_name(dtype));
         return;
     }
+    if (etch_q_check_stop(ctx, in, s, has_z ? z : NULL))
+        return;
     if (in->dim != 2) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "input must be 2-D, got rank %u",
                          (unsigned)in->dim);
@@ -112,7 +114,7 @@ ETCH_PK_KERNEL(dequantize_per_channel_group_out) {
     int idt = in->dtype == ETCH_DTYPE_UINT16 ? ETCH_DTYPE_INT : in->dtype;
     int d1 = has_z ? etch_pk_promote(idt, zdt) : idt;
     int d2 = etch_pk_promote(d1, s->dtype);
-    if (etch_pk_resize(ctx, out, 2, in->sizes) != ETCH_OK)
+    if (etch_kernel_checking(ctx) || etch_pk_resize(ctx, out, 2, in->sizes) != ETCH_OK)
         return;
     bool ic = etch_tensor_is_contiguous(in), oc = etch_tensor_is_contiguous(out);
     for (int64_t g = 0; g < groups; g++) {

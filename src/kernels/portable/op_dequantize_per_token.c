@@ -31,6 +31,8 @@ ETCH_PK_KERNEL(dequantize_per_token_out) {
     }
     if (!etch_q_check_float_out(ctx, out, true, out_dtype, "output_dtype"))
         return;
+    if (etch_q_check_stop(ctx, in, s, z))
+        return;
     int64_t tokens, last;
     etch_q_tokens(in, &tokens, &last);
     if (!etch_q_check_scales(ctx, s, "scales", tokens, false) ||

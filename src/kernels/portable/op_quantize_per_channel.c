@@ -52,6 +52,8 @@ ETCH_PK_KERNEL(quantize_per_channel_out) {
                          etch_dtype_name(out->dtype), etch_dtype_name(dtype));
         return;
     }
+    if (etch_q_check_stop(ctx, in, s, z))
+        return;
     etch_q_params p = {s, z, 0, 0, 1, 1};
     if (!etch_q_channel_params(ctx, in, axis, &p))
         return;

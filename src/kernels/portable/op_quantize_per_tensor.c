@@ -52,7 +52,9 @@ ETCH_PK_KERNEL(quantize_per_tensor_tensor_out) {
     etch_tensor *s = in ? etch_pk_tensor(ctx, args[1], "scale") : NULL;
     etch_tensor *z = s ? etch_pk_tensor(ctx, args[2], "zero_point") : NULL;
     etch_tensor *out = z ? etch_pk_tensor(ctx, args[6], "out") : NULL;
-    if (!out || !etch_q_check_scales(ctx, s, "scale", 1, true) ||
+    if (!out || etch_q_check_stop(ctx, s, z, NULL))
+        return;
+    if (!etch_q_check_scales(ctx, s, "scale", 1, true) ||
         !etch_q_check_zero_points(ctx, z, "zero_point", 1, -1))
         return;
     quantize_per_tensor(ctx, in, etch_q_f64_at(s, 0), etch_q_int_at(z, 0), args, out);

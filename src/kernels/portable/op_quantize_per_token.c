@@ -29,6 +29,8 @@ ETCH_PK_KERNEL(quantize_per_token_out) {
                          etch_dtype_name(out->dtype), etch_dtype_name(dtype));
         return;
     }
+    if (etch_q_check_stop(ctx, in, s, z))
+        return;
     int64_t tokens, last;
     etch_q_tokens(in, &tokens, &last);
     if (!etch_q_check_scales(ctx, s, "scales", tokens, true) ||

@@ -36,6 +36,20 @@ bool etch_q_check_float_in(etch_kernel_context *ctx, const etch_tensor *t, const
 bool etch_q_check_float_out(etch_kernel_context *ctx, const etch_tensor *out, bool given,
                             int out_dtype, const char *arg);
 
+/* ---- load-time checks (etch_kernels_register_check) --------------------------------------
+ * The quantized kernels are their own check functions: at a load-time check
+ * (etch_kernel_checking) they validate their scalar arguments and dtypes, then, where the
+ * tensors that define the shapes and parameters are constants (a weight, its scales and zero
+ * points), those too, and return before computing (etch_q_*_run return at once). */
+
+/* At a load-time check: stop here (true) unless every tensor given (NULL: absent) is a
+ * constant. At run time false. */
+bool etch_q_check_stop(const etch_kernel_context *ctx, const etch_tensor *a,
+                       const etch_tensor *b, const etch_tensor *c);
+/* Register the kernels above as their own check functions (etch_kernels_register_portable
+ * calls it; other kernels of these operators may register the portable function as theirs). */
+etch_status etch_q_register_checks(void);
+
 /* ---- elements ---------------------------------------------------------------------------- */
 
 /* Byte offset of element `linear` (row-major logical index) of t. */

@@ -48,7 +48,8 @@ void etch_q_embedding(etch_kernel_context *ctx, etch_value **args, size_t nargs,
     if (!out || !etch_pk_int(ctx, args[3], "weight_quant_min", &qmin) ||
         !etch_pk_int(ctx, args[4], "weight_quant_max", &qmax) ||
         (dtype_arg && !etch_q_opt_dtype_arg(ctx, dtype_arg, "dtype", &dtype, &given)) ||
-        !etch_q_check_float_out(ctx, out, given, dtype, "dtype"))
+        !etch_q_check_float_out(ctx, out, given, dtype, "dtype") ||
+        etch_q_check_stop(ctx, w, s, has_z ? z : NULL))
         return;
     if (w->dim != 2) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "weight must be 2-D, got rank %u",
@@ -147,6 +148,8 @@ void etch_q_embedding(etch_kernel_context *ctx, etch_value **args, size_t nargs,
                          (unsigned)ix->dim, (unsigned)ix->dim + 1);
         return;
     }
+    if (etch_kernel_checking(ctx))
+        return; /* the indices' count and values are the call's: they come at run time */
     int64_t ni = etch_tensor_numel(ix);
     if (ni > 0 && D > INT64_MAX / ni) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,

@@ -276,6 +276,8 @@ static inline int64_t param_index(const etch_q_params *p, int64_t i) {
 
 void etch_q_quantize_run(etch_kernel_context *ctx, const etch_tensor *in, etch_tensor *out,
                          const etch_q_params *p, int64_t qmin, int64_t qmax) {
+    if (etch_kernel_checking(ctx))
+        return;
     if (etch_pk_resize(ctx, out, in->dim, in->sizes) != ETCH_OK)
         return;
     int64_t n = etch_tensor_numel(in);
@@ -301,6 +303,8 @@ void etch_q_quantize_run(etch_kernel_context *ctx, const etch_tensor *in, etch_t
 
 void etch_q_dequantize_run(etch_kernel_context *ctx, const etch_tensor *in, etch_tensor *out,
                            const etch_q_params *p) {
+    if (etch_kernel_checking(ctx))
+        return;
     if (etch_pk_resize(ctx, out, in->dim, in->sizes) != ETCH_OK)
         return;
     int64_t n = etch_tensor_numel(in);
@@ -327,4 +331,34 @@ void etch_q_tokens(const etch_tensor *in, int64_t *tokens, int64_t *last) {
     *last = in->dim ? in->sizes[in->dim - 1] : 1;
     for (unsigned d = 0; d + 1 < in->dim; d++)
         *tokens *= in->sizes[d];
+}
+
+/* ---- load-time checks ---- */
+
+bool etch_q_check_stop(const etch_kernel_context *ctx, const etch_tensor *a,
+                       const etch_tensor *b, const etch_tensor *c) {
+    const etch_tensor *t[3] = {a, b, c};
+    if (!etch_kernel_checking(ctx))
+        return false;
+    for (int i = 0; i < 3; i++)
+        if (t[i] && !(t[i]->flags & ETCH_TENSOR_CONSTANT))
+            return true;
+    return false;
+}
+
+etch_status etch_q_register_checks(void) {
+    static const etch_kernel_fn fns[] = {
+        etch_portable_quantize_per_tensor_out,   etch_portable_quantize_per_tensor_tensor_out,
+        etch_portable_dequantize_per_tensor_out, etch_portable_dequantize_per_tensor_tensor_out,
+        etch_portable_quantize_per_channel_out,  etch_portable_dequantize_per_channel_out,
+        etch_portable_quantize_per_token_out,    etch_portable_dequantize_per_token_out,
+        etch_portable_dequantize_per_channel_group_out,
+        etch_portable_embedding_byte_out,        etch_portable_embedding_byte_dtype_out,
+        etch_portable_embedding_4bit_out,        etch_portable_embedding_4bit_dtype_out,
+        etch_portable_embedding_2bit_out,        etch_portable_embedding_2bit_dtype_out,
+    };
+    etch_status st = ETCH_OK;
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0] && !st; i++)
+        st = etch_kernels_register_check(fns[i], fns[i]);
+    return st;
 }

@@ -111,6 +111,8 @@ etch_status etch_kernels_register_portable(void) {
     }
     etch_status st = etch_kernels_register_ex(k, n, "portable", 0);
     if (st == ETCH_OK)
+        st = etch_q_register_checks(); /* verification of quantized constants at load */
+    if (st == ETCH_OK)
         registered = true;
     return st;
 }
