@@ -192,6 +192,10 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
         "use_kv_cache": (True,),
         "enable_dynamic_shape": (True,),
     }
+    if kv_cache != "float32":
+        # only then, so that a default export stays byte for byte what it was
+        meta["get_kv_cache_dtype"] = (kv_cache,)
+        meta["get_kv_cache_bytes_per_token"] = (kv_bytes,)
     for k, v in (extra_metadata or {}).items():
         if k in meta or k == "forward":
             raise ValueError("metadata method %s already exists" % k)
