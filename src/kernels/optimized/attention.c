@@ -336,9 +336,10 @@ static bool sdpa_q8_fast(etch_kernel_context *ctx, etch_value **args, size_t nar
             (t[i]->dim != 3 || t[i]->sizes[0] != k->sizes[0] || t[i]->sizes[1] != k->sizes[1] ||
              t[i]->sizes[2] != 1))
             return false;
-    const int64_t n = ((const int64_t *)sp->data)[0] + q->sizes[0];
-    if (n < 0 || n > k->sizes[1])
-        return false;
+    const int64_t p0 = ((const int64_t *)sp->data)[0];
+    if (p0 < 0 || p0 > k->sizes[1] - q->sizes[0])
+        return false; /* the portable kernel reports it */
+    const int64_t n = p0 + q->sizes[0];
     if (!etch_pk_sdpa_q8_check_params(ctx, k, t[1], t[2], "k", n) ||
         !etch_pk_sdpa_q8_check_params(ctx, v, t[4], t[5], "v", n))
         return true; /* failure recorded */
