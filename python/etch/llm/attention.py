@@ -26,7 +26,18 @@ Schema::
   ``start_pos < 0`` or ``start_pos + T > S`` is an error (the C kernels fail with a message,
   this reference raises).
 
-Importing this module defines the operator (once per process) with a PyTorch
+``etch::sdpa_kv_q8`` is the same attention over an int8 cache (``--kv-cache int8
+--fused-attention``)::
+
+    etch::sdpa_kv_q8(Tensor q, Tensor k_cache, Tensor k_scales, Tensor k_zero_points,
+                     Tensor v_cache, Tensor v_scales, Tensor v_zero_points,
+                     Tensor start_pos, float scale) -> Tensor    (and .out)
+
+with ``k_cache``, ``v_cache`` int8 ``[KV, S, hd]`` and their float32 scales and int8 zero
+points ``[KV, S, 1]`` (one per kv head and position): every row is read as
+``(c - zero_point) * scale`` (:func:`dequantize_cache`), then as ``sdpa_kv``.
+
+Importing this module defines the operators (once per process) with a PyTorch
 implementation that is the masked formulation itself, so tracing and the exporter's graph
 interpreter compute exactly what the unfused model computes.
 """

@@ -14,7 +14,9 @@
 folder (:mod:`etch.llm.hf`): config.json, the weights, generation_config.json, tokenizer.json
 (checked against the vocabulary) and the chat template of tokenizer_config.json
 (:mod:`etch.llm.chat`, stored as ``get_chat_template``).  ``--quantize`` quantizes the
-linear layers (:func:`etch.quantize`), ``--embedding-quantize`` the token embedding.  ``generate`` runs the reference module
+linear layers (:func:`etch.quantize`), ``--embedding-quantize`` the token embedding,
+``--kv-cache int8`` stores the KV cache as int8 (a float32 scale and an int8 zero point per
+position and kv head).  ``generate`` runs the reference module
 in eager PyTorch, greedy, and prints the generated ids (one line, comma separated): the
 reference the C runner is checked against.
 """

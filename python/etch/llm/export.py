@@ -23,6 +23,10 @@ With ``fused_attention=True`` attention is the etch-only operator ``etch::sdpa_k
 softmax), the k cache is stored ``[n_kv, S, head_dim]``, and the file loads in etch only; by
 default the program uses ExecuTorch's operators only.  The methods are the same either way.
 
+``kv_cache="int8"`` stores the cache as int8 with a float32 scale and an int8 zero point
+per position and kv head (README.md, "int8 KV cache"), and adds the metadata methods
+``get_kv_cache_dtype`` (String) and ``get_kv_cache_bytes_per_token`` (Int).
+
 ``etch.export`` emits only ``forward``; the metadata methods are appended here to the same
 program with :mod:`etch.serialize` (the ``.pte`` schema's dataclasses).
 """

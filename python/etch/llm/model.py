@@ -24,6 +24,14 @@ tokens, so the exported program holds the cache as mutable state:
   attends over the whole cache with a causal mask (key position <= query position) and
   returns the logits of the **last** position, shape ``[1, vocab_size]``.
 
+With an int8 cache (:meth:`Llama.set_kv_cache`, ``export_llama(..., kv_cache="int8")``)
+both caches are int8 ``[n_kv_heads, max_seq_len, head_dim]`` with ``*_scales`` (float32)
+and ``*_zero_points`` (int8) ``[n_kv_heads, max_seq_len, 1]`` beside them; the new rows are
+quantized per (position, kv head) with ExecuTorch's
+``choose_qparams_per_token_asymmetric`` + ``quantize_per_token``, and the whole cache is
+dequantized (``dequantize_per_token``) before the masked attention, or read by
+``etch::sdpa_kv_q8`` with fused attention.
+
 Prefill is one call with T prompt tokens; decoding is T = 1.  Nothing checks that
 ``start_pos + T <= max_seq_len``: the caller (the C runner) does.
 

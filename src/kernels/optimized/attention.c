@@ -18,7 +18,12 @@
  * value loads (attn_pair). Threads split items (block of ETCH_ATTN_QBLOCK query positions, kv
  * head, group of up to ETCH_ATTN_MAX_GROUP of its query heads); each row is computed by one thread in the same
  * order whatever the split, so results do not depend on the thread count. Instruction sets:
- * scalar C, AVX2+FMA (also under AVX-512), NEON. */
+ * scalar C, AVX2+FMA (also under AVX-512), NEON.
+ *
+ * etch::sdpa_kv_q8.out (int8 caches, Float scales, Char zero points [KV, S, 1], contiguous)
+ * runs the same streaming softmax and split with the ISA's q8 block functions, which
+ * dequantize each key and value row in registers (no pair path: one query row at a time);
+ * the scales of the positions read are checked first, as the portable kernel does. */
 #include <math.h>
 #include <string.h>
 

@@ -26,7 +26,12 @@
  * This reference: Float or Double (q, caches and out of one dtype), any dim order through
  * strides, two passes over the keys per query (the max, then the exponentials and the weighted
  * sum of values; one more per further 64 columns of hd), accumulated in double on the stack
- * and rounded once into out; no scratch memory. Serial. The optimized kernel (src/kernels/optimized/attention.c)
+ * and rounded once into out; no scratch memory. Serial.
+ *
+ * etch::sdpa_kv_q8.out (at the end of this file) is the same attention over an int8 cache:
+ * Char caches with a Float scale and a Char zero point per (kv head, position), each row
+ * read as (c - zero_point) * scale (rounded to float, as dequantize_per_token does) by the
+ * same loop. The optimized kernel (src/kernels/optimized/attention.c)
  * streams the softmax instead.
  */
 #include <math.h>
