@@ -133,6 +133,10 @@ typedef struct etch_llm_metadata {
     bool use_kv_cache;       /* use_kv_cache (a model without one is not supported) */
     bool enable_dynamic_shape; /* enable_dynamic_shape: prefill takes many tokens per call */
     bool from_program;       /* the values came from the program's metadata methods */
+    char kv_cache_dtype[16]; /* get_kv_cache_dtype (etch's exporter: "int8" with --kv-cache
+                                int8), "" when the program does not say */
+    int64_t kv_cache_bytes_per_token; /* get_kv_cache_bytes_per_token (values, scales and
+                                         zero points of all layers), 0 when not said */
 } etch_llm_metadata;
 
 typedef struct etch_llm_runner_options {

@@ -109,6 +109,8 @@ static int read_meta(etch_llm_runner *r, const char *name, int64_t *vals, size_t
     return (int)n;
 }
 
+static etch_status load_kv_cache_dtype(etch_llm_runner *r);
+
 static etch_status load_metadata(etch_llm_runner *r, const char *method) {
     etch_llm_metadata *md = &r->meta;
     etch_method_meta fm;
@@ -167,6 +169,17 @@ static etch_status load_metadata(etch_llm_runner *r, const char *method) {
     META1("get_n_layers", md->n_layers);
     META1("use_kv_cache", kv);
     META1("enable_dynamic_shape", dyn);
+    md->kv_cache_bytes_per_token = 0;
+    if ((n = read_meta(r, "get_kv_cache_bytes_per_token", v, 1)) < 0)
+        return ETCH_ERR_INVALID_PROGRAM;
+    if (n == 1 && (v[0] < 1 || v[0] > (int64_t)1 << 40))
+        return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                        "get_kv_cache_bytes_per_token says %lld; expected 1 .. 2^40",
+                        (long long)v[0]);
+    if (n == 1)
+        md->kv_cache_bytes_per_token = v[0];
+    if (load_kv_cache_dtype(r) != ETCH_OK)
+        return ETCH_ERR_INVALID_PROGRAM;
 #undef META1
     if ((n = read_meta(r, "get_eos_ids", v, ETCH_LLM_MAX_EOS_IDS)) < 0)
         return ETCH_ERR_INVALID_PROGRAM;
@@ -224,6 +237,33 @@ static etch_status check_vocab(etch_llm_runner *r) {
                         nt > nm ? "" : (f == ETCH_TOKENIZER_LLAMA2C
                                             ? " (a llama2.c tokenizer must match it exactly)"
                                             : " (a sentencepiece model must match it exactly)"));
+    return ETCH_OK;
+}
+
+/* get_kv_cache_dtype: one String output of 1..15 letters, digits or '_' (copied into
+ * md->kv_cache_dtype); absent: "". */
+static etch_status load_kv_cache_dtype(etch_llm_runner *r) {
+    static const char name[] = "get_kv_cache_dtype";
+    etch_method *m;
+    r->meta.kv_cache_dtype[0] = 0;
+    etch_status st = run_meta(r, name, &m);
+    if (st != ETCH_OK || !m)
+        return st;
+    const etch_value *v = etch_method_num_outputs(m) == 1 ? etch_method_output(m, 0) : NULL;
+    bool ok = v && v->tag == ETCH_VALUE_STRING && v->u.str.ptr && v->u.str.len >= 1 &&
+              v->u.str.len < sizeof r->meta.kv_cache_dtype;
+    for (size_t i = 0; ok && i < v->u.str.len; i++) {
+        const char c = v->u.str.ptr[i];
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '_';
+    }
+    if (!ok)
+        return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                        "metadata method %s must return one String of 1 to %zu letters, "
+                        "digits or '_'",
+                        name, sizeof r->meta.kv_cache_dtype - 1);
+    memcpy(r->meta.kv_cache_dtype, v->u.str.ptr, v->u.str.len);
+    r->meta.kv_cache_dtype[v->u.str.len] = 0;
     return ETCH_OK;
 }
 

@@ -11,7 +11,11 @@
  * not fit, each failing with INVALID_ARGUMENT (a static out of the wrong shape: the runtime's
  * NOT_SUPPORTED) and a message naming the problem, out untouched.
  *
- * Usage: test_sdpa_kv CASES_FILE */
+ * Then etch::sdpa_kv_q8.out, the int8-cache variant, on the cases of gen_cases_q8.py (see
+ * its section below) and its errors (NaN / negative scales in the positions read, dtypes and
+ * shapes of the scales and zero points).
+ *
+ * Usage: test_sdpa_kv CASES_FILE Q8_CASES_FILE */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -145,12 +149,13 @@ bad:
 }
 
 /* Compare against the reference; returns the largest error. */
-static double check_close(const sdpa_case *cs, const float *got, const char *what) {
+static double check_close_to(const sdpa_case *cs, const float *want, const float *got,
+                             const char *what) {
     const int64_t n = cs->T * cs->H * cs->hd;
     double worst = 0.0;
     int64_t bad = -1;
     for (int64_t i = 0; i < n; i++) {
-        const double e = cs->want[i], d = fabs((double)got[i] - e);
+        const double e = want[i], d = fabs((double)got[i] - e);
         if (!(d <= 1e-5 + 1e-5 * fabs(e))) {
             if (bad < 0)
                 bad = i;
@@ -162,8 +167,12 @@ static double check_close(const sdpa_case *cs, const float *got, const char *wha
               "%s T%lld H%lld KV%lld hd%lld S%lld at %lld: element %lld is %.9g, want %.9g",
               what, (long long)cs->T, (long long)cs->H, (long long)cs->KV, (long long)cs->hd,
               (long long)cs->S, (long long)cs->sp, (long long)(bad < 0 ? 0 : bad),
-              bad < 0 ? 0.0 : (double)got[bad], bad < 0 ? 0.0 : (double)cs->want[bad]);
+              bad < 0 ? 0.0 : (double)got[bad], bad < 0 ? 0.0 : (double)want[bad]);
     return worst;
+}
+
+static double check_close(const sdpa_case *cs, const float *got, const char *what) {
+    return check_close_to(cs, cs->want, got, what);
 }
 
 static const int thread_cfgs[] = {1, 2, 3, 4, -2, -4};
@@ -220,32 +229,39 @@ static void run_case(const sdpa_case *cs, const etch_isa *isas, int n_isas, doub
     free(k), free(v), free(out), free(first);
 }
 
-/* Errors: every kernel (portable, optimized per ISA) fails with INVALID_ARGUMENT, names the
- * problem and leaves out as it was. */
-static void expect_fail_st(sdpa_call *c, const etch_isa *isas, int n_isas, etch_status want,
-                           const char *needle, const char *what) {
-    kfn fns[2] = {etch_portable_sdpa_kv_out, etch_opt_sdpa_kv_out};
+/* Errors: every kernel (portable, optimized per ISA) fails with `want`, names the problem
+ * and leaves out as it was. */
+static void expect_fail_fns(kfn portable, kfn optimized, etch_value **args, size_t nargs,
+                            etch_tensor *out, const etch_isa *isas, int n_isas, etch_status want,
+                            const char *needle, const char *what) {
+    kfn fns[2] = {portable, optimized};
     for (int fi = 0; fi < 2; fi++) {
         for (int ii = 0; ii < (fi ? n_isas : 1); ii++) {
             if (fi)
                 CHECK_OK(etch_isa_set(isas[ii]));
-            float *o = (float *)c->out.data;
-            const int64_t n = etch_tensor_numel(&c->out);
+            float *o = (float *)out->data;
+            const int64_t n = etch_tensor_numel(out);
             for (int64_t i = 0; i < n; i++)
                 o[i] = 3.0f;
-            const int64_t rows = c->out.sizes[0];
-            etch_status st = call_k(fns[fi], c->args, 7, fi ? 2 : 1, KT_SPLIT_RANDOM_PARTS);
+            const int64_t rows = out->sizes[0];
+            etch_status st = call_k(fns[fi], args, nargs, fi ? 2 : 1, KT_SPLIT_RANDOM_PARTS);
             CHECK_MSG(st == want, "%s (%s): got %s", what,
                       fi ? etch_isa_name(isas[ii]) : "portable", etch_status_str(st));
             CHECK_MSG(strstr(etch_last_error(), needle) != NULL, "%s: message '%s' lacks '%s'",
                       what, etch_last_error(), needle);
-            CHECK(c->out.sizes[0] == rows);
+            CHECK(out->sizes[0] == rows);
             int same = 1;
             for (int64_t i = 0; i < n; i++)
                 same &= o[i] == 3.0f;
             CHECK_MSG(same, "%s: out was written", what);
         }
     }
+}
+
+static void expect_fail_st(sdpa_call *c, const etch_isa *isas, int n_isas, etch_status want,
+                           const char *needle, const char *what) {
+    expect_fail_fns(etch_portable_sdpa_kv_out, etch_opt_sdpa_kv_out, c->args, 7, &c->out, isas,
+                    n_isas, want, needle, what);
 }
 
 static void expect_fail(sdpa_call *c, const etch_isa *isas, int n_isas, const char *needle,
@@ -307,9 +323,225 @@ static void test_errors(const etch_isa *isas, int n_isas) {
     expect_fail_st(&c, isas, n_isas, ETCH_ERR_NOT_SUPPORTED, "out", "static out of the wrong shape");
 }
 
+/* ---- etch::sdpa_kv_q8.out ------------------------------------------------------------------
+ * The int8-cache variant (gen_cases_q8.py): the portable kernel against PyTorch's reference
+ * (dequantize in float32, masked softmax in float64) within 1e-5 + 1e-5 |expected|; the
+ * optimized one under every ISA and thread split against the portable within the same bound
+ * and bit-identical across thread counts; the scales and zero points after the last new
+ * position are NaN / junk (never read). */
+
+typedef struct q8_case {
+    sdpa_case b; /* T .. scale, q, want (k, v unused) */
+    int8_t *k, *kz, *v, *vz;
+    float *ks, *vs;
+} q8_case;
+
+typedef struct q8_call {
+    etch_tensor q, k, ks, kz, v, vs, vz, sp, out;
+    int64_t pos;
+    etch_value vals[11];
+    etch_value *args[11];
+} q8_call;
+
+static void q8_call_init(q8_call *c, const q8_case *cs, int8_t *k, float *ks, int8_t *kz,
+                         int8_t *v, float *vs, int8_t *vz, int64_t pos, float *out,
+                         int64_t out_rows) {
+    const sdpa_case *b = &cs->b;
+    const int64_t qs[3] = {b->T, b->H, b->hd}, cz[3] = {b->KV, b->S, b->hd};
+    const int64_t pz[3] = {b->KV, b->S, 1}, one = 1, os[2] = {out_rows, b->H * b->hd};
+    c->pos = pos;
+    CHECK_OK(etch_tensor_init(&c->q, ETCH_DTYPE_FLOAT, 3, qs, b->q));
+    CHECK_OK(etch_tensor_init(&c->k, ETCH_DTYPE_CHAR, 3, cz, k));
+    CHECK_OK(etch_tensor_init(&c->ks, ETCH_DTYPE_FLOAT, 3, pz, ks));
+    CHECK_OK(etch_tensor_init(&c->kz, ETCH_DTYPE_CHAR, 3, pz, kz));
+    CHECK_OK(etch_tensor_init(&c->v, ETCH_DTYPE_CHAR, 3, cz, v));
+    CHECK_OK(etch_tensor_init(&c->vs, ETCH_DTYPE_FLOAT, 3, pz, vs));
+    CHECK_OK(etch_tensor_init(&c->vz, ETCH_DTYPE_CHAR, 3, pz, vz));
+    CHECK_OK(etch_tensor_init(&c->sp, ETCH_DTYPE_LONG, 1, &one, &c->pos));
+    CHECK_OK(etch_tensor_init(&c->out, ETCH_DTYPE_FLOAT, 2, os, out));
+    c->out.dynamism = ETCH_SHAPE_DYNAMIC_BOUND;
+    etch_tensor *ts[8] = {&c->q, &c->k, &c->ks, &c->kz, &c->v, &c->vs, &c->vz, &c->sp};
+    for (int i = 0; i < 8; i++)
+        c->vals[i] = kt_vtensor(ts[i]);
+    c->vals[8] = kt_vdouble(b->scale);
+    c->vals[9] = kt_vtensor(&c->out);
+    c->vals[10] = kt_vtensor(&c->out);
+    for (int i = 0; i < 11; i++)
+        c->args[i] = &c->vals[i];
+}
+
+static void *xread(FILE *f, size_t n, size_t esz, bool *ok) {
+    void *p = malloc(n ? n * esz : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    if (*ok && fread(p, esz, n, f) != n)
+        *ok = false;
+    return p;
+}
+
+static int read_q8_cases(const char *path, q8_case **out) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        return -1;
+    }
+    char magic[4];
+    uint32_t n = 0;
+    if (fread(magic, 1, 4, f) != 4 || memcmp(magic, "SDQ8", 4) != 0 || fread(&n, 4, 1, f) != 1 ||
+        n > 10000) {
+        fclose(f);
+        fprintf(stderr, "%s: not a q8 cases file\n", path);
+        return -1;
+    }
+    q8_case *cs = (q8_case *)calloc(n, sizeof *cs);
+    bool ok = cs != NULL;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        sdpa_case *b = &cs[i].b;
+        int64_t h[6];
+        if (fread(h, 8, 6, f) != 6 || fread(&b->scale, 8, 1, f) != 1) {
+            ok = false;
+            break;
+        }
+        for (int j = 0; j < 6; j++)
+            ok &= h[j] >= 0 && h[j] <= 4096;
+        if (!ok)
+            break;
+        b->T = h[0], b->H = h[1], b->KV = h[2], b->hd = h[3], b->S = h[4], b->sp = h[5];
+        const size_t nq = (size_t)(b->T * b->H * b->hd), nk = (size_t)(b->KV * b->S * b->hd);
+        const size_t np = (size_t)(b->KV * b->S);
+        b->q = (float *)xread(f, nq, 4, &ok);
+        cs[i].k = (int8_t *)xread(f, nk, 1, &ok);
+        cs[i].ks = (float *)xread(f, np, 4, &ok);
+        cs[i].kz = (int8_t *)xread(f, np, 1, &ok);
+        cs[i].v = (int8_t *)xread(f, nk, 1, &ok);
+        cs[i].vs = (float *)xread(f, np, 4, &ok);
+        cs[i].vz = (int8_t *)xread(f, np, 1, &ok);
+        b->want = (float *)xread(f, nq, 4, &ok);
+    }
+    fclose(f);
+    if (!ok) {
+        fprintf(stderr, "%s: truncated or corrupt\n", path);
+        return -1;
+    }
+    *out = cs;
+    return (int)n;
+}
+
+static void run_q8_case(const q8_case *cs, const etch_isa *isas, int n_isas, double *worst_p,
+                        double *worst_o) {
+    const sdpa_case *b = &cs->b;
+    const int64_t nk = b->KV * b->S * b->hd, np = b->KV * b->S, nq = b->T * b->H * b->hd;
+    int8_t *k = (int8_t *)malloc((size_t)nk), *v = (int8_t *)malloc((size_t)nk);
+    int8_t *kz = (int8_t *)malloc((size_t)np), *vz = (int8_t *)malloc((size_t)np);
+    float *ks = xmalloc((size_t)np), *vs = xmalloc((size_t)np);
+    CHECK(k && v && kz && vz);
+    memcpy(k, cs->k, (size_t)nk), memcpy(v, cs->v, (size_t)nk);
+    memcpy(kz, cs->kz, (size_t)np), memcpy(vz, cs->vz, (size_t)np);
+    memcpy(ks, cs->ks, (size_t)np * sizeof(float)), memcpy(vs, cs->vs, (size_t)np * sizeof(float));
+    /* positions after the last new one: NaN scales, junk values (never read) */
+    for (int64_t h = 0; h < b->KV; h++)
+        for (int64_t j = b->sp + b->T; j < b->S; j++) {
+            ks[h * b->S + j] = vs[h * b->S + j] = NAN;
+            kz[h * b->S + j] = vz[h * b->S + j] = 99;
+            for (int64_t d = 0; d < b->hd; d++)
+                k[(h * b->S + j) * b->hd + d] = v[(h * b->S + j) * b->hd + d] = -128;
+        }
+    const int64_t cap = b->S * b->H * b->hd;
+    float *out = xmalloc((size_t)cap), *port = xmalloc((size_t)nq), *first = xmalloc((size_t)nq);
+    q8_call c;
+    q8_call_init(&c, cs, k, ks, kz, v, vs, vz, b->sp, out, b->S);
+    CHECK_OK(call_k(etch_portable_sdpa_kv_q8_out, c.args, 11, 1, KT_SPLIT_EVEN));
+    CHECK(c.out.dim == 2 && c.out.sizes[0] == b->T && c.out.sizes[1] == b->H * b->hd);
+    double w = check_close(b, out, "q8 portable");
+    if (w > *worst_p)
+        *worst_p = w;
+    memcpy(port, out, (size_t)nq * sizeof(float));
+    for (int ii = 0; ii < n_isas; ii++) {
+        CHECK_OK(etch_isa_set(isas[ii]));
+        for (size_t ti = 0; ti < N_THR; ti++) {
+            for (size_t si = 0; si < (thread_cfgs[ti] > 1 ? 3u : 1u); si++) {
+                for (int64_t i = 0; i < cap; i++)
+                    out[i] = -7.0f;
+                q8_call_init(&c, cs, k, ks, kz, v, vs, vz, b->sp, out, b->S);
+                CHECK_OK(call_k(etch_opt_sdpa_kv_q8_out, c.args, 11, thread_cfgs[ti],
+                                splits[si]));
+                CHECK(c.out.sizes[0] == b->T && c.out.sizes[1] == b->H * b->hd);
+                char what[80];
+                snprintf(what, sizeof what, "q8 optimized %s threads %d split %d",
+                         etch_isa_name(isas[ii]), thread_cfgs[ti], (int)si);
+                w = check_close_to(b, port, out, what);
+                if (w > worst_o[ii])
+                    worst_o[ii] = w;
+                check_close(b, out, what);
+                if (ti == 0)
+                    memcpy(first, out, (size_t)nq * sizeof(float));
+                else
+                    CHECK_MSG(memcmp(first, out, (size_t)nq * sizeof(float)) == 0,
+                              "%s: differs from the serial result", what);
+            }
+        }
+    }
+    free(k), free(v), free(kz), free(vz), free(ks), free(vs), free(out), free(port), free(first);
+}
+
+static void q8_expect_fail(q8_call *c, const etch_isa *isas, int n_isas, etch_status want,
+                           const char *needle, const char *what) {
+    expect_fail_fns(etch_portable_sdpa_kv_q8_out, etch_opt_sdpa_kv_q8_out, c->args, 11, &c->out,
+                    isas, n_isas, want, needle, what);
+}
+
+static void test_q8_errors(const etch_isa *isas, int n_isas) {
+    /* T = 3 new positions, H 4, KV 2, hd 8, S 6 */
+    float q[3 * 4 * 8], out[6 * 4 * 8], ks[12], vs[12];
+    int8_t k[2 * 6 * 8], v[2 * 6 * 8], kz[12], vz[12];
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
+        q[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < sizeof k; i++)
+        k[i] = v[i] = (int8_t)(i * 37);
+    for (int i = 0; i < 12; i++)
+        ks[i] = vs[i] = 0.01f * (float)(i + 1), kz[i] = vz[i] = (int8_t)(i - 6);
+    q8_case cs = {{3, 4, 2, 8, 6, 0, 0.35, q, NULL, NULL, NULL}, NULL, NULL, NULL, NULL, NULL,
+                  NULL};
+    q8_call c;
+    const int64_t bad_pos[] = {-1, 4, INT64_MAX, INT64_MIN};
+    for (size_t i = 0; i < sizeof bad_pos / sizeof bad_pos[0]; i++) {
+        q8_call_init(&c, &cs, k, ks, kz, v, vs, vz, bad_pos[i], out, 3);
+        q8_expect_fail(&c, isas, n_isas, ETCH_ERR_INVALID_ARGUMENT, "start_pos", "q8 start_pos");
+    }
+    /* start_pos 0, T 3: positions 0..2 are read; a NaN scale at 3 is fine, at 2 it is not */
+    ks[3] = NAN;
+    q8_call_init(&c, &cs, k, ks, kz, v, vs, vz, 0, out, 3);
+    CHECK_OK(call_k(etch_portable_sdpa_kv_q8_out, c.args, 11, 1, KT_SPLIT_EVEN));
+    CHECK_OK(call_k(etch_opt_sdpa_kv_q8_out, c.args, 11, 2, KT_SPLIT_EVEN));
+    ks[3] = 0.04f;
+    ks[6 + 2] = NAN; /* kv head 1, position 2 */
+    q8_call_init(&c, &cs, k, ks, kz, v, vs, vz, 0, out, 3);
+    q8_expect_fail(&c, isas, n_isas, ETCH_ERR_INVALID_ARGUMENT, "k_scales[1, 2]", "NaN k scale");
+    ks[6 + 2] = 0.09f;
+    vs[1] = -0.5f;
+    q8_call_init(&c, &cs, k, ks, kz, v, vs, vz, 0, out, 3);
+    q8_expect_fail(&c, isas, n_isas, ETCH_ERR_INVALID_ARGUMENT, "v_scales[0, 1]",
+                   "negative v scale");
+    vs[1] = 0.02f;
+    /* zero points of another dtype, scales of another shape, a float cache */
+    q8_call_init(&c, &cs, k, ks, kz, v, vs, vz, 0, out, 3);
+    c.vz.dtype = ETCH_DTYPE_BYTE;
+    q8_expect_fail(&c, isas, n_isas, ETCH_ERR_INVALID_TYPE, "Char", "Byte zero points");
+    q8_call_init(&c, &cs, k, ks, kz, v, vs, vz, 0, out, 3);
+    c.ks.dim = 2;
+    etch_tensor_update_strides(&c.ks);
+    q8_expect_fail(&c, isas, n_isas, ETCH_ERR_INVALID_ARGUMENT, "[KV, S, 1]", "2-d scales");
+    q8_call_init(&c, &cs, k, ks, kz, v, vs, vz, 0, out, 3);
+    c.k.sizes[2] = 2, c.k.dtype = ETCH_DTYPE_FLOAT; /* 2 floats a row: the same bytes */
+    etch_tensor_update_strides(&c.k);
+    q8_expect_fail(&c, isas, n_isas, ETCH_ERR_INVALID_ARGUMENT, "hd", "a Float k cache");
+}
+
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s CASES_FILE\n", argv[0]);
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s CASES_FILE Q8_CASES_FILE\n", argv[0]);
         return 2;
     }
     CHECK_OK(etch_kernels_register_optimized());
@@ -329,6 +561,22 @@ int main(int argc, char **argv) {
         printf(", %s %.3g", etch_isa_name(isas[i]), worst_o[i]);
     printf("\n");
     test_errors(isas, n_isas);
+
+    q8_case *q8 = NULL;
+    const int n8 = read_q8_cases(argv[2], &q8);
+    CHECK(n8 > 0);
+    double w8_p = 0.0, w8_o[KT_N_ISAS] = {0};
+    for (int i = 0; i < n8; i++)
+        run_q8_case(&q8[i], isas, n_isas, &w8_p, w8_o);
+    printf("%d int8-cache cases; largest |error|: portable vs PyTorch %.3g", n8, w8_p);
+    for (int i = 0; i < n_isas; i++)
+        printf(", %s vs portable %.3g", etch_isa_name(isas[i]), w8_o[i]);
+    printf("\n");
+    test_q8_errors(isas, n_isas);
+    for (int i = 0; i < n8; i++)
+        free(q8[i].b.q), free(q8[i].b.want), free(q8[i].k), free(q8[i].ks), free(q8[i].kz),
+            free(q8[i].v), free(q8[i].vs), free(q8[i].vz);
+    free(q8);
     for (int i = 0; i < n; i++)
         free(cases[i].q), free(cases[i].k), free(cases[i].v), free(cases[i].want);
     free(cases);

@@ -767,6 +767,11 @@ int cmd_llm(int argc, char **argv) {
                 (long long)md->max_seq_len, (long long)md->n_layers, (long long)md->bos_id);
         for (size_t i = 0; i < md->n_eos_ids; i++)
             fprintf(stderr, "%s%lld", i ? "," : " ", (long long)md->eos_ids[i]);
+        if (md->kv_cache_dtype[0])
+            fprintf(stderr, "; kv cache %s", md->kv_cache_dtype);
+        if (md->kv_cache_bytes_per_token)
+            fprintf(stderr, "%s %lld bytes/token", md->kv_cache_dtype[0] ? "," : "; kv cache",
+                    (long long)md->kv_cache_bytes_per_token);
         fprintf(stderr,
                 "%s; sampler: temperature %g, top-k %lld, top-p %g, seed %lld; threads %d, "
                 "kernels %s\n",

@@ -26,7 +26,18 @@ Schema::
   ``start_pos < 0`` or ``start_pos + T > S`` is an error (the C kernels fail with a message,
   this reference raises).
 
-Importing this module defines the operator (once per process) with a PyTorch
+``etch::sdpa_kv_q8`` is the same attention over an int8 cache (``--kv-cache int8
+--fused-attention``)::
+
+    etch::sdpa_kv_q8(Tensor q, Tensor k_cache, Tensor k_scales, Tensor k_zero_points,
+                     Tensor v_cache, Tensor v_scales, Tensor v_zero_points,
+                     Tensor start_pos, float scale) -> Tensor    (and .out)
+
+with ``k_cache``, ``v_cache`` int8 ``[KV, S, hd]`` and their float32 scales and int8 zero
+points ``[KV, S, 1]`` (one per kv head and position): every row is read as
+``(c - zero_point) * scale`` (:func:`dequantize_cache`), then as ``sdpa_kv``.
+
+Importing this module defines the operators (once per process) with a PyTorch
 implementation that is the masked formulation itself, so tracing and the exporter's graph
 interpreter compute exactly what the unfused model computes.
 """
@@ -35,9 +46,11 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["sdpa_kv", "sdpa_kv_reference", "OP_NAME"]
+__all__ = ["sdpa_kv", "sdpa_kv_reference", "OP_NAME", "sdpa_kv_q8", "sdpa_kv_q8_reference",
+           "OP_NAME_Q8", "dequantize_cache"]
 
 OP_NAME = "etch::sdpa_kv.out"
+OP_NAME_Q8 = "etch::sdpa_kv_q8.out"
 
 
 def sdpa_kv_reference(q, k_cache, v_cache, start_pos, scale: float):
@@ -68,6 +81,31 @@ def sdpa_kv_reference(q, k_cache, v_cache, start_pos, scale: float):
     return o.view(KV, G, T, hd).permute(2, 0, 1, 3).reshape(T, H * hd)
 
 
+def dequantize_cache(c, scales, zero_points):
+    """An int8 cache [KV, S, hd] with float32 scales and int8 zero points [KV, S, 1] (one per
+    position and kv head) as float32: ``(c - zero_point) * scale``, the formula of
+    ``quantized_decomposed::dequantize_per_token`` (the difference exact in int32, one float
+    multiply)."""
+    if c.dtype != torch.int8 or scales.dtype != torch.float32 or zero_points.dtype != torch.int8:
+        raise ValueError("sdpa_kv_q8: caches must be int8 with float32 scales and int8 zero "
+                         "points, got %s, %s, %s" % (c.dtype, scales.dtype, zero_points.dtype))
+    if c.dim() != 3 or tuple(scales.shape) != tuple(c.shape[:2]) + (1,) or \
+            tuple(zero_points.shape) != tuple(scales.shape):
+        raise ValueError("sdpa_kv_q8: cache %s needs scales and zero points %s, got %s, %s"
+                         % (tuple(c.shape), tuple(c.shape[:2]) + (1,), tuple(scales.shape),
+                            tuple(zero_points.shape)))
+    return (c.to(torch.int32) - zero_points.to(torch.int32)).to(torch.float32) * scales
+
+
+def sdpa_kv_q8_reference(q, k_cache, k_scales, k_zero_points, v_cache, v_scales,
+                         v_zero_points, start_pos, scale: float):
+    """etch::sdpa_kv_q8: :func:`sdpa_kv_reference` over the dequantized int8 caches
+    (:func:`dequantize_cache`), in q's dtype."""
+    k = dequantize_cache(k_cache, k_scales, k_zero_points).to(q.dtype)
+    v = dequantize_cache(v_cache, v_scales, v_zero_points).to(q.dtype)
+    return sdpa_kv_reference(q, k, v, start_pos, scale)
+
+
 def _define():
     ns = getattr(torch.ops, "etch")
     try:
@@ -91,8 +129,26 @@ def _define():
 
     lib.impl("sdpa_kv", fn, "CPU")
     lib.impl("sdpa_kv.out", fn_out, "CPU")
+
+    args = ("Tensor q, Tensor k_cache, Tensor k_scales, Tensor k_zero_points, Tensor v_cache, "
+            "Tensor v_scales, Tensor v_zero_points, Tensor start_pos, float scale")
+    lib.define("sdpa_kv_q8(%s) -> Tensor" % args)
+    lib.define("sdpa_kv_q8.out(%s, *, Tensor(a!) out) -> Tensor(a!)" % args)
+
+    def fn_q8(*a):
+        return sdpa_kv_q8_reference(*a)
+
+    def fn_q8_out(*a, out):
+        r = sdpa_kv_q8_reference(*a)
+        out.resize_(r.shape)
+        out.copy_(r)
+        return out
+
+    lib.impl("sdpa_kv_q8", fn_q8, "CPU")
+    lib.impl("sdpa_kv_q8.out", fn_q8_out, "CPU")
     _define.lib = lib  # keep the registration alive
     return ns.sdpa_kv
 
 
 sdpa_kv = _define()
+sdpa_kv_q8 = torch.ops.etch.sdpa_kv_q8

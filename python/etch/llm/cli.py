@@ -5,7 +5,8 @@
                                [--fused-attention] [--no-chat-template]
                                [--quantize 4w|8da4w|8w|int8-dynamic] [--group-size G]
                                [--asymmetric] [--pad-groups]
-                               [--embedding-quantize BITS[,GROUP]] -o model.pte
+                               [--embedding-quantize BITS[,GROUP]] [--kv-cache int8]
+                               -o model.pte
     python3 -m etch.llm generate (--checkpoint PATH | --hf DIR) [--prompt-ids 1,...]
                                  [--max-new-tokens N] [--max-seq-len N] [--token-by-token]
 
@@ -13,7 +14,9 @@
 folder (:mod:`etch.llm.hf`): config.json, the weights, generation_config.json, tokenizer.json
 (checked against the vocabulary) and the chat template of tokenizer_config.json
 (:mod:`etch.llm.chat`, stored as ``get_chat_template``).  ``--quantize`` quantizes the
-linear layers (:func:`etch.quantize`), ``--embedding-quantize`` the token embedding.  ``generate`` runs the reference module
+linear layers (:func:`etch.quantize`), ``--embedding-quantize`` the token embedding,
+``--kv-cache int8`` stores the KV cache as int8 (a float32 scale and an int8 zero point per
+position and kv head).  ``generate`` runs the reference module
 in eager PyTorch, greedy, and prints the generated ids (one line, comma separated): the
 reference the C runner is checked against.
 """
@@ -84,6 +87,11 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--embedding-quantize", metavar="BITS[,GROUP]", default=None,
                    help="quantize the token embedding: 8 or 4 bits, GROUP columns per scale "
                         "(default: one scale per row), e.g. 4,32")
+    e.add_argument("--kv-cache", default="float32", choices=("float32", "int8"),
+                   help="KV cache storage: float32 (default) or int8 (per position and kv "
+                        "head: int8 values, a float32 scale and an int8 zero point; with "
+                        "--fused-attention read by etch::sdpa_kv_q8, else dequantized with "
+                        "ExecuTorch's dequantize_per_token before attention)")
     g = sub.add_parser("generate", help="greedy generation in eager PyTorch (reference)")
     _source(g)
     g.add_argument("--prompt-ids", type=_ids, default=[1])
@@ -141,12 +149,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                            fused_attention=args.fused_attention, extra_metadata=extra,
                            quantize=args.quantize, group_size=args.group_size,
                            symmetric=not args.asymmetric, pad_groups=args.pad_groups,
-                           embedding_quantize=args.embedding_quantize)
+                           embedding_quantize=args.embedding_quantize,
+                           kv_cache=args.kv_cache)
     except (OSError, ValueError, RuntimeError) as e:   # no libetch, operator check, ...
         print("error: %s" % e, file=sys.stderr)
         return 1
     exp.save(args.output)
-    say("wrote %s (%d bytes)" % (args.output, len(exp.buffer)))
+    say("wrote %s (%d bytes); kv cache %s, %d bytes per token"
+        % (args.output, len(exp.buffer), exp.kv_cache[0], exp.kv_cache[1]))
     if args.summary:
         print(exp.summary(), file=sys.stderr)
     return 0

@@ -23,6 +23,10 @@ With ``fused_attention=True`` attention is the etch-only operator ``etch::sdpa_k
 softmax), the k cache is stored ``[n_kv, S, head_dim]``, and the file loads in etch only; by
 default the program uses ExecuTorch's operators only.  The methods are the same either way.
 
+``kv_cache="int8"`` stores the cache as int8 with a float32 scale and an int8 zero point
+per position and kv head (README.md, "int8 KV cache"), and adds the metadata methods
+``get_kv_cache_dtype`` (String) and ``get_kv_cache_bytes_per_token`` (Int).
+
 ``etch.export`` emits only ``forward``; the metadata methods are appended here to the same
 program with :mod:`etch.serialize` (the ``.pte`` schema's dataclasses).
 """
@@ -81,6 +85,7 @@ class LlamaExport:
 
     def __init__(self, program, metadata: Dict[str, Tuple[Scalar, ...]]):
         self.program = program
+        self.kv_cache: Optional[Tuple[str, int]] = None   # (dtype, bytes per position)
         self.metadata = dict(metadata)
         plans = [m.plan for m in program.methods]
         plans += [metadata_plan(k, v) for k, v in self.metadata.items()]
@@ -97,8 +102,10 @@ class LlamaExport:
     def summary(self) -> str:
         meta = ", ".join("%s=%r" % (k, v[0] if len(v) == 1 else list(v))
                          for k, v in self.metadata.items())
-        return "%s\nmetadata: %s\nfile: %d bytes" % (self.program.summary(), meta,
-                                                     len(self.buffer))
+        kv = "" if self.kv_cache is None else \
+            "\nkv cache: %s, %d bytes per token" % self.kv_cache
+        return "%s\nmetadata: %s%s\nfile: %d bytes" % (self.program.summary(), meta, kv,
+                                                       len(self.buffer))
 
 
 def _quantized(model, example, scheme, group_size, symmetric, embedding, pad):
@@ -122,7 +129,7 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
                  extra_metadata: Optional[Dict[str, Sequence[Scalar]]] = None,
                  quantize: Optional[str] = None, group_size: Optional[int] = None,
                  symmetric: bool = True, embedding_quantize=None,
-                 pad_groups: bool = False) -> LlamaExport:
+                 pad_groups: bool = False, kv_cache: str = "float32") -> LlamaExport:
     """Export `model` (its KV cache sized by ``model.args.max_seq_len``).
 
     The default ``eos_ids`` suit llama2.c's TinyStories models: 2 is the tokenizer's EOS, and
@@ -140,13 +147,27 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
     with ``quantize``).  A shared classifier is quantized twice from the one float table; with
     ``4w``/``8da4w`` and ``embedding_quantize="4,G"`` at the same G both are the same bytes
     and the file stores them once.  The model itself is not changed (a quantized copy is
-    exported)."""
+    exported).
+
+    kv_cache: ``"float32"`` (default) or ``"int8"``: per position and kv head int8 values with
+    a float32 scale and an int8 zero point (ExecuTorch's per-token asymmetric quantization of
+    each new row, ``choose_qparams_per_token_asymmetric`` + ``quantize_per_token``); without
+    fused attention the whole cache is dequantized (``dequantize_per_token``) before the
+    masked attention, so the file stays ExecuTorch-loadable; with it, the etch-only
+    ``etch::sdpa_kv_q8`` reads the int8 cache.  Any other value is an error before anything
+    is traced."""
     from ..exporter import export
+    from .model import KV_CACHE_DTYPES
+    if kv_cache not in KV_CACHE_DTYPES:
+        raise ValueError("--kv-cache %r: expected one of %s" % (kv_cache,
+                                                                ", ".join(KV_CACHE_DTYPES)))
     a = model.args
     S_ = a.max_seq_len
     model = model.eval()
-    was_fused = model.fused_attention
+    was_fused, was_kv = model.fused_attention, model.kv_cache_dtype
     model.set_fused_attention(bool(fused_attention))
+    model.set_kv_cache(kv_cache)
+    kv_bytes = model.kv_cache_bytes_per_token()
     try:
         tokens = torch.ones(1, S_, dtype=torch.long)
         start = torch.zeros(1, dtype=torch.long)
@@ -158,6 +179,7 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
                          check_ops=check_ops, progress=progress,
                          allow_etch_ops=bool(fused_attention))
     finally:
+        model.set_kv_cache(was_kv)
         model.set_fused_attention(was_fused)
     if not eos_ids:
         raise ValueError("at least one EOS id is needed")
@@ -174,8 +196,14 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
         "use_kv_cache": (True,),
         "enable_dynamic_shape": (True,),
     }
+    if kv_cache != "float32":
+        # only then, so that a default export stays byte for byte what it was
+        meta["get_kv_cache_dtype"] = (kv_cache,)
+        meta["get_kv_cache_bytes_per_token"] = (kv_bytes,)
     for k, v in (extra_metadata or {}).items():
         if k in meta or k == "forward":
             raise ValueError("metadata method %s already exists" % k)
         meta[k] = tuple(v)
-    return LlamaExport(program, meta)
+    exp = LlamaExport(program, meta)
+    exp.kv_cache = (kv_cache, kv_bytes)
+    return exp

@@ -24,6 +24,14 @@ tokens, so the exported program holds the cache as mutable state:
   attends over the whole cache with a causal mask (key position <= query position) and
   returns the logits of the **last** position, shape ``[1, vocab_size]``.
 
+With an int8 cache (:meth:`Llama.set_kv_cache`, ``export_llama(..., kv_cache="int8")``)
+both caches are int8 ``[n_kv_heads, max_seq_len, head_dim]`` with ``*_scales`` (float32)
+and ``*_zero_points`` (int8) ``[n_kv_heads, max_seq_len, 1]`` beside them; the new rows are
+quantized per (position, kv head) with ExecuTorch's
+``choose_qparams_per_token_asymmetric`` + ``quantize_per_token``, and the whole cache is
+dequantized (``dequantize_per_token``) before the masked attention, or read by
+``etch::sdpa_kv_q8`` with fused attention.
+
 Prefill is one call with T prompt tokens; decoding is T = 1.  Nothing checks that
 ``start_pos + T <= max_seq_len``: the caller (the C runner) does.
 
@@ -43,7 +51,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["ModelArgs", "Llama", "rope_tables", "rope_frequencies"]
+__all__ = ["ModelArgs", "Llama", "rope_tables", "rope_frequencies", "KV_CACHE_DTYPES"]
+
+KV_CACHE_DTYPES = ("float32", "int8")
 
 
 @dataclass
@@ -160,15 +170,59 @@ class Attention(nn.Module):
         self.register_buffer("k_cache", torch.zeros(a.n_kv_heads, a.head_dim, a.max_seq_len))
         self.register_buffer("v_cache", torch.zeros(a.n_kv_heads, a.max_seq_len, a.head_dim))
         self.fused = False
+        self.kv_int8 = False
 
     def set_fused(self, on: bool) -> None:
         """Switch between the masked attention over the whole cache (k_cache [KV, hd, S]) and
         etch::sdpa_kv (k_cache [KV, S, hd]); the caches restart at zero."""
-        KV, hd, S = self.n_kv, self.hd, self.v_cache.shape[1]
         self.fused = bool(on)
-        shape = (KV, S, hd) if self.fused else (KV, hd, S)
-        self.k_cache = torch.zeros(shape)
-        self.v_cache.zero_()
+        self._make_caches()
+
+    def set_kv_int8(self, on: bool) -> None:
+        """Store the cache as int8 (True) or float32 (False, the default); the caches restart
+        at zero.  int8: k_cache and v_cache [KV, S, hd] int8 (both layouts), each with
+        ``*_scales`` float32 and ``*_zero_points`` int8 [KV, S, 1]: one affine (scale, zero
+        point) per position and kv head, ExecuTorch's per-token asymmetric quantization
+        (choose_qparams_per_token_asymmetric) of each new key / value row."""
+        self.kv_int8 = bool(on)
+        self._make_caches()
+
+    def _make_caches(self) -> None:
+        KV, hd, S = self.n_kv, self.hd, self.v_cache.shape[1]
+        for n in ("k_cache_scales", "k_cache_zero_points", "v_cache_scales",
+                  "v_cache_zero_points"):
+            if n in self._buffers:
+                del self._buffers[n]
+        if self.kv_int8:
+            self.k_cache = torch.zeros(KV, S, hd, dtype=torch.int8)
+            self.v_cache = torch.zeros(KV, S, hd, dtype=torch.int8)
+            for c in ("k", "v"):
+                self.register_buffer(c + "_cache_scales", torch.zeros(KV, S, 1))
+                self.register_buffer(c + "_cache_zero_points",
+                                     torch.zeros(KV, S, 1, dtype=torch.int8))
+            return
+        self.k_cache = torch.zeros((KV, S, hd) if self.fused else (KV, hd, S))
+        self.v_cache = torch.zeros(KV, S, hd)
+
+    def _store_q8(self, name, x, pos):
+        """Quantize the new rows x [T, KV, hd] per (position, kv head) with ExecuTorch's
+        operators and write them, their scales and zero points at positions pos."""
+        qd = _qd()
+        s, z = qd.choose_qparams_per_token_asymmetric(x, torch.int8)     # [T, KV, 1] f64/i64
+        q = qd.quantize_per_token(x, s, z, -128, 127, torch.int8)
+        getattr(self, name).index_copy_(1, pos, q.permute(1, 0, 2))
+        getattr(self, name + "_scales").index_copy_(1, pos, s.to(torch.float32).permute(1, 0, 2))
+        getattr(self, name + "_zero_points").index_copy_(1, pos,
+                                                         z.to(torch.int8).permute(1, 0, 2))
+
+    def _load_q8(self, name):
+        """The whole int8 cache dequantized ([KV, S, hd] float32) by
+        quantized_decomposed::dequantize_per_token, with the scales and zero points in the
+        dtypes choose_qparams_per_token_asymmetric gives (float64, int64)."""
+        return _qd().dequantize_per_token(
+            getattr(self, name), getattr(self, name + "_scales").to(torch.float64),
+            getattr(self, name + "_zero_points").to(torch.int64), -128, 127, torch.int8,
+            torch.float32)
 
     def forward(self, x, pos, cos, sin, mask, start_pos=None):
         T = x.shape[0]
@@ -177,6 +231,18 @@ class Attention(nn.Module):
         q = _rotate(self.wq(x).view(T, H, hd), cos, sin)
         k = _rotate(self.wk(x).view(T, KV, hd), cos, sin)
         v = self.wv(x).view(T, KV, hd)
+        if self.kv_int8:
+            self._store_q8("k_cache", k, pos)
+            self._store_q8("v_cache", v, pos)
+            if self.fused:
+                from .attention import sdpa_kv_q8
+                o = sdpa_kv_q8(q, self.k_cache, self.k_cache_scales, self.k_cache_zero_points,
+                               self.v_cache, self.v_cache_scales, self.v_cache_zero_points,
+                               start_pos, 1.0 / math.sqrt(hd))
+                return self.wo(o)
+            k_all = self._load_q8("k_cache").transpose(1, 2)              # [KV, hd, S]
+            v_all = self._load_q8("v_cache")                              # [KV, S, hd]
+            return self.wo(_masked_attention(q, k_all, v_all, mask, KV, G, hd))
         if self.fused:
             from .attention import sdpa_kv
             self.k_cache.index_copy_(1, pos, k.permute(1, 0, 2))  # [KV, T, hd] at rows pos
@@ -187,14 +253,25 @@ class Attention(nn.Module):
         # through cache[:, :, pos] = ... fails under torch 1.13's functionalization
         self.k_cache.index_copy_(2, pos, k.permute(1, 2, 0))  # [KV, hd, T] at columns pos
         self.v_cache.index_copy_(1, pos, v.permute(1, 0, 2))  # [KV, T, hd] at rows pos
-        qg = q.view(T, KV, G, hd).permute(1, 2, 0, 3).reshape(KV, G * T, hd)
-        scores = torch.bmm(qg, self.k_cache) * (1.0 / math.sqrt(hd))     # [KV, G*T, S]
-        S = scores.shape[-1]
-        scores = scores.view(KV, G, T, S).masked_fill(mask, float("-inf"))
-        p = torch.softmax(scores, -1).view(KV, G * T, S)
-        o = torch.bmm(p, self.v_cache)                                    # [KV, G*T, hd]
-        o = o.view(KV, G, T, hd).permute(2, 0, 1, 3).reshape(T, H * hd)
-        return self.wo(o)
+        return self.wo(_masked_attention(q, self.k_cache, self.v_cache, mask, KV, G, hd))
+
+
+def _qd():
+    from ..quant import decomposed
+    return decomposed.ops
+
+
+def _masked_attention(q, k_t, v, mask, KV, G, hd):
+    """q [T, H, hd], keys k_t [KV, hd, S], values v [KV, S, hd] -> [T, H * hd]: softmax over
+    every cache position, the future ones (mask [T, S]) at -inf."""
+    T = q.shape[0]
+    qg = q.view(T, KV, G, hd).permute(1, 2, 0, 3).reshape(KV, G * T, hd)
+    scores = torch.bmm(qg, k_t) * (1.0 / math.sqrt(hd))                  # [KV, G*T, S]
+    S = scores.shape[-1]
+    scores = scores.view(KV, G, T, S).masked_fill(mask, float("-inf"))
+    p = torch.softmax(scores, -1).view(KV, G * T, S)
+    o = torch.bmm(p, v)                                                  # [KV, G*T, hd]
+    return o.view(KV, G, T, hd).permute(2, 0, 1, 3).reshape(T, KV * G * hd)
 
 
 class FeedForward(nn.Module):
@@ -270,8 +347,33 @@ class Llama(nn.Module):
 
     def reset_cache(self) -> None:
         for layer in self.layers:
-            layer.attention.k_cache.zero_()
-            layer.attention.v_cache.zero_()
+            for n, b in layer.attention.named_buffers():
+                if "cache" in n:
+                    b.zero_()
+
+    @property
+    def kv_cache_dtype(self) -> str:
+        """"int8" or "float32" (:meth:`set_kv_cache`)."""
+        return "int8" if self.layers and self.layers[0].attention.kv_int8 else "float32"
+
+    def set_kv_cache(self, dtype: str) -> None:
+        """Store the KV cache as ``"float32"`` (the default) or ``"int8"`` (per position and
+        kv head: int8 values, a float32 scale and an int8 zero point); clears the caches."""
+        if dtype not in KV_CACHE_DTYPES:
+            raise ValueError("KV cache dtype %r: expected one of %s"
+                             % (dtype, ", ".join(KV_CACHE_DTYPES)))
+        for layer in self.layers:
+            layer.attention.set_kv_int8(dtype == "int8")
+
+    def kv_cache_bytes_per_token(self) -> int:
+        """Bytes of KV cache state one position takes over all layers (values, scales and
+        zero points)."""
+        n = 0
+        for layer in self.layers:
+            for name, b in layer.attention.named_buffers():
+                if "cache" in name:
+                    n += b.numel() * b.element_size()
+        return n // self.args.max_seq_len
 
     def load_weights(self, state: Dict[str, torch.Tensor]) -> None:
         """Load a llama2.c-style state dict (``_orig_mod.`` prefixes dropped; the classifier
@@ -282,7 +384,8 @@ class Llama(nn.Module):
         if self.args.shared_classifier:
             state.setdefault("output.weight", state.get("tok_embeddings.weight"))
         own = self.state_dict()
-        missing = [k for k in own if k not in state and not k.endswith(("_cache",))]
+        missing = [k for k in own if k not in state and
+                   not k.endswith(("_cache", "_cache_scales", "_cache_zero_points"))]
         extra = [k for k in state if k not in own]
         if missing or extra:
             raise ValueError("checkpoint does not match the model: missing %s, unexpected %s"

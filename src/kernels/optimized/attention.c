@@ -18,7 +18,12 @@
  * value loads (attn_pair). Threads split items (block of ETCH_ATTN_QBLOCK query positions, kv
  * head, group of up to ETCH_ATTN_MAX_GROUP of its query heads); each row is computed by one thread in the same
  * order whatever the split, so results do not depend on the thread count. Instruction sets:
- * scalar C, AVX2+FMA (also under AVX-512), NEON. */
+ * scalar C, AVX2+FMA (also under AVX-512), NEON.
+ *
+ * etch::sdpa_kv_q8.out (int8 caches, Float scales, Char zero points [KV, S, 1], contiguous)
+ * runs the same streaming softmax and split with the ISA's q8 block functions, which
+ * dequantize each key and value row in registers (no pair path: one query row at a time);
+ * the scales of the positions read are checked first, as the portable kernel does. */
 #include <math.h>
 #include <string.h>
 
@@ -60,7 +65,31 @@ static void accum_scalar(float *acc, const float *p, const float *v, int64_t n, 
     }
 }
 
-const etch_attn_isa etch_attn_scalar = {scores_scalar, accum_scalar, NULL, NULL};
+static void scores_q8_scalar(float *s, const float *q, const int8_t *k, const float *ks,
+                             const int8_t *kz, int64_t n, int64_t hd, float scale) {
+    for (int64_t j = 0; j < n; j++) {
+        const int8_t *kr = k + j * hd;
+        const int32_t z = kz[j];
+        float a = 0.0f;
+        for (int64_t d = 0; d < hd; d++)
+            a += q[d] * (float)((int32_t)kr[d] - z);
+        s[j] = a * (ks[j] * scale);
+    }
+}
+
+static void accum_q8_scalar(float *acc, const float *p, const int8_t *v, const float *vs,
+                            const int8_t *vz, int64_t n, int64_t hd) {
+    for (int64_t j = 0; j < n; j++) {
+        const float w = p[j] * vs[j];
+        const int8_t *vr = v + j * hd;
+        const int32_t z = vz[j];
+        for (int64_t d = 0; d < hd; d++)
+            acc[d] += w * (float)((int32_t)vr[d] - z);
+    }
+}
+
+const etch_attn_isa etch_attn_scalar = {scores_scalar,    accum_scalar, NULL, NULL,
+                                        scores_q8_scalar, accum_q8_scalar};
 
 static const etch_attn_isa *attn_isa_active(void) {
     switch (etch_isa_active()) {
@@ -85,6 +114,9 @@ typedef struct attn_job {
     const etch_opt_vec *vec;
     const float *q, *k, *v;
     float *out;
+    /* sdpa_kv_q8 (k, v NULL): the int8 caches, their scales and zero points [KV, S] */
+    const int8_t *k8, *v8, *kz, *vz;
+    const float *ks, *vs;
     int64_t T, H, hd, S, G, p0;
     int64_t gc, ngc; /* heads of one kv head computed together, and groups of them per kv head */
     float scale;
@@ -108,12 +140,14 @@ static inline void row_update(const attn_job *jb, float *s, int64_t nb, float *m
     *l += jb->vec->exp_sum(s, s, *m, nb);
 }
 
-static void prefetch_block(const float *K, const float *V, int64_t j1, int64_t n, int64_t hd) {
+/* K, V: the kv head's rows of hd elements of esz bytes */
+static void prefetch_block(const void *K, const void *V, int64_t esz, int64_t j1, int64_t n,
+                           int64_t hd) {
     if (j1 >= n)
         return;
     const int64_t nn = n - j1 < ETCH_ATTN_BLOCK ? n - j1 : ETCH_ATTN_BLOCK;
-    const char *pk = (const char *)(K + j1 * hd), *pv = (const char *)(V + j1 * hd);
-    for (int64_t off = 0; off < nn * hd * (int64_t)sizeof(float); off += 64) {
+    const char *pk = (const char *)K + j1 * hd * esz, *pv = (const char *)V + j1 * hd * esz;
+    for (int64_t off = 0; off < nn * hd * esz; off += 64) {
         ATTN_PREFETCH(pk + off);
         ATTN_PREFETCH(pv + off);
     }
@@ -131,7 +165,7 @@ static void attn_pair(const attn_job *jb, int64_t t, int64_t h, float *acc, floa
     memset(acc, 0, (size_t)(2 * hd) * sizeof(float));
     for (int64_t j0 = 0; j0 < n; j0 += ETCH_ATTN_BLOCK) {
         const int64_t nb = n - j0 < ETCH_ATTN_BLOCK ? n - j0 : ETCH_ATTN_BLOCK;
-        prefetch_block(K, V, j0 + ETCH_ATTN_BLOCK, n, hd);
+        prefetch_block(K, V, (int64_t)sizeof(float), j0 + ETCH_ATTN_BLOCK, n, hd);
         jb->isa->scores2(s0, s1, q0, q1, K + j0 * hd, nb, hd, jb->scale);
         row_update(jb, s0, nb, &m0, &l0, a0);
         row_update(jb, s1, nb, &m1, &l1, a1);
@@ -147,12 +181,37 @@ static void attn_pair(const attn_job *jb, int64_t t, int64_t h, float *acc, floa
     }
 }
 
+/* The scores of keys j0 .. j0 + nb - 1 of kv head kh for query row q, and their values
+ * weighted by p added to acc: the float cache or the int8 one. */
+static inline void blk_scores(const attn_job *jb, float *s, const float *q, int64_t kh,
+                              int64_t j0, int64_t nb) {
+    const int64_t r = kh * jb->S + j0;
+    if (jb->k8)
+        jb->isa->scores_q8(s, q, jb->k8 + r * jb->hd, jb->ks + r, jb->kz + r, nb, jb->hd,
+                           jb->scale);
+    else
+        jb->isa->scores(s, q, jb->k + r * jb->hd, nb, jb->hd, jb->scale);
+}
+
+static inline void blk_accum(const attn_job *jb, float *acc, const float *p, int64_t kh,
+                             int64_t j0, int64_t nb) {
+    const int64_t r = kh * jb->S + j0;
+    if (jb->v8)
+        jb->isa->accum_q8(acc, p, jb->v8 + r * jb->hd, jb->vs + r, jb->vz + r, nb, jb->hd);
+    else
+        jb->isa->accum(acc, p, jb->v + r * jb->hd, nb, jb->hd);
+}
+
 /* Query position t of heads h0 .. h0 + ng - 1 (all reading kv head kh): the key blocks are
  * visited once, each for every head of the group while it is in cache. acc: ng * hd floats. */
 static void attn_group(const attn_job *jb, int64_t t, int64_t kh, int64_t h0, int64_t ng,
                        float *acc, float *m, float *l, float *s) {
     const int64_t hd = jb->hd, n = jb->p0 + t + 1;
-    const float *K = jb->k + kh * jb->S * hd, *V = jb->v + kh * jb->S * hd;
+    const int64_t esz = jb->k8 ? 1 : (int64_t)sizeof(float);
+    const char *K = jb->k8 ? (const char *)jb->k8 : (const char *)jb->k;
+    const char *V = jb->v8 ? (const char *)jb->v8 : (const char *)jb->v;
+    K += kh * jb->S * hd * esz;
+    V += kh * jb->S * hd * esz;
     for (int64_t g = 0; g < ng; g++)
         m[g] = -INFINITY, l[g] = 0.0f;
     memset(acc, 0, (size_t)(ng * hd) * sizeof(float));
@@ -160,13 +219,12 @@ static void attn_group(const attn_job *jb, int64_t t, int64_t kh, int64_t h0, in
         const int64_t nb = n - j0 < ETCH_ATTN_BLOCK ? n - j0 : ETCH_ATTN_BLOCK;
         /* the next block's keys and values, from memory while this one is computed (the
          * cache of a long context is rarely still in cache between decode steps) */
-        prefetch_block(K, V, j0 + ETCH_ATTN_BLOCK, n, hd);
+        prefetch_block(K, V, esz, j0 + ETCH_ATTN_BLOCK, n, hd);
         for (int64_t g = 0; g < ng; g++) {
             float *a = acc + g * hd;
-            jb->isa->scores(s, jb->q + (t * jb->H + h0 + g) * hd, K + j0 * hd, nb, hd,
-                            jb->scale);
+            blk_scores(jb, s, jb->q + (t * jb->H + h0 + g) * hd, kh, j0, nb);
             row_update(jb, s, nb, &m[g], &l[g], a);
-            jb->isa->accum(a, s, V + j0 * hd, nb, hd);
+            blk_accum(jb, a, s, kh, j0, nb);
         }
     }
     for (int64_t g = 0; g < ng; g++) {
@@ -189,7 +247,7 @@ static void attn_items(void *arg, int64_t b, int64_t e) {
         const int64_t t1 = (qb + 1) * ETCH_ATTN_QBLOCK < jb->T ? (qb + 1) * ETCH_ATTN_QBLOCK
                                                                 : jb->T;
         int64_t t = qb * ETCH_ATTN_QBLOCK;
-        if (jb->isa->scores2)
+        if (jb->isa->scores2 && !jb->k8)
             for (; t + 1 < t1; t += 2)
                 for (int64_t g = 0; g < ng; g++)
                     attn_pair(jb, t, h0 + g, acc, s);
@@ -198,15 +256,16 @@ static void attn_items(void *arg, int64_t b, int64_t e) {
     }
 }
 
-static bool sdpa_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
-    if (nargs < 6 || args[4]->tag != ETCH_VALUE_DOUBLE)
-        return false;
-    etch_tensor *q = etch_opt_fast_tensor(args[0], ETCH_DTYPE_FLOAT, true);
-    etch_tensor *k = etch_opt_fast_tensor(args[1], ETCH_DTYPE_FLOAT, true);
-    etch_tensor *v = etch_opt_fast_tensor(args[2], ETCH_DTYPE_FLOAT, true);
-    etch_tensor *out = etch_opt_fast_tensor(args[5], ETCH_DTYPE_FLOAT, true);
-    etch_tensor *sp = etch_opt_fast_tensor(args[3], ETCH_DTYPE_LONG, true);
-    if (!q || !k || !v || !out || !sp || q->dim != 3 || k->dim != 3 || v->dim != 3 ||
+/* The shared part of both fast paths: q, out, start_pos checked for the fast path, caches of
+ * [KV, S, hd] (kdims / vdims); fills jb and runs it. false: not taken (the portable kernel
+ * decides, errors included). */
+static bool sdpa_fast_run(etch_kernel_context *ctx, attn_job *jb, etch_value *qa,
+                          etch_value *spa, etch_value *outa, const etch_tensor *k,
+                          const etch_tensor *v, double scale) {
+    etch_tensor *q = etch_opt_fast_tensor(qa, ETCH_DTYPE_FLOAT, true);
+    etch_tensor *out = etch_opt_fast_tensor(outa, ETCH_DTYPE_FLOAT, true);
+    etch_tensor *sp = etch_opt_fast_tensor(spa, ETCH_DTYPE_LONG, true);
+    if (!q || !out || !sp || q->dim != 3 || k->dim != 3 || v->dim != 3 ||
         etch_tensor_numel(sp) != 1)
         return false;
     const int64_t T = q->sizes[0], H = q->sizes[1], hd = q->sizes[2];
@@ -230,20 +289,75 @@ static bool sdpa_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs)
         gc = ETCH_ATTN_MAX_GROUP;
     if (gc > G)
         gc = G;
-    attn_job jb = {attn_isa_active(),
-                   etch_opt_vec_active(),
-                   (const float *)q->data,
-                   (const float *)k->data,
-                   (const float *)v->data,
-                   (float *)out->data,
-                   T, H, hd, S, G, p0, gc, (G + gc - 1) / gc,
-                   (float)args[4]->u.d};
+    jb->isa = attn_isa_active();
+    jb->vec = etch_opt_vec_active();
+    jb->q = (const float *)q->data;
+    jb->out = (float *)out->data;
+    jb->T = T, jb->H = H, jb->hd = hd, jb->S = S, jb->G = G, jb->p0 = p0;
+    jb->gc = gc, jb->ngc = (G + gc - 1) / gc;
+    jb->scale = (float)scale;
     const int64_t nqb = (T + ETCH_ATTN_QBLOCK - 1) / ETCH_ATTN_QBLOCK;
-    etch_kernel_parallel_for(ctx, nqb * KV * jb.ngc, 1, attn_items, &jb);
+    etch_kernel_parallel_for(ctx, nqb * KV * jb->ngc, 1, attn_items, jb);
     return true;
+}
+
+static bool sdpa_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
+    if (nargs < 6 || args[4]->tag != ETCH_VALUE_DOUBLE)
+        return false;
+    etch_tensor *k = etch_opt_fast_tensor(args[1], ETCH_DTYPE_FLOAT, true);
+    etch_tensor *v = etch_opt_fast_tensor(args[2], ETCH_DTYPE_FLOAT, true);
+    if (!k || !v)
+        return false;
+    attn_job jb;
+    memset(&jb, 0, sizeof jb);
+    jb.k = (const float *)k->data;
+    jb.v = (const float *)v->data;
+    return sdpa_fast_run(ctx, &jb, args[0], args[3], args[5], k, v, args[4]->u.d);
 }
 
 ETCH_OPT_KERNEL(sdpa_kv_out) {
     if (!sdpa_fast(ctx, args, nargs))
         etch_portable_sdpa_kv_out(ctx, args, nargs);
+}
+
+/* etch::sdpa_kv_q8.out: Char caches, Float scales and Char zero points [KV, S, 1], contiguous;
+ * the scales of the positions read are checked first (as the portable kernel does). */
+static bool sdpa_q8_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
+    if (nargs < 10 || args[8]->tag != ETCH_VALUE_DOUBLE)
+        return false;
+    etch_tensor *t[6];
+    static const int dt[6] = {ETCH_DTYPE_CHAR, ETCH_DTYPE_FLOAT, ETCH_DTYPE_CHAR,
+                              ETCH_DTYPE_CHAR, ETCH_DTYPE_FLOAT, ETCH_DTYPE_CHAR};
+    for (int i = 0; i < 6; i++)
+        if (!(t[i] = etch_opt_fast_tensor(args[1 + i], dt[i], true)))
+            return false;
+    etch_tensor *k = t[0], *v = t[3];
+    etch_tensor *q = etch_opt_fast_tensor(args[0], ETCH_DTYPE_FLOAT, true);
+    etch_tensor *sp = etch_opt_fast_tensor(args[7], ETCH_DTYPE_LONG, true);
+    if (!q || !sp || q->dim != 3 || k->dim != 3 || etch_tensor_numel(sp) != 1)
+        return false;
+    for (int i = 0; i < 6; i++)
+        if (i != 0 && i != 3 &&
+            (t[i]->dim != 3 || t[i]->sizes[0] != k->sizes[0] || t[i]->sizes[1] != k->sizes[1] ||
+             t[i]->sizes[2] != 1))
+            return false;
+    const int64_t p0 = ((const int64_t *)sp->data)[0];
+    if (p0 < 0 || p0 > k->sizes[1] - q->sizes[0])
+        return false; /* the portable kernel reports it */
+    const int64_t n = p0 + q->sizes[0];
+    if (!etch_pk_sdpa_q8_check_params(ctx, k, t[1], t[2], "k", n) ||
+        !etch_pk_sdpa_q8_check_params(ctx, v, t[4], t[5], "v", n))
+        return true; /* failure recorded */
+    attn_job jb;
+    memset(&jb, 0, sizeof jb);
+    jb.k8 = (const int8_t *)k->data, jb.ks = (const float *)t[1]->data;
+    jb.kz = (const int8_t *)t[2]->data;
+    jb.v8 = (const int8_t *)v->data, jb.vs = (const float *)t[4]->data;
+    jb.vz = (const int8_t *)t[5]->data;
+    return sdpa_fast_run(ctx, &jb, args[0], args[7], args[9], k, v, args[8]->u.d);
+}
+
+ETCH_OPT_KERNEL(sdpa_kv_q8_out) {
+    if (!sdpa_q8_fast(ctx, args, nargs))
+        etch_portable_sdpa_kv_q8_out(ctx, args, nargs);
 }

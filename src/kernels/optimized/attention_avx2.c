@@ -203,4 +203,89 @@ static void accum2_avx2(float *acc0, float *acc1, const float *p0, const float *
     }
 }
 
-const etch_attn_isa etch_attn_avx2 = {scores_avx2, accum_avx2, scores2_avx2, accum2_avx2};
+/* Eight int8 values minus a zero point, as floats (the difference exact in int32). */
+static inline __m256 q8_load8(const int8_t *p, __m256i z) {
+    const __m256i w = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(w, z));
+}
+
+/* Four keys at a time share each load of q; their sums are reduced together; the tail of
+ * hd % 8 is scalar. */
+static void scores_q8_avx2(float *s, const float *q, const int8_t *k, const float *ks,
+                           const int8_t *kz, int64_t n, int64_t hd, float scale) {
+    const int64_t hv = hd & ~(int64_t)7;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const int8_t *kr = k + j * hd;
+        const __m256i z0 = _mm256_set1_epi32(kz[j]), z1 = _mm256_set1_epi32(kz[j + 1]);
+        const __m256i z2 = _mm256_set1_epi32(kz[j + 2]), z3 = _mm256_set1_epi32(kz[j + 3]);
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t d = 0; d < hv; d += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + d);
+            a0 = _mm256_fmadd_ps(qv, q8_load8(kr + d, z0), a0);
+            a1 = _mm256_fmadd_ps(qv, q8_load8(kr + hd + d, z1), a1);
+            a2 = _mm256_fmadd_ps(qv, q8_load8(kr + 2 * hd + d, z2), a2);
+            a3 = _mm256_fmadd_ps(qv, q8_load8(kr + 3 * hd + d, z3), a3);
+        }
+        const __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+        float t[4];
+        _mm_storeu_ps(t, _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
+        for (int i = 0; i < 4; i++) {
+            const int32_t z = kz[j + i];
+            for (int64_t d = hv; d < hd; d++)
+                t[i] += q[d] * (float)((int32_t)kr[i * hd + d] - z);
+            s[j + i] = t[i] * (ks[j + i] * scale);
+        }
+    }
+    for (; j < n; j++) {
+        const int8_t *kr = k + j * hd;
+        const __m256i z = _mm256_set1_epi32(kz[j]);
+        __m256 a = _mm256_setzero_ps();
+        for (int64_t d = 0; d < hv; d += 8)
+            a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), q8_load8(kr + d, z), a);
+        float r = hsum8(a);
+        for (int64_t d = hv; d < hd; d++)
+            r += q[d] * (float)((int32_t)kr[d] - (int32_t)kz[j]);
+        s[j] = r * (ks[j] * scale);
+    }
+}
+
+/* acc kept in registers 32 floats at a time while the values stream past, each row scaled
+ * by p[j] * vs[j]. */
+static void accum_q8_avx2(float *acc, const float *p, const int8_t *v, const float *vs,
+                          const int8_t *vz, int64_t n, int64_t hd) {
+    int64_t d = 0;
+    for (; d + 32 <= hd; d += 32) {
+        __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);
+        __m256 a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);
+        for (int64_t j = 0; j < n; j++) {
+            const __m256 w = _mm256_set1_ps(p[j] * vs[j]);
+            const __m256i z = _mm256_set1_epi32(vz[j]);
+            const int8_t *vr = v + j * hd + d;
+            a0 = _mm256_fmadd_ps(w, q8_load8(vr, z), a0);
+            a1 = _mm256_fmadd_ps(w, q8_load8(vr + 8, z), a1);
+            a2 = _mm256_fmadd_ps(w, q8_load8(vr + 16, z), a2);
+            a3 = _mm256_fmadd_ps(w, q8_load8(vr + 24, z), a3);
+        }
+        _mm256_storeu_ps(acc + d, a0);
+        _mm256_storeu_ps(acc + d + 8, a1);
+        _mm256_storeu_ps(acc + d + 16, a2);
+        _mm256_storeu_ps(acc + d + 24, a3);
+    }
+    for (; d + 8 <= hd; d += 8) {
+        __m256 a = _mm256_loadu_ps(acc + d);
+        for (int64_t j = 0; j < n; j++)
+            a = _mm256_fmadd_ps(_mm256_set1_ps(p[j] * vs[j]),
+                                q8_load8(v + j * hd + d, _mm256_set1_epi32(vz[j])), a);
+        _mm256_storeu_ps(acc + d, a);
+    }
+    for (; d < hd; d++) {
+        float a = acc[d];
+        for (int64_t j = 0; j < n; j++)
+            a += (p[j] * vs[j]) * (float)((int32_t)v[j * hd + d] - (int32_t)vz[j]);
+        acc[d] = a;
+    }
+}
+
+const etch_attn_isa etch_attn_avx2 = {scores_avx2,    accum_avx2,   scores2_avx2,
+                                      accum2_avx2,    scores_q8_avx2, accum_q8_avx2};

@@ -8,6 +8,7 @@
 #include "kernels/optimized/opt.h"
 
 ETCH_OPT_KERNEL(sdpa_kv_out);
+ETCH_OPT_KERNEL(sdpa_kv_q8_out);
 
 /* The two inner loops of the streaming softmax, over a block of n keys (rows of hd floats,
  * row stride hd):
@@ -17,6 +18,11 @@ ETCH_OPT_KERNEL(sdpa_kv_out);
  * (NULL when the ISA has none):
  *   scores2: s0[j] = scale * dot(q0, k + j*hd), s1[j] = scale * dot(q1, k + j*hd)
  *   accum2:  acc0[d] += sum_j p0[j] * v[j*hd + d], acc1[d] += sum_j p1[j] * v[j*hd + d]
+ * and the int8 cache's two (etch::sdpa_kv_q8: rows of hd int8 values, a float scale ks[j] /
+ * vs[j] and an int8 zero point kz[j] / vz[j] per key):
+ *   scores_q8: s[j] = scale * ks[j] * dot(q, k + j*hd - kz[j])
+ *   accum_q8:  acc[d] += sum_j p[j] * vs[j] * (v[j*hd + d] - vz[j])
+ * (each difference exact in int32, then float).
  * Each ISA's results depend only on the operands, never on the thread split. */
 typedef struct etch_attn_isa {
     void (*scores)(float *s, const float *q, const float *k, int64_t n, int64_t hd,
@@ -26,6 +32,10 @@ typedef struct etch_attn_isa {
                     int64_t n, int64_t hd, float scale);
     void (*accum2)(float *acc0, float *acc1, const float *p0, const float *p1, const float *v,
                    int64_t n, int64_t hd);
+    void (*scores_q8)(float *s, const float *q, const int8_t *k, const float *ks,
+                      const int8_t *kz, int64_t n, int64_t hd, float scale);
+    void (*accum_q8)(float *acc, const float *p, const int8_t *v, const float *vs,
+                     const int8_t *vz, int64_t n, int64_t hd);
 } etch_attn_isa;
 
 extern const etch_attn_isa etch_attn_scalar;

@@ -119,6 +119,18 @@ ETCH_PK_KERNEL(native_group_norm_out);
 /* softmax */
 ETCH_PK_KERNEL(softmax_out);
 ETCH_PK_KERNEL(sdpa_kv_out); /* op_sdpa_kv.c: etch-only fused attention of the LLM exporter */
+ETCH_PK_KERNEL(sdpa_kv_q8_out); /* op_sdpa_kv_q8.c: the same over an int8 KV cache */
+/* Shape, start_pos and out checks of both (op_sdpa_kv.c): -1 failed (recorded), 0 nothing to
+ * compute, 1 compute; *start = start_pos. */
+int etch_pk_sdpa_kv_prepare(etch_kernel_context *ctx, const etch_tensor *q, const etch_tensor *k,
+                            const etch_tensor *v, const etch_tensor *sp, etch_tensor *out,
+                            int64_t *start);
+/* sdpa_kv_q8's scales and zero points: k/v scales Float, zero points Char, each [KV, S, 1]
+ * like the caches' first two dims, and every scale of positions 0 .. n - 1 finite and >= 0
+ * (op_sdpa_kv_q8.c). */
+bool etch_pk_sdpa_q8_check_params(etch_kernel_context *ctx, const etch_tensor *c,
+                                  const etch_tensor *s, const etch_tensor *z, const char *which,
+                                  int64_t n);
 ETCH_PK_KERNEL(log_softmax_out);
 /* reductions */
 ETCH_PK_KERNEL(mean_out);
