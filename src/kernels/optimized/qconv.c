@@ -62,7 +62,7 @@ size_t etch_q8_conv_work_size(const etch_q8_conv_desc *d, int threads) {
 }
 
 static inline uint8_t requant(int32_t acc, float mult, int32_t zo, int32_t qmin, int32_t qmax) {
-    const float t = nearbyintf((float)acc * mult) + (float)zo;
+    const float t = etch_q8_round((float)acc * mult) + (float)zo;
     return (uint8_t)(!(t > (float)qmin) ? qmin : t >= (float)qmax ? qmax : (int32_t)t);
 }
 

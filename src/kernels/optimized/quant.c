@@ -474,7 +474,7 @@ static void q8_store(const q8_plan *p, int64_t m, int64_t n, int32_t acc) {
         ((float *)d->c)[m * d->ldc + n] = d->fbias ? f + d->fbias[n] : f;
         return;
     }
-    const float t = nearbyintf(f) + (float)d->zo;
+    const float t = etch_q8_round(f) + (float)d->zo;
     const int32_t r = !(t > (float)d->qmin) ? d->qmin : t >= (float)d->qmax ? d->qmax : (int32_t)t;
     if (d->out_type == ETCH_Q8_OUT_S8)
         ((int8_t *)d->c)[m * d->ldc + n] = (int8_t)r;

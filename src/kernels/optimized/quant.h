@@ -183,6 +183,14 @@ size_t etch_q8_conv_work_size(const etch_q8_conv_desc *d, int threads);
  * bytes (ctx NULL: one thread). */
 etch_status etch_q8_conv(etch_kernel_context *ctx, const etch_q8_conv_desc *d, void *work);
 
+/* nearbyintf(f) as the int8 / uint8 requantization needs it, without a libm call: exact
+ * (round half to even, the default rounding mode) for |f| <= 2^22, and beyond that a value of
+ * the same sign and magnitude above 2^22, which any clamp to an 8-bit range treats alike. */
+static inline float etch_q8_round(float f) {
+    f = f > 16777216.0f ? 16777216.0f : f < -16777216.0f ? -16777216.0f : f;
+    return (f + 12582912.0f) - 12582912.0f;
+}
+
 /* ---- the per-ISA inner loops (quant_<isa>.c) ----------------------------------------------- */
 
 /* int4 f32: rows m in [0, mm) (mm <= ETCH_Q4_MR) of xd (deinterleaved activations, see
