@@ -7,7 +7,10 @@
  * policies, etch's pthread pool, no context), over odd channel counts and spatial sizes,
  * strides 1 and 2, padding, dilation, groups and depthwise (channel multiplier 1 and 2),
  * zero points 0 and 255, saturating clamps and the fused-ReLU clamp (qmin = zo); packed
- * weights given and packed by the core itself; and bad descriptions refused by name. */
+ * weights given and packed by the core itself; and bad descriptions refused by name.
+ * Also the optimized quantize_per_tensor / dequantize_per_tensor (qdq.c) against the
+ * portable kernels, bit for bit: uint8 and int8, zero points at the ends, values that
+ * saturate, NaN and infinities, tiny and huge scales, odd lengths, every thread split. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,7 +22,9 @@
 #include "etch/threadpool.h"
 #include "etch_test.h"
 #include "kernel_test_util.h"
+#include "kernels/optimized/opt_quant.h"
 #include "kernels/optimized/quant.h"
+#include "kernels/portable/portable_quant.h"
 #include "runtime/context.h"
 
 static kt_rng rng = {0x9e3779b97f4a7c15ull};
@@ -240,6 +245,107 @@ static void check_tests(void) {
     CHECK(strstr(etch_last_error(), "reduction") != NULL);
 }
 
+/* ---- quantize / dequantize per tensor ---------------------------------------------------- */
+
+static int qdq_cases_run;
+
+static void qdq_case(int64_t n, int dtype, double scale, int64_t zp, int64_t qmin, int64_t qmax,
+                     int variant) {
+    float *f = xalloc64((size_t)n * 4), *fo = xalloc64((size_t)n * 4),
+          *fr = xalloc64((size_t)n * 4);
+    uint8_t *q = xalloc64((size_t)n), *qo = xalloc64((size_t)n), *qr = xalloc64((size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        const uint32_t r = rnd();
+        f[i] = (r & 15) == 0 ? (float)((int)(r >> 4) % 300 - 150) * (float)scale * 0.5f
+                             : (float)((double)(int32_t)r / 2147483648.0 * 300.0 * scale);
+        q[i] = (uint8_t)(r >> 8);
+    }
+    if (n > 3) {
+        f[0] = NAN;
+        f[1] = INFINITY;
+        f[2] = -INFINITY;
+        f[3] = 1e30f;
+    }
+    const int64_t sz[1] = {n};
+    etch_tensor tf, tfo, tfr, tq, tqo, tqr;
+    CHECK_OK(etch_tensor_init(&tf, ETCH_DTYPE_FLOAT, 1, sz, f));
+    CHECK_OK(etch_tensor_init(&tfo, ETCH_DTYPE_FLOAT, 1, sz, fo));
+    CHECK_OK(etch_tensor_init(&tfr, ETCH_DTYPE_FLOAT, 1, sz, fr));
+    CHECK_OK(etch_tensor_init(&tq, dtype, 1, sz, q));
+    CHECK_OK(etch_tensor_init(&tqo, dtype, 1, sz, qo));
+    CHECK_OK(etch_tensor_init(&tqr, dtype, 1, sz, qr));
+    etch_kernel_context kc, pc;
+    etch_kernel_context *ctx = ctx_pick(&kc, variant < 1 ? 1 : variant);
+    etch_kernel_context_init(&pc, "portable", NULL, 0, NULL);
+    /* quantize_per_tensor.out(input, scale, zp, qmin, qmax, dtype, out, ret) */
+    etch_value qv[2][8];
+    etch_value *qa[2][8];
+    etch_tensor *qouts[2] = {&tqo, &tqr};
+    for (int k = 0; k < 2; k++) {
+        qv[k][0] = kt_vtensor(&tf);
+        qv[k][1] = kt_vdouble(scale);
+        qv[k][2] = kt_vint(zp);
+        qv[k][3] = kt_vint(qmin);
+        qv[k][4] = kt_vint(qmax);
+        qv[k][5] = kt_vint(dtype);
+        qv[k][6] = qv[k][7] = kt_vtensor(qouts[k]);
+        for (int a = 0; a < 8; a++)
+            qa[k][a] = &qv[k][a];
+    }
+    etch_opt_quantize_per_tensor_out(ctx, qa[0], 8);
+    etch_portable_quantize_per_tensor_out(&pc, qa[1], 8);
+    CHECK(etch_kernel_failed(ctx) == etch_kernel_failed(&pc));
+    CHECK_MSG(memcmp(qo, qr, (size_t)n) == 0, "quantize n %lld dtype %d scale %g zp %lld: differs",
+              (long long)n, dtype, scale, (long long)zp);
+    /* dequantize_per_tensor.out(input, scale, zp, qmin, qmax, dtype, out_dtype, out, ret) */
+    etch_kernel_context_init(&pc, "portable", NULL, 0, NULL);
+    ctx = ctx_pick(&kc, variant < 1 ? 1 : variant);
+    etch_value dv[2][9];
+    etch_value *da[2][9];
+    etch_tensor *douts[2] = {&tfo, &tfr};
+    for (int k = 0; k < 2; k++) {
+        dv[k][0] = kt_vtensor(&tq);
+        dv[k][1] = kt_vdouble(scale);
+        dv[k][2] = kt_vint(zp);
+        dv[k][3] = kt_vint(qmin);
+        dv[k][4] = kt_vint(qmax);
+        dv[k][5] = kt_vint(dtype);
+        dv[k][6] = (variant & 1) ? kt_vint(ETCH_DTYPE_FLOAT) : kt_vnone();
+        dv[k][7] = dv[k][8] = kt_vtensor(douts[k]);
+        for (int a = 0; a < 9; a++)
+            da[k][a] = &dv[k][a];
+    }
+    etch_opt_dequantize_per_tensor_out(ctx, da[0], 9);
+    etch_portable_dequantize_per_tensor_out(&pc, da[1], 9);
+    CHECK(etch_kernel_failed(ctx) == etch_kernel_failed(&pc));
+    CHECK_MSG(memcmp(fo, fr, (size_t)n * 4) == 0, "dequantize n %lld dtype %d scale %g: differs",
+              (long long)n, dtype, scale);
+    qdq_cases_run++;
+    free(f);
+    free(fo);
+    free(fr);
+    free(q);
+    free(qo);
+    free(qr);
+}
+
+static void qdq_tests(void) {
+    const double scales[] = {0.0078125, 0.013062581419944763, 1e-6, 3.5, 1e-30};
+    for (int v = 1; v <= 5; v++)
+        for (size_t s = 0; s < sizeof scales / sizeof scales[0]; s++) {
+            qdq_case(rndi(1, 70000), ETCH_DTYPE_BYTE, scales[s], rndi(0, 255), 0, 255, v);
+            qdq_case(rndi(1, 999), ETCH_DTYPE_BYTE, scales[s], 0, 0, 255, v);
+            qdq_case(rndi(1, 999), ETCH_DTYPE_BYTE, scales[s], 255, 3, 250, v);
+            qdq_case(rndi(1, 40000), ETCH_DTYPE_CHAR, scales[s], rndi(-128, 127), -128, 127, v);
+            qdq_case(rndi(1, 999), ETCH_DTYPE_CHAR, scales[s], -128, -127, 127, v);
+        }
+    /* arguments the portable kernel refuses: both fail */
+    qdq_case(17, ETCH_DTYPE_BYTE, 0.1, 300, 0, 255, 1);
+    qdq_case(17, ETCH_DTYPE_BYTE, 0.1, 3, 10, 5, 1);
+    qdq_case(17, ETCH_DTYPE_BYTE, NAN, 3, 0, 255, 1);
+    qdq_case(17, ETCH_DTYPE_CHAR, 0.0, 0, -128, 127, 1);
+}
+
 int main(void) {
     for (int s = 0; s < 3; s++)
         for (int t = 2; t <= 4; t++)
@@ -261,10 +367,11 @@ int main(void) {
             snprintf(name, sizeof name, "%s%s", etch_isa_name(isas[i]),
                      f == 0 ? (feat == ETCH_QF_VNNI ? "+vnni" : "+dotprod") : "");
             isa_now = name;
-            const int before = etch_test_failed_, c0 = cases_run;
+            const int before = etch_test_failed_, c0 = cases_run, d0 = qdq_cases_run;
             case_tests();
-            printf("isa %-14s run: %d int8 conv cases, %d failures\n", name, cases_run - c0,
-                   etch_test_failed_ - before);
+            qdq_tests();
+            printf("isa %-14s run: %d int8 conv cases, %d quantize/dequantize cases, %d "
+                   "failures\n", name, cases_run - c0, qdq_cases_run - d0, etch_test_failed_ - before);
             run++;
         }
         etch_quant_features_allow(~0u);

@@ -499,7 +499,7 @@ static void lut_run(etch_kernel_context *ctx, const qrun *r) {
         y[k] = t[x[k]];
 }
 
-static void qconv_chain_run(etch_kernel_context *ctx) {
+void etch_opt_qconv_chain_run(etch_kernel_context *ctx) {
     const size_t n = etch_kernel_chain_length(ctx);
     etch_kernel_call calls[ETCH_CHAIN_MAX];
     bool ok = n <= ETCH_CHAIN_MAX;
@@ -633,17 +633,9 @@ static void qconv_chain_run(etch_kernel_context *ctx) {
         etch_kernel_fail(ctx, st, "%s", etch_last_error());
 }
 
-ETCH_OPT_KERNEL(dequantize_per_tensor_out) {
-    if (etch_kernel_chain_length(ctx) > 1) {
-        qconv_chain_run(ctx);
-        return;
-    }
-    etch_portable_dequantize_per_tensor_out(ctx, args, nargs);
-}
-
 ETCH_OPT_KERNEL(dequantize_per_channel_out) {
     if (etch_kernel_chain_length(ctx) > 1) {
-        qconv_chain_run(ctx);
+        etch_opt_qconv_chain_run(ctx);
         return;
     }
     etch_portable_dequantize_per_channel_out(ctx, args, nargs);
