@@ -633,10 +633,47 @@ void etch_opt_qconv_chain_run(etch_kernel_context *ctx) {
         etch_kernel_fail(ctx, st, "%s", etch_last_error());
 }
 
+/* An int8 weight [OC, ...] dequantized per output channel outside a chain (a run the chain
+ * rule refused): the portable arithmetic, (float)(q - zp[c]) * (float)scale[c], without its
+ * per-element index and dtype dispatch; only when every argument is one the portable kernel
+ * accepts (else it runs and names the problem). */
+static bool dq_channel_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
+    int64_t OC, K, qmin, qmax;
+    if (!w_shape_ok(args, nargs, &OC, &K) || !int_arg(args, nargs, 4, &qmin) ||
+        !int_arg(args, nargs, 5, &qmax) || qmin < -128 || qmax > 127 || qmin > qmax)
+        return false;
+    etch_tensor *w = args[0]->u.tensor, *s = args[1]->u.tensor, *z = tensor_arg(args, nargs, 2);
+    etch_tensor *out = args[8]->u.tensor;
+    if (!w->data || !s->data || (z && !z->data) || !etch_tensor_is_contiguous(w))
+        return false;
+    for (int64_t c = 0; c < OC; c++) {
+        const double v = etch_q_f64_at(s, c);
+        const int64_t zp = z ? etch_q_int_at(z, c) : 0;
+        if (!isfinite(v) || v < 0 || zp < -128 || zp > 127)
+            return false;
+    }
+    if (etch_kernel_resize(ctx, out, w->dim, w->sizes) != ETCH_OK || !out->data ||
+        !etch_tensor_is_contiguous(out))
+        return false;
+    const char *w0 = (const char *)w->data, *o0 = (const char *)out->data;
+    if (w0 < o0 + etch_tensor_nbytes(out) && o0 < w0 + etch_tensor_nbytes(w))
+        return false;
+    const int8_t *q = (const int8_t *)w->data;
+    float *o = (float *)out->data;
+    for (int64_t c = 0; c < OC; c++) {
+        const float sc = (float)etch_q_f64_at(s, c);
+        const int64_t zp = z ? etch_q_int_at(z, c) : 0;
+        for (int64_t k = 0; k < K; k++)
+            o[c * K + k] = etch_q_dequantize(q[c * K + k], zp, sc);
+    }
+    return true;
+}
+
 ETCH_OPT_KERNEL(dequantize_per_channel_out) {
     if (etch_kernel_chain_length(ctx) > 1) {
         etch_opt_qconv_chain_run(ctx);
         return;
     }
-    etch_portable_dequantize_per_channel_out(ctx, args, nargs);
+    if (!dq_channel_fast(ctx, args, nargs))
+        etch_portable_dequantize_per_channel_out(ctx, args, nargs);
 }

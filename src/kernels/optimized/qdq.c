@@ -29,36 +29,39 @@ typedef struct qdq_job {
 static void dq_task(void *arg, int64_t b, int64_t e) {
     const qdq_job *j = arg;
     float *o = j->out;
+    const int32_t zp = j->zp;
+    const float scale = j->scale;
     if (j->s8) {
         const int8_t *x = j->in;
         for (int64_t i = b; i < e; i++)
-            o[i] = etch_q_dequantize(x[i], j->zp, j->scale);
+            o[i] = etch_q_dequantize(x[i], zp, scale);
     } else {
         const uint8_t *x = j->in;
         for (int64_t i = b; i < e; i++)
-            o[i] = etch_q_dequantize(x[i], j->zp, j->scale);
+            o[i] = etch_q_dequantize(x[i], zp, scale);
     }
 }
 
-static inline int32_t q_one(const qdq_job *j, float x) {
-    const float r = etch_q8_round(j->scale * x);
-    if (r != r)
-        return j->qmin;
-    const float t = (float)j->zp + r;
-    return t <= (float)j->qmin ? j->qmin : t >= (float)j->qmax ? j->qmax : (int32_t)t;
-}
+/* etch_q_quantize for an 8-bit range, branch-free (the loops vectorize): a NaN fails both
+ * comparisons of the clamp's lower end and becomes qmin, as there. */
+#define Q_LOOP(T)                                                                               \
+    for (int64_t i = b; i < e; i++) {                                                           \
+        float t = zf + etch_q8_round(inv * x[i]);                                               \
+        t = t > lo ? t : lo;                                                                    \
+        t = t < hi ? t : hi;                                                                    \
+        o[i] = (T)(int32_t)t;                                                                   \
+    }
 
 static void q_task(void *arg, int64_t b, int64_t e) {
     const qdq_job *j = arg;
     const float *x = j->in;
+    const float inv = j->scale, zf = (float)j->zp, lo = (float)j->qmin, hi = (float)j->qmax;
     if (j->s8) {
         int8_t *o = j->out;
-        for (int64_t i = b; i < e; i++)
-            o[i] = (int8_t)q_one(j, x[i]);
+        Q_LOOP(int8_t)
     } else {
         uint8_t *o = j->out;
-        for (int64_t i = b; i < e; i++)
-            o[i] = (uint8_t)q_one(j, x[i]);
+        Q_LOOP(uint8_t)
     }
 }
 

@@ -183,13 +183,11 @@ size_t etch_q8_conv_work_size(const etch_q8_conv_desc *d, int threads);
  * bytes (ctx NULL: one thread). */
 etch_status etch_q8_conv(etch_kernel_context *ctx, const etch_q8_conv_desc *d, void *work);
 
-/* nearbyintf(f) as the int8 / uint8 requantization needs it, without a libm call: exact
- * (round half to even, the default rounding mode) for |f| <= 2^22, and beyond that a value of
- * the same sign and magnitude above 2^22, which any clamp to an 8-bit range treats alike. */
-static inline float etch_q8_round(float f) {
-    f = f > 16777216.0f ? 16777216.0f : f < -16777216.0f ? -16777216.0f : f;
-    return (f + 12582912.0f) - 12582912.0f;
-}
+/* nearbyintf(f) as the int8 / uint8 requantization needs it, without a libm call (and
+ * vectorizable): exact (round half to even, the default rounding mode) for |f| <= 2^22;
+ * beyond that within 2 of f (so still of magnitude above 2^22 - 2, which any clamp to an 8-bit
+ * range treats as f), infinities and NaN kept. */
+static inline float etch_q8_round(float f) { return (f + 12582912.0f) - 12582912.0f; }
 
 /* ---- the per-ISA inner loops (quant_<isa>.c) ----------------------------------------------- */
 
