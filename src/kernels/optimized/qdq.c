@@ -31,14 +31,15 @@ static void dq_task(void *arg, int64_t b, int64_t e) {
     float *o = j->out;
     const int32_t zp = j->zp;
     const float scale = j->scale;
+    /* etch_q_dequantize's value: q - zp is exact in int32 for 8-bit q and zero point */
     if (j->s8) {
         const int8_t *x = j->in;
         for (int64_t i = b; i < e; i++)
-            o[i] = etch_q_dequantize(x[i], zp, scale);
+            o[i] = (float)((int32_t)x[i] - zp) * scale;
     } else {
         const uint8_t *x = j->in;
         for (int64_t i = b; i < e; i++)
-            o[i] = etch_q_dequantize(x[i], zp, scale);
+            o[i] = (float)((int32_t)x[i] - zp) * scale;
     }
 }
 
