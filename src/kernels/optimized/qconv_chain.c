@@ -46,6 +46,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/optimized/chain_util.h"
 #include "kernels/optimized/opt.h"
 #include "kernels/optimized/opt_quant.h"
 #include "kernels/optimized/quant.h"
@@ -67,16 +68,6 @@ typedef struct q8w_prep {
 
 static size_t align64(size_t v) { return (v + 63) & ~(size_t)63; }
 
-static bool is_const(const etch_tensor *t) { return t && (t->flags & ETCH_TENSOR_CONSTANT); }
-
-static etch_tensor *tensor_arg(etch_value **args, size_t nargs, size_t k) {
-    return k < nargs && args[k] && args[k]->tag == ETCH_VALUE_TENSOR ? args[k]->u.tensor : NULL;
-}
-
-static bool int_arg(etch_value **args, size_t nargs, size_t k, int64_t *v) {
-    return k < nargs && args[k] && args[k]->tag == ETCH_VALUE_INT && ((*v = args[k]->u.i), true);
-}
-
 static bool num_arg(etch_value **args, size_t nargs, size_t k, double *v) {
     return k < nargs && args[k] && args[k]->tag != ETCH_VALUE_BOOL &&
            etch_value_scalar_to_double(args[k], v);
@@ -89,17 +80,17 @@ static bool none_arg(etch_value **args, size_t nargs, size_t k) {
 /* out_dtype (an optional ScalarType) None or Float. */
 static bool float_or_none(etch_value **args, size_t nargs, size_t k) {
     int64_t dt;
-    return none_arg(args, nargs, k) || (int_arg(args, nargs, k, &dt) && dt == ETCH_DTYPE_FLOAT);
+    return none_arg(args, nargs, k) || (etch_chain_int_arg(args, nargs, k, &dt) && dt == ETCH_DTYPE_FLOAT);
 }
 
 /* dequantize_per_channel.out(in, scales, zps, axis, qmin, qmax, dtype, out_dtype, out): the
  * checks that read no data; OC and K. */
 static bool w_shape_ok(etch_value **args, size_t nargs, int64_t *OC, int64_t *K) {
-    etch_tensor *w = tensor_arg(args, nargs, 0), *s = tensor_arg(args, nargs, 1);
-    etch_tensor *z = tensor_arg(args, nargs, 2), *out = tensor_arg(args, nargs, 8);
+    etch_tensor *w = etch_chain_tensor_arg(args, nargs, 0), *s = etch_chain_tensor_arg(args, nargs, 1);
+    etch_tensor *z = etch_chain_tensor_arg(args, nargs, 2), *out = etch_chain_tensor_arg(args, nargs, 8);
     int64_t axis, dt;
     if (nargs < 9 || !w || !s || !out || (!z && !none_arg(args, nargs, 2)) ||
-        !int_arg(args, nargs, 3, &axis) || axis != 0 || !int_arg(args, nargs, 6, &dt) ||
+        !etch_chain_int_arg(args, nargs, 3, &axis) || axis != 0 || !etch_chain_int_arg(args, nargs, 6, &dt) ||
         dt != ETCH_DTYPE_CHAR || w->dtype != ETCH_DTYPE_CHAR || !float_or_none(args, nargs, 7) ||
         out->dtype != ETCH_DTYPE_FLOAT || (w->dim != 2 && w->dim != 4) || s->dim != 1 ||
         !etch_pk_is_float(s->dtype) || (z && (z->dim != 1 || !etch_pk_dtype_is_real(z->dtype) ||
@@ -119,8 +110,8 @@ size_t etch_opt_dequantize_per_channel_prepare(etch_kernel_context *ctx, etch_va
     int64_t OC, K;
     if (!w_shape_ok(args, nargs, &OC, &K))
         return 0;
-    etch_tensor *w = args[0]->u.tensor, *s = args[1]->u.tensor, *z = tensor_arg(args, nargs, 2);
-    if (!is_const(w) || !is_const(s) || (z && !is_const(z)))
+    etch_tensor *w = args[0]->u.tensor, *s = args[1]->u.tensor, *z = etch_chain_tensor_arg(args, nargs, 2);
+    if (!etch_chain_is_const(w) || !etch_chain_is_const(s) || (z && !etch_chain_is_const(z)))
         return 0;
     const int isa = (int)etch_isa_active();
     const size_t sc = align64((size_t)OC * sizeof(float));
@@ -183,14 +174,6 @@ typedef struct qrun {
     int act_kind; /* QR_LUT: 1 relu, 2 hardtanh */
 } qrun;
 
-static bool named(const etch_kernel_call *c, const char *name) {
-    return c->kernel && c->kernel->name && strcmp(c->kernel->name, name) == 0;
-}
-
-static bool no_epilogue(const etch_kernel_call *c) {
-    return !c->epilogue || c->epilogue->act == ETCH_ACT_NONE;
-}
-
 static bool same(const etch_value *a, const etch_value *b) {
     return a && b &&
            (a == b || (a->tag == ETCH_VALUE_TENSOR && b->tag == ETCH_VALUE_TENSOR &&
@@ -211,14 +194,14 @@ static bool reads_only_at(const etch_kernel_call *c, const etch_value *v, size_t
 
 /* dequantize_per_tensor.out(xq, s, z, qmin, qmax, dtype, out_dtype, out) of uint8. */
 static bool dqx_ok(const etch_kernel_call *c, qrun *r) {
-    etch_tensor *x = tensor_arg(c->args, c->nargs, 0), *o = tensor_arg(c->args, c->nargs, 7);
+    etch_tensor *x = etch_chain_tensor_arg(c->args, c->nargs, 0), *o = etch_chain_tensor_arg(c->args, c->nargs, 7);
     double s;
     int64_t z, qmin, qmax, dt;
     if (c->nargs < 8 || !x || !o || x->dtype != ETCH_DTYPE_BYTE || o->dtype != ETCH_DTYPE_FLOAT ||
-        !num_arg(c->args, c->nargs, 1, &s) || !int_arg(c->args, c->nargs, 2, &z) ||
-        !int_arg(c->args, c->nargs, 3, &qmin) || !int_arg(c->args, c->nargs, 4, &qmax) ||
-        !int_arg(c->args, c->nargs, 5, &dt) || dt != ETCH_DTYPE_BYTE ||
-        !float_or_none(c->args, c->nargs, 6) || !no_epilogue(c) || !isfinite(s) || s < 0 ||
+        !num_arg(c->args, c->nargs, 1, &s) || !etch_chain_int_arg(c->args, c->nargs, 2, &z) ||
+        !etch_chain_int_arg(c->args, c->nargs, 3, &qmin) || !etch_chain_int_arg(c->args, c->nargs, 4, &qmax) ||
+        !etch_chain_int_arg(c->args, c->nargs, 5, &dt) || dt != ETCH_DTYPE_BYTE ||
+        !float_or_none(c->args, c->nargs, 6) || !etch_chain_no_epilogue(c) || !isfinite(s) || s < 0 ||
         z < 0 || z > 255 || same(c->args[0], c->args[7]))
         return false;
     r->xq = x;
@@ -229,13 +212,13 @@ static bool dqx_ok(const etch_kernel_call *c, qrun *r) {
 
 /* quantize_per_tensor.out(y, s, z, qmin, qmax, dtype, out) to uint8. */
 static bool q_ok(const etch_kernel_call *c, qrun *r) {
-    etch_tensor *o = tensor_arg(c->args, c->nargs, 6);
+    etch_tensor *o = etch_chain_tensor_arg(c->args, c->nargs, 6);
     double s;
     int64_t z, qmin, qmax, dt;
     if (c->nargs < 7 || !o || o->dtype != ETCH_DTYPE_BYTE || !num_arg(c->args, c->nargs, 1, &s) ||
-        !int_arg(c->args, c->nargs, 2, &z) || !int_arg(c->args, c->nargs, 3, &qmin) ||
-        !int_arg(c->args, c->nargs, 4, &qmax) || !int_arg(c->args, c->nargs, 5, &dt) ||
-        dt != ETCH_DTYPE_BYTE || !no_epilogue(c) || !isfinite(s) || !((float)s > 0.0f) ||
+        !etch_chain_int_arg(c->args, c->nargs, 2, &z) || !etch_chain_int_arg(c->args, c->nargs, 3, &qmin) ||
+        !etch_chain_int_arg(c->args, c->nargs, 4, &qmax) || !etch_chain_int_arg(c->args, c->nargs, 5, &dt) ||
+        dt != ETCH_DTYPE_BYTE || !etch_chain_no_epilogue(c) || !isfinite(s) || !((float)s > 0.0f) ||
         isinf(1.0f / (float)s) || z < 0 || z > 255 || qmin < 0 || qmax > 255 || qmin > qmax)
         return false;
     r->so = (float)s;
@@ -271,10 +254,10 @@ static bool clamp_of_epilogue(const etch_epilogue *e, qrun *r) {
 static bool act_call(const etch_kernel_call *c, const etch_value **prev, qrun *r) {
     etch_epilogue e = {ETCH_ACT_NONE, 0, 0};
     size_t oi;
-    if (named(c, "aten::relu.out")) {
+    if (etch_chain_named(c, "aten::relu.out")) {
         e.act = ETCH_ACT_RELU;
         oi = 1;
-    } else if (named(c, "aten::hardtanh.out")) {
+    } else if (etch_chain_named(c, "aten::hardtanh.out")) {
         if (!num_arg(c->args, c->nargs, 1, &e.lo) || !num_arg(c->args, c->nargs, 2, &e.hi))
             return false;
         e.act = ETCH_ACT_CLAMP;
@@ -282,8 +265,8 @@ static bool act_call(const etch_kernel_call *c, const etch_value **prev, qrun *r
     } else {
         return false;
     }
-    etch_tensor *o = tensor_arg(c->args, c->nargs, oi);
-    if (c->nargs <= oi || !o || o->dtype != ETCH_DTYPE_FLOAT || !no_epilogue(c) ||
+    etch_tensor *o = etch_chain_tensor_arg(c->args, c->nargs, oi);
+    if (c->nargs <= oi || !o || o->dtype != ETCH_DTYPE_FLOAT || !etch_chain_no_epilogue(c) ||
         !reads_only_at(c, *prev, 0) || !clamp_of_epilogue(&e, r))
         return false;
     r->act_kind = e.act == ETCH_ACT_RELU ? 1 : 2;
@@ -311,7 +294,7 @@ static bool int_pair(etch_value *v, int64_t out[2], int64_t dflt) {
 static bool weight_ok(const etch_kernel_call *c, qrun *r) {
     int64_t OC, K;
     const q8w_prep *h = (const q8w_prep *)c->prepared;
-    if (!w_shape_ok(c->args, c->nargs, &OC, &K) || !no_epilogue(c) || !h ||
+    if (!w_shape_ok(c->args, c->nargs, &OC, &K) || !etch_chain_no_epilogue(c) || !h ||
         c->prepared_size < Q8W_HEAD || h->magic != Q8W_MAGIC ||
         h->w != c->args[0]->u.tensor->data || h->s != c->args[1]->u.tensor->data ||
         h->OC != OC || h->K != K || h->isa != (int64_t)etch_isa_active() ||
@@ -370,7 +353,7 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, qrun *r
             dqx = c;
         else if (is_dqw(c) && !dqw)
             dqw = c;
-        else if (named(c, "aten::permute_copy.out") && dqw && !perm)
+        else if (etch_chain_named(c, "aten::permute_copy.out") && dqw && !perm)
             perm = c;
         else
             break;
@@ -381,7 +364,7 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, qrun *r
     const etch_value *prev = xd;
     if (!dqw) { /* dq -> relu | hardtanh -> q: the table */
         if (i != 1 || perm || !act_call(&calls[1], &prev, r) || n < 3 ||
-            !named(&calls[2], "quantized_decomposed::quantize_per_tensor.out") ||
+            !etch_chain_named(&calls[2], "quantized_decomposed::quantize_per_tensor.out") ||
             !q_ok(&calls[2], r) || !reads_only_at(&calls[2], prev, 0))
             return 0;
         if (exec && (!r->xq->data || !r->yq->data || !etch_tensor_is_contiguous(r->xq)))
@@ -395,16 +378,16 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, qrun *r
     const etch_kernel_call *op = &calls[i];
     const int64_t OC = r->wp->OC;
     etch_value *yv;
-    if (named(op, "aten::convolution.out")) {
+    if (etch_chain_named(op, "aten::convolution.out")) {
         /* (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
          * out) */
         int64_t op_pad[2];
-        etch_tensor *wd = tensor_arg(dqw->args, dqw->nargs, 8);
+        etch_tensor *wd = etch_chain_tensor_arg(dqw->args, dqw->nargs, 8);
         if (perm || op->nargs < 10 || !reads_only_at(op, xd, 0) || !reads_only_at(op, wv, 1) ||
             !op->args[6] || op->args[6]->tag != ETCH_VALUE_BOOL || op->args[6]->u.b ||
             !int_pair(op->args[3], r->stride, 1) || !int_pair(op->args[4], r->pad, 0) ||
             !int_pair(op->args[5], r->dil, 1) || !int_pair(op->args[7], op_pad, 0) ||
-            op_pad[0] || op_pad[1] || !int_arg(op->args, op->nargs, 8, &r->groups) ||
+            op_pad[0] || op_pad[1] || !etch_chain_int_arg(op->args, op->nargs, 8, &r->groups) ||
             r->wt->dim != 4 || !wd || wd->dim != 4 || r->xq->dim != 4 ||
             r->groups <= 0 || r->xq->sizes[1] != r->wt->sizes[1] * r->groups ||
             OC % r->groups || r->stride[0] <= 0 || r->stride[1] <= 0 || r->pad[0] < 0 ||
@@ -413,13 +396,13 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, qrun *r
             return 0;
         yv = op->args[9];
         r->kind = QR_CONV;
-    } else if (named(op, "aten::mm.out") || named(op, "aten::addmm.out")) {
-        const bool add = named(op, "aten::addmm.out");
+    } else if (etch_chain_named(op, "aten::mm.out") || etch_chain_named(op, "aten::addmm.out")) {
+        const bool add = etch_chain_named(op, "aten::addmm.out");
         const size_t xi = add ? 1 : 0, oi = add ? 5 : 2;
         size_t len;
         const int64_t *pl;
         double beta = 1, alpha = 1;
-        if (!perm || perm->nargs < 3 || !reads_only_at(perm, wv, 0) || !no_epilogue(perm) ||
+        if (!perm || perm->nargs < 3 || !reads_only_at(perm, wv, 0) || !etch_chain_no_epilogue(perm) ||
             !perm->args[1] || perm->args[1]->tag != ETCH_VALUE_INT_LIST ||
             !(pl = etch_value_int_list(perm->args[1], &len)) || len != 2 ||
             !((pl[0] == 1 || pl[0] == -1) && (pl[1] == 0 || pl[1] == -2)) ||
@@ -440,13 +423,13 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, qrun *r
         return 0;
     prev = yv;
     i++;
-    if (i < n && no_epilogue(op) && (named(&calls[i], "aten::relu.out") ||
-                                     named(&calls[i], "aten::hardtanh.out"))) {
+    if (i < n && etch_chain_no_epilogue(op) && (etch_chain_named(&calls[i], "aten::relu.out") ||
+                                     etch_chain_named(&calls[i], "aten::hardtanh.out"))) {
         if (!act_call(&calls[i], &prev, r))
             return 0;
         i++;
     }
-    if (i >= n || !named(&calls[i], "quantized_decomposed::quantize_per_tensor.out") ||
+    if (i >= n || !etch_chain_named(&calls[i], "quantized_decomposed::quantize_per_tensor.out") ||
         !q_ok(&calls[i], r) || !reads_only_at(&calls[i], prev, 0))
         return 0;
     /* nothing but the designated readers refers to an intermediate */
@@ -465,13 +448,6 @@ size_t etch_opt_dequantize_chain(etch_kernel_context *ctx, const etch_kernel_cal
     (void)ctx;
     qrun r;
     return run_of(calls, n, false, &r);
-}
-
-static void run_each(etch_kernel_context *ctx) {
-    const size_t n = etch_kernel_chain_length(ctx);
-    for (size_t i = 0; i < n; i++)
-        if (etch_kernel_chain_run(ctx, i) != ETCH_OK)
-            return;
 }
 
 /* The portable quantization of one float (the limits of a clamp). */
@@ -507,7 +483,7 @@ void etch_opt_qconv_chain_run(etch_kernel_context *ctx) {
         ok = etch_kernel_chain_call(ctx, i, &calls[i]);
     qrun r;
     if (!ok || run_of(calls, n, true, &r) != n) {
-        run_each(ctx); /* not the run accepted at load (the arguments changed) */
+        etch_chain_run_each(ctx); /* not the run accepted at load (the arguments changed) */
         return;
     }
     if (r.kind == QR_LUT) {
@@ -518,7 +494,7 @@ void etch_opt_qconv_chain_run(etch_kernel_context *ctx) {
     int32_t *b32 = etch_kernel_temp_try(ctx, (size_t)OC * sizeof(int32_t), 64);
     float *mult = etch_kernel_temp_try(ctx, (size_t)OC * sizeof(float), 64);
     if (!b32 || !mult) {
-        run_each(ctx);
+        etch_chain_run_each(ctx);
         return;
     }
     const float inv = 1.0f / r.so;
@@ -528,7 +504,7 @@ void etch_opt_qconv_chain_run(etch_kernel_context *ctx) {
         mult[o] = (float)(sxw * (double)inv);
         const double b = !bias ? 0.0 : sxw > 0 ? nearbyint((double)bias[o] / sxw) : INFINITY;
         if (!(mult[o] <= QC_MAX_MULT) || !(fabs(b) <= 1073741824.0)) {
-            run_each(ctx); /* outside the accuracy bound, or the bias does not fold */
+            etch_chain_run_each(ctx); /* outside the accuracy bound, or the bias does not fold */
             return;
         }
         b32[o] = (int32_t)b;
@@ -552,7 +528,7 @@ void etch_opt_qconv_chain_run(etch_kernel_context *ctx) {
         void *pkb = r.pk.panels ? NULL
                                 : etch_kernel_temp_try(ctx, etch_q8_gemm_packed_size(-1, OC, K), 64);
         if (!work || (!r.pk.panels && !pkb)) {
-            run_each(ctx);
+            etch_chain_run_each(ctx);
             return;
         }
         if (pkb)
@@ -599,7 +575,7 @@ void etch_opt_qconv_chain_run(etch_kernel_context *ctx) {
     const int64_t eh = d.H + 2 * d.ph - d.dh * (d.KH - 1) - 1;
     const int64_t ew = d.W + 2 * d.pw - d.dw * (d.KW - 1) - 1;
     if (eh < 0 || ew < 0) {
-        run_each(ctx); /* the portable kernel names the problem */
+        etch_chain_run_each(ctx); /* the portable kernel names the problem */
         return;
     }
     d.OH = eh / d.sh + 1;
@@ -616,7 +592,7 @@ void etch_opt_qconv_chain_run(etch_kernel_context *ctx) {
     const int64_t osz[4] = {d.N, OC, d.OH, d.OW};
     d.y = r.yq->data; /* (bound: checked in run_of; set again after the resize) */
     if (etch_q8_conv_check(&d) != ETCH_OK) {
-        run_each(ctx);
+        etch_chain_run_each(ctx);
         return;
     }
     if (etch_kernel_resize(ctx, r.yq, 4, osz) != ETCH_OK)
@@ -625,7 +601,7 @@ void etch_opt_qconv_chain_run(etch_kernel_context *ctx) {
     void *work = etch_kernel_temp_try(ctx, etch_q8_conv_work_size(&d, etch_kernel_num_threads(ctx)),
                                       64);
     if (!work) {
-        run_each(ctx);
+        etch_chain_run_each(ctx);
         return;
     }
     const etch_status st = etch_q8_conv(ctx, &d, work);
@@ -639,10 +615,10 @@ void etch_opt_qconv_chain_run(etch_kernel_context *ctx) {
  * accepts (else it runs and names the problem). */
 static bool dq_channel_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
     int64_t OC, K, qmin, qmax;
-    if (!w_shape_ok(args, nargs, &OC, &K) || !int_arg(args, nargs, 4, &qmin) ||
-        !int_arg(args, nargs, 5, &qmax) || qmin < -128 || qmax > 127 || qmin > qmax)
+    if (!w_shape_ok(args, nargs, &OC, &K) || !etch_chain_int_arg(args, nargs, 4, &qmin) ||
+        !etch_chain_int_arg(args, nargs, 5, &qmax) || qmin < -128 || qmax > 127 || qmin > qmax)
         return false;
-    etch_tensor *w = args[0]->u.tensor, *s = args[1]->u.tensor, *z = tensor_arg(args, nargs, 2);
+    etch_tensor *w = args[0]->u.tensor, *s = args[1]->u.tensor, *z = etch_chain_tensor_arg(args, nargs, 2);
     etch_tensor *out = args[8]->u.tensor;
     if (!w->data || !s->data || (z && !z->data) || !etch_tensor_is_contiguous(w))
         return false;
