@@ -16,7 +16,11 @@
  *     weight's prepared data is what it runs from);
  *   - the weight dequantization's prepare function refuses what the chain must not take
  *     (a weight that is no constant, scales that are not finite, negative or of another
- *     length than the output channels, zero points that are not 0, another axis or dtype). */
+ *     length than the output channels, zero points that are not 0, another axis or dtype);
+ *   - the chain function, on calls built here, takes dq(x) -> dq(W) -> conv -> q and refuses
+ *     the run when the shapes do not fit (input channels, bias length), the conv reads the
+ *     intermediates at the wrong arguments or one twice, the prepared data is another
+ *     weight's, the convolution is transposed or the result is not uint8. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -338,6 +342,113 @@ static void check_prepare(void) {
     }
 }
 
+/* ---- the chain function on calls built here: dq(x) -> dq(W) -> conv -> q ------------------ */
+
+typedef struct chain_args {
+    prep_args w;                  /* the weight dequantization (out: wd) */
+    uint8_t xq[1 * 4 * 5 * 5], yq[4 * 5 * 5];
+    float xd[4 * 5 * 5], y[4 * 5 * 5], bias[4];
+    etch_tensor txq, txd, tb, ty, tyq;
+    etch_value vx[9], vc[11], vq[8];
+    etch_value *ax[9], *ac[11], *aq[8];
+    kt_ilist st, pd, dl, op;
+    _Alignas(64) unsigned char prep[1 << 14];
+    etch_kernel_call calls[4];
+} chain_args;
+
+static const etch_kernel *kfind(const char *name) {
+    const etch_kernel *k = etch_kernels_find(name, strlen(name));
+    CHECK(k != NULL);
+    return k;
+}
+
+/* x uint8 [1, 4, 5, 5], W int8 [4, 2, 3, 3] (groups 2), stride 1, padding 1, bias [4], out
+ * uint8 [1, 4, 5, 5]. */
+static void chain_init(chain_args *a) {
+    memset(a, 0, sizeof *a);
+    prep_init(&a->w);
+    const int64_t xs[4] = {1, 4, 5, 5}, bs[1] = {4};
+    CHECK_OK(etch_tensor_init(&a->txq, ETCH_DTYPE_BYTE, 4, xs, a->xq));
+    CHECK_OK(etch_tensor_init(&a->txd, ETCH_DTYPE_FLOAT, 4, xs, a->xd));
+    CHECK_OK(etch_tensor_init(&a->tb, ETCH_DTYPE_FLOAT, 1, bs, a->bias));
+    CHECK_OK(etch_tensor_init(&a->ty, ETCH_DTYPE_FLOAT, 4, xs, a->y));
+    CHECK_OK(etch_tensor_init(&a->tyq, ETCH_DTYPE_BYTE, 4, xs, a->yq));
+    /* dequantize_per_tensor.out(xq, 0.02, 3, 0, 255, Byte, None, xd, xd) */
+    const etch_value vx[9] = {kt_vtensor(&a->txq), kt_vdouble(0.02), kt_vint(3), kt_vint(0),
+                              kt_vint(255), kt_vint(ETCH_DTYPE_BYTE), kt_vnone(),
+                              kt_vtensor(&a->txd), kt_vtensor(&a->txd)};
+    memcpy(a->vx, vx, sizeof vx);
+    const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+    /* convolution.out(xd, wd, bias, [1, 1], [1, 1], [1, 1], false, [0, 0], 2, y, y) */
+    a->vc[0] = kt_vtensor(&a->txd);
+    a->vc[1] = kt_vtensor(&a->w.tout);
+    a->vc[2] = kt_vtensor(&a->tb);
+    a->vc[3] = *kt_mklist(&a->st, one, 2);
+    a->vc[4] = *kt_mklist(&a->pd, one, 2);
+    a->vc[5] = *kt_mklist(&a->dl, one, 2);
+    a->vc[6] = kt_vbool(false);
+    a->vc[7] = *kt_mklist(&a->op, zero, 2);
+    a->vc[8] = kt_vint(2);
+    a->vc[9] = a->vc[10] = kt_vtensor(&a->ty);
+    /* quantize_per_tensor.out(y, 0.05, 128, 0, 255, Byte, yq, yq) */
+    const etch_value vq[8] = {kt_vtensor(&a->ty), kt_vdouble(0.05), kt_vint(128), kt_vint(0),
+                              kt_vint(255), kt_vint(ETCH_DTYPE_BYTE), kt_vtensor(&a->tyq),
+                              kt_vtensor(&a->tyq)};
+    memcpy(a->vq, vq, sizeof vq);
+    for (int k = 0; k < 9; k++)
+        a->ax[k] = &a->vx[k];
+    for (int k = 0; k < 11; k++)
+        a->ac[k] = &a->vc[k];
+    for (int k = 0; k < 8; k++)
+        a->aq[k] = &a->vq[k];
+    /* the weight dequantization's out is one value (the conv reads it by tensor) */
+    const size_t want = etch_opt_dequantize_per_channel_prepare(NULL, a->w.args, 10, NULL, 0);
+    CHECK(want > 0 && want <= sizeof a->prep);
+    const size_t got =
+        etch_opt_dequantize_per_channel_prepare(NULL, a->w.args, 10, a->prep, sizeof a->prep);
+    CHECK(got > 0);
+    a->calls[0] = (etch_kernel_call){kfind("quantized_decomposed::dequantize_per_tensor.out"),
+                                     a->ax, 9, NULL, 0, NULL, 0};
+    a->calls[1] = (etch_kernel_call){kfind("quantized_decomposed::dequantize_per_channel.out"),
+                                     a->w.args, 10, a->prep, got, NULL, 0};
+    a->calls[2] = (etch_kernel_call){kfind("aten::convolution.out"), a->ac, 11, NULL, 0, NULL, 0};
+    a->calls[3] = (etch_kernel_call){kfind("quantized_decomposed::quantize_per_tensor.out"),
+                                     a->aq, 8, NULL, 0, NULL, 0};
+}
+
+static void check_chain_function(void) {
+    static chain_args a;
+    chain_init(&a);
+    CHECK_MSG(etch_opt_dequantize_chain(NULL, a.calls, 4) == 4, "the valid run was refused");
+    /* the two dequantizations in the other order */
+    etch_kernel_call sw[4] = {a.calls[1], a.calls[0], a.calls[2], a.calls[3]};
+    CHECK_MSG(etch_opt_dequantize_chain(NULL, sw, 4) == 4, "the swapped run was refused");
+    const char *what[] = {"3 input channels for 2 groups of 2", "a bias of 3",
+                          "the conv reading xd as its weight", "xd read twice",
+                          "another weight's prepared data", "a transposed convolution",
+                          "an int8 result", "groups 3", "an input that is not uint8",
+                          "no quantize after the conv"};
+    for (int c = 0; c < (int)(sizeof what / sizeof what[0]); c++) {
+        chain_init(&a);
+        size_t n = 4;
+        switch (c) {
+        case 0: a.txq.sizes[1] = 3; break;
+        case 1: a.tb.sizes[0] = 3; break;
+        case 2: a.vc[0] = kt_vtensor(&a.w.tout); a.vc[1] = kt_vtensor(&a.txd); break;
+        case 3: a.vc[2] = kt_vtensor(&a.txd); break;
+        case 4: ((const void **)(a.prep + 8))[0] = a.xq; break; /* q8w_prep.w */
+        case 5: a.vc[6] = kt_vbool(true); break;
+        case 6: a.vq[5] = kt_vint(ETCH_DTYPE_CHAR); a.tyq.dtype = ETCH_DTYPE_CHAR; break;
+        case 7: a.vc[8] = kt_vint(3); break;
+        case 8: a.txq.dtype = ETCH_DTYPE_CHAR; break;
+        case 9: n = 3; break;
+        default: break;
+        }
+        CHECK_MSG(etch_opt_dequantize_chain(NULL, a.calls, n) == 0, "the chain took %s",
+                  what[c]);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s GENERATED_DIR\n", argv[0]);
@@ -346,6 +457,7 @@ int main(int argc, char **argv) {
     g_dir = argv[1];
     CHECK_OK(etch_kernels_register_optimized());
     check_prepare();
+    check_chain_function();
     etch_isa isas[KT_N_ISAS];
     const int n_isas = kt_pick_isas(isas);
     for (size_t i = 0; i < sizeof PROGS / sizeof PROGS[0]; i++)
