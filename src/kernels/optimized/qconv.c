@@ -148,7 +148,7 @@ static void gemm_task(void *arg, int thread, int64_t b, int64_t e) {
 static void dw_task(void *arg, int thread, int64_t b, int64_t e) {
     const qc_plan *p = arg;
     const etch_q8_conv_desc *d = p->d;
-    int32_t *acc = (int32_t *)(p->scratch + (size_t)thread * p->tb);
+    int32_t *restrict acc = (int32_t *)(p->scratch + (size_t)thread * p->tb);
     const int64_t mul = d->OC / d->groups, OW = d->OW;
     for (int64_t t = b; t < e; t++) {
         const int64_t n = t / d->OC, o = t % d->OC, c = o / mul;
@@ -174,7 +174,7 @@ static void dw_task(void *arg, int thread, int64_t b, int64_t e) {
                     if (hi > OW)
                         hi = OW;
                     if (d->sw == 1) {
-                        const uint8_t *xs = xr + off;
+                        const uint8_t *restrict xs = xr + off;
                         for (int64_t i = lo; i < hi; i++)
                             acc[i] += ((int32_t)xs[i] - zx) * wv;
                     } else {
@@ -183,9 +183,14 @@ static void dw_task(void *arg, int thread, int64_t b, int64_t e) {
                     }
                 }
             }
-            uint8_t *yr = yo + oh * OW;
-            for (int64_t i = 0; i < OW; i++)
-                yr[i] = requant(acc[i], mult, d->zo, d->qmin, d->qmax);
+            uint8_t *restrict yr = yo + oh * OW;
+            const float zo = (float)d->zo, qlo = (float)d->qmin, qhi = (float)d->qmax;
+            for (int64_t i = 0; i < OW; i++) {
+                float v = etch_q8_round((float)acc[i] * mult) + zo; /* requant, branch-free */
+                v = v > qlo ? v : qlo;
+                v = v < qhi ? v : qhi;
+                yr[i] = (uint8_t)(int32_t)v;
+            }
         }
     }
 }
