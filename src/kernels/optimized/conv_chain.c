@@ -42,6 +42,7 @@
  */
 #include <string.h>
 
+#include "kernels/optimized/chain_util.h"
 #include "kernels/optimized/conv_nchwc.h"
 #include "kernels/optimized/eltwise_util.h"
 #include "kernels/optimized/epilogue.h"
@@ -391,14 +392,6 @@ static void chain_steps(void *arg, int t, int64_t i0, int64_t i1) {
     }
 }
 
-/* Run the calls one by one (what the chain stands for). */
-static void run_each(etch_kernel_context *ctx) {
-    const size_t n = etch_kernel_chain_length(ctx);
-    for (size_t i = 0; i < n; i++)
-        if (etch_kernel_chain_run(ctx, i) != ETCH_OK)
-            return;
-}
-
 void etch_opt_conv_chain_run(etch_kernel_context *ctx) {
     const size_t n = etch_kernel_chain_length(ctx);
     etch_kernel_call calls[4];
@@ -408,7 +401,7 @@ void etch_opt_conv_chain_run(etch_kernel_context *ctx) {
     for (size_t i = 0; ok && i < n; i++)
         ok = etch_kernel_chain_call(ctx, i, &calls[i]);
     if (!ok || run_of(calls, n, s, &add, &has_add) != n) {
-        run_each(ctx); /* not the block accepted at load (the arguments changed) */
+        etch_chain_run_each(ctx); /* not the block accepted at load (the arguments changed) */
         return;
     }
     chain_job j;
@@ -458,7 +451,7 @@ void etch_opt_conv_chain_run(etch_kernel_context *ctx) {
     j.ring = (chain_ring *)etch_kernel_temp_try(ctx, (size_t)threads * sizeof(chain_ring),
                                                 _Alignof(chain_ring));
     if (!j.scratch || !j.ring) {
-        run_each(ctx);
+        etch_chain_run_each(ctx);
         return;
     }
     for (int64_t t = 0; t < threads; t++)

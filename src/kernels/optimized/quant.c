@@ -474,12 +474,22 @@ static void q8_store(const q8_plan *p, int64_t m, int64_t n, int32_t acc) {
         ((float *)d->c)[m * d->ldc + n] = d->fbias ? f + d->fbias[n] : f;
         return;
     }
-    const float t = nearbyintf(f) + (float)d->zo;
+    const float t = etch_q8_round(f) + (float)d->zo;
     const int32_t r = !(t > (float)d->qmin) ? d->qmin : t >= (float)d->qmax ? d->qmax : (int32_t)t;
     if (d->out_type == ETCH_Q8_OUT_S8)
         ((int8_t *)d->c)[m * d->ldc + n] = (int8_t)r;
     else
         ((uint8_t *)d->c)[m * d->ldc + n] = (uint8_t)r;
+}
+
+/* q8_store's int8 / uint8 result from acc and the column's hoisted terms. */
+static inline int32_t q8_requant(int32_t acc, uint32_t off, float mult, float zo, float lo,
+                                 float hi) {
+    const int32_t v = (int32_t)((uint32_t)acc + off);
+    float t = etch_q8_round((float)v * mult) + zo;
+    t = t > lo ? t : lo;
+    t = t < hi ? t : hi;
+    return (int32_t)t;
 }
 
 static void q8_task(void *arg, int64_t pb, int64_t pe) {
@@ -489,12 +499,39 @@ static void q8_task(void *arg, int64_t pb, int64_t pe) {
     const int mr = p->q.q8_mr, nr = p->q.q8_nr;
     const int64_t kb = b->kp / 4;
     int32_t acc[16 * 32];
+    /* int8 / uint8 out without weight zero points: per column off = bias - za * colsum (as
+     * q8_store's int64 sum, wrapped to int32 at the end alike) and the multiplier */
+    const bool fast = !(d->zb) && (d->out_type == ETCH_Q8_OUT_U8 || d->out_type == ETCH_Q8_OUT_S8);
+    uint32_t off[32];
+    float mj[32];
+    const float zo = (float)d->zo, lo = (float)d->qmin, hi = (float)d->qmax;
     for (int64_t pn = pb; pn < pe; pn++) {
         const int8_t *panel = b->panels + pn * kb * nr * 4;
         const int64_t n0 = pn * nr, nn = b->N - n0 < nr ? b->N - n0 : nr;
+        if (fast)
+            for (int64_t j = 0; j < nn; j++) {
+                const int64_t n = n0 + j;
+                off[j] = (uint32_t)((d->bias32 ? d->bias32[n] : 0) - (int64_t)p->za * b->colsum[n]);
+                mj[j] = d->mult[d->mult_per_channel ? n : 0];
+            }
         for (int64_t m0 = 0; m0 < d->M; m0 += mr) {
             const int mm = (int)(d->M - m0 < mr ? d->M - m0 : mr);
             p->q.q8_ukr(mr, kb, p->a + m0 * b->kp, b->kp, panel, acc);
+            if (fast) { /* q8_store's arithmetic, the per-column terms hoisted (vectorizes) */
+                for (int i = 0; i < mm; i++) {
+                    const int32_t *ar = acc + i * nr;
+                    if (d->out_type == ETCH_Q8_OUT_U8) {
+                        uint8_t *cr = (uint8_t *)d->c + (m0 + i) * d->ldc + n0;
+                        for (int64_t j = 0; j < nn; j++)
+                            cr[j] = (uint8_t)q8_requant(ar[j], off[j], mj[j], zo, lo, hi);
+                    } else {
+                        int8_t *cr = (int8_t *)d->c + (m0 + i) * d->ldc + n0;
+                        for (int64_t j = 0; j < nn; j++)
+                            cr[j] = (int8_t)q8_requant(ar[j], off[j], mj[j], zo, lo, hi);
+                    }
+                }
+                continue;
+            }
             for (int i = 0; i < mm; i++)
                 for (int64_t j = 0; j < nn; j++)
                     q8_store(p, m0 + i, n0 + j, acc[i * nr + j]);

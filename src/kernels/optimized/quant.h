@@ -143,6 +143,52 @@ size_t etch_q8_gemm_work_size(int64_t M, int64_t K);
 #define ETCH_Q8_MAX_K 32768
 etch_status etch_q8_gemm(etch_kernel_context *ctx, const etch_q8_gemm_desc *d);
 
+/* ---- int8 convolution with requantization (qconv.c) ------------------------------------------
+ * y[n, o, oh, ow] = requant(bias32[o] + sum_{c, kh, kw} (x[n, g*Cg + c, ih, iw] - zx) * w[o, c, kh, kw])
+ * with ih = oh * sh - ph + kh * dh (iw likewise; taps outside the input add nothing: the
+ * padding is the float 0, i.e. x = zx), x uint8 [N, C, H, W] contiguous, w int8
+ * [OC, C / groups, KH, KW] (symmetric per output channel: no weight zero point), y uint8
+ * [N, OC, OH, OW] contiguous, and requant(acc) = clamp(nearbyintf((float)acc * mult[o]) + zo,
+ * qmin, qmax): the int8 GEMM's requantization, so a 1x1 convolution and the GEMM agree bit for
+ * bit. A fused ReLU is qmin = zo (the float 0 quantizes to zo).
+ *  - C / groups > 1: an int8 im2col of a block of output pixels ([pixels][Cg * KH * KW], the
+ *    padding taps zx) through etch_q8_gemm (every ISA's microkernel, VNNI / sdot included),
+ *    the block's [pixels][OC / groups] result transposed into y; blocks over the threads.
+ *    `packed` (groups == 1) is w packed once for the active ISA (etch_q8_gemm_pack of w as
+ *    [OC, C * KH * KW]); NULL, or groups > 1: each group packed into the scratch first.
+ *  - C / groups == 1 (depthwise, any channel multiplier): direct, one int32 row of outputs at
+ *    a time (the tap loops run over contiguous output columns), channels over the threads.
+ * The int32 sums are exact (Cg * KH * KW <= ETCH_Q8_MAX_K), so every ISA and thread split
+ * gives the same bytes. */
+typedef struct etch_q8_conv_desc {
+    int64_t N, C, H, W;
+    int64_t OC, KH, KW, groups;
+    int64_t sh, sw, ph, pw, dh, dw;
+    int64_t OH, OW;
+    const uint8_t *x;
+    int32_t zx;
+    const int8_t *w;
+    const etch_q8_packed *packed; /* or NULL */
+    const int32_t *bias32;        /* [OC] or NULL */
+    const float *mult;            /* [OC] */
+    int32_t zo, qmin, qmax;       /* within 0..255 */
+    uint8_t *y;
+} etch_q8_conv_desc;
+
+/* ETCH_OK or ETCH_ERR_INVALID_ARGUMENT naming what is wrong (sizes, zero points, clamp). */
+etch_status etch_q8_conv_check(const etch_q8_conv_desc *d);
+/* Bytes of scratch (64-aligned) etch_q8_conv needs with `threads` threads. */
+size_t etch_q8_conv_work_size(const etch_q8_conv_desc *d, int threads);
+/* d must pass etch_q8_conv_check; work: etch_q8_conv_work_size(d, etch_kernel_num_threads(ctx))
+ * bytes (ctx NULL: one thread). */
+etch_status etch_q8_conv(etch_kernel_context *ctx, const etch_q8_conv_desc *d, void *work);
+
+/* nearbyintf(f) as the int8 / uint8 requantization needs it, without a libm call (and
+ * vectorizable): exact (round half to even, the default rounding mode) for |f| <= 2^22;
+ * beyond that within 2 of f (so still of magnitude above 2^22 - 2, which any clamp to an 8-bit
+ * range treats as f), infinities and NaN kept. */
+static inline float etch_q8_round(float f) { return (f + 12582912.0f) - 12582912.0f; }
+
 /* ---- the per-ISA inner loops (quant_<isa>.c) ----------------------------------------------- */
 
 /* int4 f32: rows m in [0, mm) (mm <= ETCH_Q4_MR) of xd (deinterleaved activations, see

@@ -33,6 +33,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/optimized/chain_util.h"
 #include "kernels/optimized/epilogue.h"
 #include "kernels/optimized/opt.h"
 #include "kernels/optimized/opt_quant.h"
@@ -60,29 +61,19 @@ typedef struct q4l_prep {
  * M = 300 (M = 128: 32 ms against 74 ms). */
 #define Q4L_MAX_M 256
 
-static bool is_const(const etch_tensor *t) { return t && (t->flags & ETCH_TENSOR_CONSTANT); }
-
 /* The embedding's argument positions: out at 6 (.out) or 7 (.dtype_out, dtype at 6). */
 static size_t out_index(const etch_kernel_call *c) {
     return c->kernel->fn == etch_opt_embedding_4bit_dtype_out ? 7 : 6;
 }
 
-static etch_tensor *tensor_arg(etch_value **args, size_t nargs, size_t k) {
-    return k < nargs && args[k] && args[k]->tag == ETCH_VALUE_TENSOR ? args[k]->u.tensor : NULL;
-}
-
-static bool int_arg(etch_value **args, size_t nargs, size_t k, int64_t *v) {
-    return k < nargs && args[k] && args[k]->tag == ETCH_VALUE_INT && ((*v = args[k]->u.i), true);
-}
-
 /* The shape part of the prepare checks (no data read): N, Kp, the groups per row. */
 static bool shape_ok(etch_value **args, size_t nargs, size_t oi, int64_t *N, int64_t *Kp,
                      int64_t *ng) {
-    etch_tensor *w = tensor_arg(args, nargs, 0), *s = tensor_arg(args, nargs, 1);
-    etch_tensor *ix = tensor_arg(args, nargs, 5), *out = tensor_arg(args, nargs, oi);
+    etch_tensor *w = etch_chain_tensor_arg(args, nargs, 0), *s = etch_chain_tensor_arg(args, nargs, 1);
+    etch_tensor *ix = etch_chain_tensor_arg(args, nargs, 5), *out = etch_chain_tensor_arg(args, nargs, oi);
     int64_t qmin, qmax;
-    if (nargs < oi + 1 || !w || !s || !ix || !out || !int_arg(args, nargs, 3, &qmin) ||
-        !int_arg(args, nargs, 4, &qmax) || qmin != -8 || qmax != 7 || w->dim != 2 ||
+    if (nargs < oi + 1 || !w || !s || !ix || !out || !etch_chain_int_arg(args, nargs, 3, &qmin) ||
+        !etch_chain_int_arg(args, nargs, 4, &qmax) || qmin != -8 || qmax != 7 || w->dim != 2 ||
         w->dtype != ETCH_DTYPE_BYTE || out->dtype != ETCH_DTYPE_FLOAT ||
         (s->dim != 1 && s->dim != 2) || !etch_pk_is_float(s->dtype) || ix->dim != 1 ||
         (ix->dtype != ETCH_DTYPE_LONG && ix->dtype != ETCH_DTYPE_INT))
@@ -98,7 +89,7 @@ static bool shape_ok(etch_value **args, size_t nargs, size_t oi, int64_t *N, int
         ix->sizes[0] != *N)
         return false;
     bool has_z;
-    etch_tensor *z = tensor_arg(args, nargs, 2);
+    etch_tensor *z = etch_chain_tensor_arg(args, nargs, 2);
     has_z = z != NULL;
     if (!has_z && args[2] && args[2]->tag != ETCH_VALUE_NONE)
         return false;
@@ -115,9 +106,9 @@ static size_t q4l_prepare(etch_kernel_context *ctx, etch_value **args, size_t na
     if (!shape_ok(args, nargs, oi, &N, &Kp, &ng))
         return 0;
     etch_tensor *w = args[0]->u.tensor, *s = args[1]->u.tensor, *ix = args[5]->u.tensor;
-    etch_tensor *z = tensor_arg(args, nargs, 2);
+    etch_tensor *z = etch_chain_tensor_arg(args, nargs, 2);
     const size_t arr = (size_t)(N * ng) * sizeof(float);
-    if (!is_const(w) || !is_const(s) || !is_const(ix) || (z && !is_const(z)))
+    if (!etch_chain_is_const(w) || !etch_chain_is_const(s) || !etch_chain_is_const(ix) || (z && !etch_chain_is_const(z)))
         return 0; /* (the flags are set when the runtime measures the pool, data NULL) */
     const size_t need = Q4L_HEAD + (z ? 2 : 1) * arr;
     if (!buf || !w->data)
@@ -177,14 +168,6 @@ typedef struct q4l_run {
     const etch_epilogue *epi;
 } q4l_run;
 
-static bool named(const etch_kernel_call *c, const char *name) {
-    return c->kernel && c->kernel->name && strcmp(c->kernel->name, name) == 0;
-}
-
-static bool no_epilogue(const etch_kernel_call *c) {
-    return !c->epilogue || c->epilogue->act == ETCH_ACT_NONE;
-}
-
 /* Does call c read prev's result (value or tensor) at argument k? */
 static bool reads(const etch_kernel_call *c, size_t k, const etch_value *prev) {
     return k < c->nargs && c->args[k] &&
@@ -208,32 +191,32 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, q4l_run
         h->magic != Q4L_MAGIC || h->w != e->args[0]->u.tensor->data ||
         h->s != e->args[1]->u.tensor->data || h->N != N || h->Kp != Kp || h->ng != ng ||
         e->prepared_size < Q4L_HEAD + (size_t)((h->has_z ? 2 : 1) * N * ng) * sizeof(float) ||
-        (h->has_z != (tensor_arg(e->args, e->nargs, 2) != NULL)) ||
-        (h->has_z && h->z != e->args[2]->u.tensor->data) || !no_epilogue(e))
+        (h->has_z != (etch_chain_tensor_arg(e->args, e->nargs, 2) != NULL)) ||
+        (h->has_z && h->z != e->args[2]->u.tensor->data) || !etch_chain_no_epilogue(e))
         return 0;
     const float *sf = (const float *)((const char *)h + Q4L_HEAD);
     r->w = (etch_q4_weights){N, Kp, h->G, (const uint8_t *)h->w, sf, h->has_z ? sf + N * ng : NULL};
     r->K = Kp;
     const etch_value *prev = e->args[oi];
     size_t i = 1;
-    if (named(&calls[i], "aten::slice_copy.Tensor_out")) { /* (w, 1, 0, K, 1, out) */
+    if (etch_chain_named(&calls[i], "aten::slice_copy.Tensor_out")) { /* (w, 1, 0, K, 1, out) */
         const etch_kernel_call *c = &calls[i];
         int64_t dim, start = 0, end, step;
-        if (c->nargs < 6 || !reads(c, 0, prev) || !no_epilogue(c) ||
-            !int_arg(c->args, c->nargs, 1, &dim) || (dim != 1 && dim != -1) ||
-            (c->args[2]->tag != ETCH_VALUE_NONE && !int_arg(c->args, c->nargs, 2, &start)) ||
-            start != 0 || !int_arg(c->args, c->nargs, 3, &end) || end <= 0 || end > Kp ||
-            !int_arg(c->args, c->nargs, 4, &step) || step != 1 ||
-            !tensor_arg(c->args, c->nargs, 5))
+        if (c->nargs < 6 || !reads(c, 0, prev) || !etch_chain_no_epilogue(c) ||
+            !etch_chain_int_arg(c->args, c->nargs, 1, &dim) || (dim != 1 && dim != -1) ||
+            (c->args[2]->tag != ETCH_VALUE_NONE && !etch_chain_int_arg(c->args, c->nargs, 2, &start)) ||
+            start != 0 || !etch_chain_int_arg(c->args, c->nargs, 3, &end) || end <= 0 || end > Kp ||
+            !etch_chain_int_arg(c->args, c->nargs, 4, &step) || step != 1 ||
+            !etch_chain_tensor_arg(c->args, c->nargs, 5))
             return 0;
         r->K = end;
         prev = c->args[5];
         i++;
     }
-    if (i + 2 > n || !named(&calls[i], "aten::permute_copy.out") || calls[i].nargs < 3 ||
-        !reads(&calls[i], 0, prev) || !no_epilogue(&calls[i]) ||
+    if (i + 2 > n || !etch_chain_named(&calls[i], "aten::permute_copy.out") || calls[i].nargs < 3 ||
+        !reads(&calls[i], 0, prev) || !etch_chain_no_epilogue(&calls[i]) ||
         !calls[i].args[1] || calls[i].args[1]->tag != ETCH_VALUE_INT_LIST ||
-        !tensor_arg(calls[i].args, calls[i].nargs, 2))
+        !etch_chain_tensor_arg(calls[i].args, calls[i].nargs, 2))
         return 0;
     size_t len;
     const int64_t *perm = etch_value_int_list(calls[i].args[1], &len);
@@ -243,12 +226,12 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, q4l_run
     i++;
     const etch_kernel_call *m = &calls[i];
     etch_value *xv, *yv;
-    if (named(m, "aten::mm.out")) { /* (x, wt, out) */
+    if (etch_chain_named(m, "aten::mm.out")) { /* (x, wt, out) */
         if (m->nargs < 3 || !reads(m, 1, prev) || reads(m, 0, prev))
             return 0;
         xv = m->args[0];
         yv = m->args[2];
-    } else if (named(m, "aten::addmm.out")) { /* (bias, x, wt, beta, alpha, out) */
+    } else if (etch_chain_named(m, "aten::addmm.out")) { /* (bias, x, wt, beta, alpha, out) */
         double beta, alpha;
         if (m->nargs < 6 || !reads(m, 2, prev) || reads(m, 1, prev) || reads(m, 0, prev) ||
             !m->args[3] || !m->args[4] || m->args[3]->tag == ETCH_VALUE_BOOL ||
@@ -258,7 +241,7 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, q4l_run
             return 0;
         /* at execute, data bound and aligned (etch_opt_fast_tensor); at load, maybe unbound */
         etch_tensor *b = exec ? etch_opt_fast_tensor(m->args[0], ETCH_DTYPE_FLOAT, true)
-                              : tensor_arg(m->args, m->nargs, 0);
+                              : etch_chain_tensor_arg(m->args, m->nargs, 0);
         if (!b || b->dtype != ETCH_DTYPE_FLOAT || !etch_tensor_is_contiguous(b) ||
             !(b->dim == 1 || (b->dim == 2 && b->sizes[0] == 1)) ||
             b->sizes[b->dim - 1] != N || (exec && !b->data))
@@ -285,7 +268,7 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, q4l_run
     r->x = (const float *)x->data;
     r->ldx = x->sizes[0] > 0 ? x->strides[0] : r->K;
     r->y = y;
-    r->epi = no_epilogue(m) ? NULL : m->epilogue;
+    r->epi = etch_chain_no_epilogue(m) ? NULL : m->epilogue;
     return i + 1;
 }
 
@@ -296,13 +279,6 @@ size_t etch_opt_embedding_4bit_chain(etch_kernel_context *ctx, const etch_kernel
     return run_of(calls, n, false, &r);
 }
 
-static void run_each(etch_kernel_context *ctx) {
-    const size_t n = etch_kernel_chain_length(ctx);
-    for (size_t i = 0; i < n; i++)
-        if (etch_kernel_chain_run(ctx, i) != ETCH_OK)
-            return;
-}
-
 static void q4l_chain_run(etch_kernel_context *ctx) {
     const size_t n = etch_kernel_chain_length(ctx);
     etch_kernel_call calls[ETCH_CHAIN_MAX];
@@ -311,7 +287,7 @@ static void q4l_chain_run(etch_kernel_context *ctx) {
         ok = etch_kernel_chain_call(ctx, i, &calls[i]);
     q4l_run r;
     if (!ok || run_of(calls, n, true, &r) != n) {
-        run_each(ctx); /* not the run accepted at load (the arguments changed) */
+        etch_chain_run_each(ctx); /* not the run accepted at load (the arguments changed) */
         return;
     }
     const int64_t M = r.M, N = r.w.N, Kp = r.w.K;
@@ -321,7 +297,7 @@ static void q4l_chain_run(etch_kernel_context *ctx) {
     if (M == 0)
         return;
     if (M > Q4L_MAX_M) { /* a long prefill: dequantizing once and the float GEMM are faster */
-        run_each(ctx);
+        etch_chain_run_each(ctx);
         return;
     }
     const float *x = r.x;
@@ -341,7 +317,7 @@ static void q4l_chain_run(etch_kernel_context *ctx) {
         }
     }
     if (!work) {
-        run_each(ctx); /* too little scratch */
+        etch_chain_run_each(ctx); /* too little scratch */
         return;
     }
     float *y = (float *)r.y->data;
