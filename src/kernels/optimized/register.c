@@ -3,6 +3,7 @@
  * the portable kernels' own; each kernel takes its fast path for the cases it covers
  * (float32, contiguous, ...) and calls the portable kernel otherwise. */
 #include <stdbool.h>
+#include <string.h>
 
 #include "kernels/optimized/opt.h"
 #include "kernels/optimized/opt_attention.h"
@@ -87,12 +88,23 @@ etch_status etch_kernels_register_optimized(void) {
     for (size_t i = 0; i < sizeof prep / sizeof prep[0]; i++)
         if ((st = etch_kernels_register_prepare(prep[i].kernel, prep[i].prepare)) != ETCH_OK)
             return st;
-    /* the portable kernels' load-time checks for the quantized operators taken over here */
-    if ((st = etch_kernels_register_check(etch_opt_embedding_4bit_out,
-                                          etch_portable_embedding_4bit_out)) != ETCH_OK ||
-        (st = etch_kernels_register_check(etch_opt_embedding_4bit_dtype_out,
-                                          etch_portable_embedding_4bit_dtype_out)) != ETCH_OK)
+    /* an operator taken over here keeps the portable kernel's load-time check (the quantized
+     * ones: etch_q_register_checks) */
+    if ((st = etch_q_register_checks()) != ETCH_OK)
         return st;
+    size_t np;
+    const etch_kernel *pt = etch_kernels_portable_table(&np);
+    for (size_t i = 0; i < COUNT(optimized_plain) + COUNT(optimized_fusing); i++) {
+        const etch_kernel *k = i < COUNT(optimized_plain)
+                                   ? &optimized_plain[i]
+                                   : &optimized_fusing[i - COUNT(optimized_plain)];
+        for (size_t j = 0; j < np; j++) {
+            etch_kernel_fn check = etch_kernels_check_of(pt[j].fn);
+            if (check && strcmp(pt[j].name, k->name) == 0 &&
+                (st = etch_kernels_register_check(k->fn, check)) != ETCH_OK)
+                return st;
+        }
+    }
     /* convolution blocks run as one (chained calls; etch_method_options.no_fusion) */
     if ((st = etch_kernels_register_chain(etch_opt_convolution_out,
                                           etch_opt_convolution_chain)) != ETCH_OK)
