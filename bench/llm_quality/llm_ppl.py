@@ -38,7 +38,7 @@ import platform
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -77,7 +77,24 @@ TEXTS = [
     (DEFAULT_TEXT, "stories260K",
      "the GNU General Public License version 3 as Debian's base-files package installs it: "
      "legal prose, far from both models' training text"),
+    ("storygen:3:16", "default",
+     "16 stories of python/etch/llm/storygen.py with seed 3 (training used seed 1, the held-out "
+     "loss seed 2): the default model's own domain, a text it never saw, though the "
+     "generator's grammar makes many of its sentences the same as training sentences"),
 ]
+
+
+def text_path(spec: str, work: str) -> str:
+    """A path, or ``storygen:SEED:N``: N stories of the project's generator, written to work."""
+    if not spec.startswith("storygen:"):
+        return spec
+    _, seed, n = spec.split(":")
+    out = os.path.join(work, "storygen-seed%s-%s.txt" % (seed, n))
+    if not os.path.exists(out):
+        env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+        run([sys.executable, "-m", "etch.llm.storygen", "--stories", n, "--seed", seed,
+             "-o", out], env=env)
+    return out
 
 
 def log(msg: str) -> None:
@@ -246,6 +263,7 @@ def evaluate_model(name: str, m: dict, a, text: str, text_name: str, lib: str) -
     res["rows"].append({"engine": "PyTorch", "scheme": "float32", "bits": 32,
                         "ppl": ppl(ref), "seconds": time.time() - t0})
     key = hashlib.sha256((sha256(ckpt) + run_bench.exporter_fingerprint()).encode()).hexdigest()
+    lps = {}
     for scheme in a.schemes:
         if scheme not in ETCH_SCHEMES:
             continue
@@ -265,6 +283,7 @@ def evaluate_model(name: str, m: dict, a, text: str, text_name: str, lib: str) -
         if scheme == "f32" and "pte_sha256" in m:
             row["same_bytes_as_committed"] = sha256(pte) == m["pte_sha256"]
         res["rows"].append(row)
+        lps[("etch", scheme)] = lp
         log("%s etch %s: PPL %.4f (%.0f s)" % (name, scheme, row["ppl"], row["seconds"]))
     for tname, (quant, bits, out_type, desc) in LLAMACPP_TYPES.items():
         if tname not in a.schemes:
@@ -286,8 +305,10 @@ def evaluate_model(name: str, m: dict, a, text: str, text_name: str, lib: str) -
                "max_abs_logprob_diff_vs_pytorch": max(abs(x - y) for w1, w2 in zip(lp, ref)
                                                       for x, y in zip(w1, w2))}
         res["rows"].append(row)
+        lps[("llama.cpp", tname)] = lp
         res["llama_cpp"] = info
         log("%s llama.cpp %s: PPL %.4f" % (name, tname, row["ppl"]))
+    res["weight_errors"] = weight_errors(args, state)
     base = {}
     for r in res["rows"]:
         if r["bits"] == 32:
@@ -295,7 +316,76 @@ def evaluate_model(name: str, m: dict, a, text: str, text_name: str, lib: str) -
     for r in res["rows"]:
         if r["engine"] in base:
             r["dppl"] = r["ppl"] - base[r["engine"]]
+    f32 = {"etch": lps.get(("etch", "f32")), "llama.cpp": lps.get(("llama.cpp", "F32"))}
+    for r in res["rows"]:
+        own, lp = f32.get(r["engine"]), lps.get((r["engine"], r["scheme"]))
+        if own is not None and lp is not None and r["bits"] < 32:
+            d = [abs(x - y) for w1, w2 in zip(lp, own) for x, y in zip(w1, w2)]
+            r["mean_abs_dlogp"] = sum(d) / len(d)
     return res
+
+
+def _dequant_gguf(a, gtype: int):
+    """Float values of `a` stored as ggml type `gtype` (Q8_0 / Q4_0 blocks read back)."""
+    import numpy as np
+    import gguf_writer as gw
+    if gtype == gw.GGML_TYPE_F32:
+        return a
+    if gtype == gw.GGML_TYPE_F16:
+        return a.astype(np.float16).astype(np.float32)
+    b = gw.encode_tensor(a, gtype).reshape(-1, gw.GGML_BLOCK[gtype][1])
+    d = b[:, :2].copy().view("<f2").astype(np.float32)
+    if gtype == gw.GGML_TYPE_Q8_0:
+        q = b[:, 2:].view(np.int8).astype(np.float32)
+    else:
+        q = np.concatenate([b[:, 2:] & 15, b[:, 2:] >> 4], axis=1).astype(np.float32) - 8
+    return (q * d).reshape(a.shape)
+
+
+def weight_errors(args, state) -> Dict[str, Dict[str, float]]:
+    """Diagnostic: relative RMS error ||W - W_q|| / ||W|| of each 4-bit scheme's weights, over
+    the linears etch quantizes (every layer's and the classifier), over the classifier alone
+    and over ffn_down, with the padding and tensor types each engine uses (etch: the
+    quantizer's formulas, etch.quant.quantize_weight, zero columns up to a multiple of the
+    group; llama.cpp: gguf_writer's types, Q4_0 / Q8_0 / F16 blocks read back)."""
+    import numpy as np
+    import torch
+    import gguf_writer as gw
+    from etch.quant.quantize import quantize_weight
+    mats = {}
+    for l in range(args.n_layers):
+        for src, dst in gw._LAYER_NAMES.items():
+            if dst.endswith("norm.weight"):
+                continue
+            mats["blk.%d.%s" % (l, dst)] = state["layers.%d.%s" % (l, src)].float()
+    mats["output.weight"] = state.get("output.weight", state["tok_embeddings.weight"]).float()
+
+    def etch_deq(w, g, sym):
+        cols = w.shape[1]
+        wp = torch.nn.functional.pad(w, (0, (-cols) % g))
+        q, sc, z, _, _ = quantize_weight(wp, 4, g, sym, scale_dtype=torch.float16)
+        sf = sc.float().repeat_interleave(g, 1)
+        zf = 0 if z is None else z.float().repeat_interleave(g, 1)
+        return ((q.float() - zf) * sf)[:, :cols]
+
+    out = {}
+    schemes = {"etch 4w g32": lambda n, w: etch_deq(w, 32, True),
+               "etch 4w g128": lambda n, w: etch_deq(w, 128, True),
+               "etch 4w g32 asym": lambda n, w: etch_deq(w, 32, False),
+               "llama.cpp Q4_0": lambda n, w: torch.from_numpy(_dequant_gguf(
+                   w.numpy(), gw.tensor_type(n, tuple(w.shape), "q4_0")))}
+    for sname, f in schemes.items():
+        acc = {"all linears": [0.0, 0.0], "output": [0.0, 0.0], "ffn_down": [0.0, 0.0]}
+        for n, w in mats.items():
+            e = float(((f(n, w) - w) ** 2).sum())
+            t = float((w ** 2).sum())
+            for k in acc:
+                if k == "all linears" or k in n:
+                    acc[k][0] += e
+                    acc[k][1] += t
+        out[sname] = {k: math.sqrt(v[0] / v[1]) for k, v in acc.items()}
+    del np
+    return out
 
 
 def targets(res: dict) -> List[dict]:
@@ -343,9 +433,10 @@ def _type_name(t) -> str:
 
 
 def _row_line(r) -> str:
-    return "| %s | %s | %d | %.4f | %s | %s | %s |" % (
+    return "| %s | %s | %d | %.4f | %s | %s | %s | %s |" % (
         r["engine"], r["scheme"] + (" (%s)" % r["desc"] if r.get("desc") else ""), r["bits"],
         r["ppl"], "%+.4f" % r["dppl"] if r["bits"] < 32 else "—",
+        "%.4f" % r["mean_abs_dlogp"] if "mean_abs_dlogp" in r else "—",
         "{:,}".format(r["file_bytes"]) if "file_bytes" in r else "—",
         "%.2g" % r["max_abs_logprob_diff_vs_pytorch"]
         if "max_abs_logprob_diff_vs_pytorch" in r else "—")
@@ -365,7 +456,9 @@ def write_report(out_dir: str, results: dict) -> str:
              "each window from position 0, every text token predicted from BOS and the tokens "
              "before it in its window. PPL = exp(−mean log p). ΔPPL = PPL − the same engine's "
              "float32 PPL (so both engines' deltas start from their own float, which agree to "
-             "1e-4 or better)." % results["tokens"])
+             "1e-4 or better). *Mean abs Δ log p* = the mean over the scored tokens of |log p "
+             "− the same engine's float32 log p|: how far the quantized model moved, which, "
+             "unlike ΔPPL, chance cannot make smaller than zero." % results["tokens"])
     L.append("")
     L.append("**Rows.** *PyTorch* = etch.llm's reference module, all positions in one pass (the "
              "float reference). *etch* = `python3 -m etch.llm export --checkpoint C [--quantize "
@@ -395,9 +488,9 @@ def write_report(out_dir: str, results: dict) -> str:
                         a["n_kv_heads"], a["vocab_size"], a["max_seq_len"], res["tokens"],
                         res["windows"], res["context"]))
             L.append("")
-            L.append("| engine | scheme | bits | PPL | ΔPPL | file bytes | max abs Δ log p vs "
-                     "PyTorch |")
-            L.append("|---|---|---:|---:|---:|---:|---:|")
+            L.append("| engine | scheme | bits | PPL | ΔPPL | mean abs Δ log p vs own float32 "
+                     "| file bytes | max abs Δ log p vs PyTorch |")
+            L.append("|---|---|---:|---:|---:|---:|---:|---:|")
             L.extend(_row_line(r) for r in res["rows"])
             L.append("")
             for r in res["rows"]:
@@ -407,6 +500,16 @@ def write_report(out_dir: str, results: dict) -> str:
                              % ("byte-identical to" if r["same_bytes_as_committed"] else
                                 "NOT identical to", res.get("pte_sha256", "?")[:16]))
                     L.append("")
+            if res.get("weight_errors"):
+                L.append("Diagnostic, 4-bit weights' relative RMS error ‖W − W_q‖ / ‖W‖ "
+                         "(the linears etch quantizes, the classifier alone, ffn_down):")
+                L.append("")
+                L.append("| weights | all linears | output | ffn_down |")
+                L.append("|---|---:|---:|---:|")
+                for k, v in res["weight_errors"].items():
+                    L.append("| %s | %.4f | %.4f | %.4f |"
+                             % (k, v["all linears"], v["output"], v["ffn_down"]))
+                L.append("")
             for r in res["rows"]:
                 if r["engine"] == "llama.cpp" and r["bits"] < 32:
                     L.append("* llama.cpp %s tensor types: %s." % (r["scheme"], "; ".join(
@@ -498,13 +601,16 @@ def main(argv=None) -> int:
     results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "commit": git_commit(), "machine": machine(), "tokens": a.tokens,
                "smoke": a.smoke, "texts": [], "targets": []}
-    for path, names, what in texts:
+    for spec, names, what in texts:
+        path = text_path(spec, a.work)
         try:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
         except OSError as e:
             p.error("cannot read the text: %s" % e)
-        sec = {"name": os.path.basename(path), "path": path, "what": what,
+        shown = (path if not spec.startswith("storygen:") else
+                 "python3 -m etch.llm.storygen --seed %s --stories %s" % tuple(spec.split(":")[1:]))
+        sec = {"name": os.path.basename(path), "path": shown, "what": what,
                "chars": len(text), "models": []}
         for n in [x for x in names.split(",") if x]:
             if n not in ms:

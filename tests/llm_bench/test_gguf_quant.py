@@ -32,24 +32,12 @@ import json
 import math
 import os
 import struct
-import subprocess
 import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-BENCH = os.path.join(REPO, "bench", "llm")
-sys.path.insert(0, BENCH)
-sys.path.insert(0, os.path.join(REPO, "python"))
-
-failures = []
-
-
-def check(cond, what):
-    print("%s: %s" % ("ok" if cond else "FAIL", what), flush=True)
-    if not cond:
-        failures.append(what)
+# the checks' helpers (and bench/llm, python/ on sys.path) of the F32 GGUF test beside this one
+from test_gguf_llamacpp import BENCH, check, failures, run
 
 
 # -- a GGUF reader from the format description --------------------------------------------------
@@ -267,15 +255,6 @@ def packing_tests(work):
 
 
 # -- stories260K through llama.cpp --------------------------------------------------------------
-
-def run(cmd):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if r.returncode != 0:
-        print("command failed (exit %d): %s\n%s\n%s" % (r.returncode, " ".join(cmd)[:400],
-                                                       r.stdout[-3000:], r.stderr[-3000:]))
-        sys.exit(1)
-    return r
-
 
 def llamacpp_ids(node_modules, gguf, n_new, context):
     r = run(["node", os.path.join(BENCH, "llamacpp_bench.mjs"), "--model", gguf,
