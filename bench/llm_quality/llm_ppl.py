@@ -72,8 +72,8 @@ LLAMACPP_TYPES = {
 # the committed report: (text, models scored on it, what it is)
 TEXTS = [
     (os.path.join(HERE, "text", "stories.txt"), "stories260K,default",
-     "five short children's stories written for this report (bench/llm_quality/text/"
-     "stories.txt, in the style both models were trained on, in no training set)"),
+     "five short children's stories written for this report, in the style both models were "
+     "trained on, in no training set"),
     (DEFAULT_TEXT, "stories260K",
      "the GNU General Public License version 3 as Debian's base-files package installs it: "
      "legal prose, far from both models' training text"),
@@ -450,6 +450,10 @@ def write_report(out_dir: str, results: dict) -> str:
              "in the tables is from this run; `results.json` holds them all."
              % (results["date"], results["commit"], results["machine"]["cpu"],
                 results["machine"]["cores"] or 0))
+    if results.get("wall_seconds_note"):
+        L.append("Duration: %s." % results["wall_seconds_note"])
+    elif results.get("wall_seconds"):
+        L.append("Duration: %.0f s of wall time." % results["wall_seconds"])
     L.append("")
     L.append("**Protocol.** Each model's tokenizer encodes the text; the first %d tokens are "
              "scored, in windows of the model's context: BOS + up to context − 1 text tokens, "
@@ -476,7 +480,10 @@ def write_report(out_dir: str, results: dict) -> str:
     for sec in results["texts"]:
         L.append("## Text: %s" % sec["name"])
         L.append("")
-        L.append("`%s`: %s; %d characters." % (sec["path"], sec["what"], sec["chars"]))
+        shown = sec["path"]
+        if os.path.isabs(shown) and shown.startswith(REPO + os.sep):
+            shown = os.path.relpath(shown, REPO)
+        L.append("`%s`: %s; %d characters." % (shown, sec["what"], sec["chars"]))
         L.append("")
         for res in sec["models"]:
             a = res["args"]
@@ -598,6 +605,7 @@ def main(argv=None) -> int:
     os.makedirs(a.work, exist_ok=True)
     os.makedirs(a.out_dir, exist_ok=True)
     ms = models(os.path.abspath(a.fixtures))
+    t_start = time.time()
     results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "commit": git_commit(), "machine": machine(), "tokens": a.tokens,
                "smoke": a.smoke, "texts": [], "targets": []}
@@ -623,6 +631,7 @@ def main(argv=None) -> int:
             sec["models"].append(res)
             results["targets"] += targets(res)
         results["texts"].append(sec)
+    results["wall_seconds"] = time.time() - t_start
     path = write_report(a.out_dir, results)
     log("wrote %s" % path)
     return 0
