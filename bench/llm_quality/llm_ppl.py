@@ -459,9 +459,9 @@ def write_report(out_dir: str, results: dict) -> str:
              "scored, in windows of the model's context: BOS + up to context − 1 text tokens, "
              "each window from position 0, every text token predicted from BOS and the tokens "
              "before it in its window. PPL = exp(−mean log p). ΔPPL = PPL − the same engine's "
-             "float32 PPL (so both engines' deltas start from their own float, which agree to "
-             "1e-4 or better). *Mean abs Δ log p* = the mean over the scored tokens of |log p "
-             "− the same engine's float32 log p|: how far the quantized model moved, which, "
+             "float32 PPL (so both engines' deltas start from their own float; the two floats "
+             "agree to 1e-4 relative or better). *Mean abs Δ log p* = the mean over the scored "
+             "tokens of |log p − the same engine's float32 log p|: how far the quantized model moved, which, "
              "unlike ΔPPL, chance cannot make smaller than zero." % results["tokens"])
     L.append("")
     L.append("**Rows.** *PyTorch* = etch.llm's reference module, all positions in one pass (the "

@@ -37,7 +37,7 @@ import sys
 import numpy as np
 
 # the checks' helpers (and bench/llm, python/ on sys.path) of the F32 GGUF test beside this one
-from test_gguf_llamacpp import BENCH, check, failures, run
+from test_gguf_llamacpp import BENCH, check, finish, run
 
 
 # -- a GGUF reader from the format description --------------------------------------------------
@@ -343,11 +343,7 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     packing_tests(a.work)
     stories_tests(a.node_modules, a.fixtures, a.work)
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

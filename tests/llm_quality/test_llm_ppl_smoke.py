@@ -30,14 +30,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 SCRIPT = os.path.join(REPO, "bench", "llm_quality", "llm_ppl.py")
 sys.path.insert(0, os.path.join(REPO, "python"))
 sys.path.insert(0, os.path.dirname(SCRIPT))
-
-failures = []
-
-
-def check(cond, what):
-    print("%s: %s" % ("ok" if cond else "FAIL", what), flush=True)
-    if not cond:
-        failures.append(what)
+sys.path.insert(0, os.path.join(REPO, "tests", "llm_bench"))
+from test_gguf_llamacpp import check, finish  # noqa: E402  (the checks' helpers)
 
 
 def rel(a, b):
@@ -119,11 +113,7 @@ def main():
               "%s %s: PPL %.3f finite, >= 1, <= 4 x float32's %.3f, log-probabilities moved "
               "by up to %.3g (quantized)" % (key[0], key[1], x["ppl"], ref,
                                              x["max_abs_logprob_diff_vs_pytorch"]))
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":
