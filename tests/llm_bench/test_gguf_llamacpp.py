@@ -37,6 +37,15 @@ def check(cond, what):
         failures.append(what)
 
 
+def finish():
+    """The exit status: 1 (saying how many) when a check failed, else 0."""
+    if failures:
+        print("%d check(s) failed" % len(failures))
+        return 1
+    print("all checks passed")
+    return 0
+
+
 def run(cmd, **kw):
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
     if r.returncode != 0:
@@ -143,11 +152,7 @@ def main():
     check(len(ll2) == 24 and ll2 == ref2,
           "random 32000-vocabulary model: llama.cpp's 24 greedy ids after a 40-token prompt == "
           "etch.llm's eager reference (%s)" % first_difference(ll2, ref2))
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":
