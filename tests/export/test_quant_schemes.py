@@ -264,6 +264,37 @@ class Llama(unittest.TestCase):
                 self.assertGreater(_cos(out, ref), 0.99)
                 self.assertIn("quantization: scheme %s" % scheme, exp.summary())
 
+    def test_classifier_scheme(self):
+        """Under a 4-bit scheme the classifier is 8w unless --quantize-output says otherwise;
+        etch.quantize's overrides pick a layer's scheme and refuse what is not a linear."""
+        from etch.llm.export import export_llama
+        m = self._small()
+        tokens = torch.randint(0, 96, (1, 9))
+        start = torch.zeros(1, dtype=torch.long)
+        for scheme, out_q, want in (("4w", "auto", "int8 per channel"),
+                                    ("8da4w", "auto", "int8 per channel"),
+                                    ("4w", "same", "int4 g32"),
+                                    ("8w", "auto", "int8 per channel"),
+                                    ("4w", "8da4w", "int4 g32 , int8 dyn act")):
+            with self.subTest(scheme=scheme, output=out_q):
+                exp = export_llama(m, check_ops=False, quantize=scheme, group_size=32
+                                   if "4" in scheme else None, output_quantize=out_q)
+                line = [ln for ln in exp.summary().splitlines()
+                        if ln.split()[:2] == ["quantized", "output"]]
+                self.assertEqual(len(line), 1, exp.summary())
+                for part in want.split(" , "):
+                    self.assertIn(part, line[0])
+        with self.assertRaisesRegex(ValueError, "output_quantize 'int4'"):
+            export_llama(m, check_ops=False, quantize="4w", output_quantize="int4")
+        x = (tokens, start)
+        with self.assertRaisesRegex(ValueError, "'nope' is not an nn.Linear"):
+            etch.quantize(m, x, "4w", group_size=32, overrides={"nope": "8w"})
+        with self.assertRaisesRegex(ValueError, "scheme 'int4' for output"):
+            etch.quantize(m, x, "4w", group_size=32, overrides={"output": "int4"})
+        q = etch.quantize(m, x, "8w", overrides={"layers.0.feed_forward.w2": "4w"})  # g128
+        self.assertEqual(type(q.layers[0].feed_forward.w2).__name__, "Int4Linear")
+        self.assertEqual(type(q.layers[0].feed_forward.w1).__name__, "Int8Linear")
+
     def test_embedding_only(self):
         from etch.llm.export import export_llama
         m = self._small()

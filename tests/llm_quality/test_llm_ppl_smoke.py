@@ -9,7 +9,8 @@ references computed here:
   within 1e-3 of PyTorch's (the script's own comparison column);
 * llama.cpp F32 PPL == PyTorch float32 PPL within 1e-3 relative (the GGUF holds the same model);
 * etch 4w group 32 PPL == the PPL of PyTorch's reference of the same quantization
-  (etch.quantize(..., "4w", group_size=32, pad=True), computed here over the same windows)
+  (etch.quantize(..., "4w", group_size=32, pad=True, overrides={"output": "8w"}), what the
+  export makes, computed here over the same windows)
   within 1e-3 relative: etch runs the quantized program as its reference formulas say;
 * quantization acts: the 4w and Q4_0 log-probabilities differ from float32 (max |Δ log p| >
   1e-3), and their PPLs are finite, >= 1 and within a factor 4 of float32's;
@@ -85,8 +86,10 @@ def main():
     check(sum(len(w) - 1 for w in windows) == m["tokens"] == 96 and len(windows) == 3,
           "the same 96 tokens in 3 windows")
     model = build_model(os.path.join(a.fixtures, "stories260K.bin"))
+    # what `etch.llm export --quantize 4w` makes: the classifier at 8 bits (--quantize-output
+    # auto)
     q = etch.quantize(model, (torch.tensor([[1]]), torch.tensor([0])), "4w", group_size=32,
-                      pad=True)
+                      pad=True, overrides={"output": "8w"})
 
     def ppl_of(mod):
         tot, n = 0.0, 0

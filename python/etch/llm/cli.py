@@ -4,7 +4,7 @@
                                [--eos-ids 1,2] [--no-check] [--summary]
                                [--fused-attention] [--no-chat-template]
                                [--quantize 4w|8da4w|8w|int8-dynamic] [--group-size G]
-                               [--asymmetric] [--pad-groups]
+                               [--asymmetric] [--pad-groups] [--quantize-output SCHEME]
                                [--embedding-quantize BITS[,GROUP]] [--kv-cache int8]
                                -o model.pte
     python3 -m etch.llm generate (--checkpoint PATH | --hf DIR) [--prompt-ids 1,...]
@@ -14,7 +14,8 @@
 folder (:mod:`etch.llm.hf`): config.json, the weights, generation_config.json, tokenizer.json
 (checked against the vocabulary) and the chat template of tokenizer_config.json
 (:mod:`etch.llm.chat`, stored as ``get_chat_template``).  ``--quantize`` quantizes the
-linear layers (:func:`etch.quantize`), ``--embedding-quantize`` the token embedding,
+linear layers (:func:`etch.quantize`; under a 4-bit scheme the classifier at 8 bits unless
+``--quantize-output`` says otherwise), ``--embedding-quantize`` the token embedding,
 ``--kv-cache int8`` stores the KV cache as int8 (a float32 scale and an int8 zero point per
 position and kv head).  ``generate`` runs the reference module
 in eager PyTorch, greedy, and prints the generated ids (one line, comma separated): the
@@ -84,6 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--pad-groups", action="store_true",
                    help="4w / 8da4w: pad in_features that the group size does not divide "
                         "with zero columns (instead of an error)")
+    e.add_argument("--quantize-output", default="auto",
+                   choices=("auto", "same", "8w", "int8-dynamic", "4w", "8da4w"),
+                   help="the classifier's scheme: auto (default: 8w under 4w / 8da4w, as "
+                        "llama.cpp's Q4_0 keeps its output at 8 bits; else as --quantize), "
+                        "same (as --quantize), or a scheme")
     e.add_argument("--embedding-quantize", metavar="BITS[,GROUP]", default=None,
                    help="quantize the token embedding: 8 or 4 bits, GROUP columns per scale "
                         "(default: one scale per row), e.g. 4,32")
@@ -150,7 +156,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                            quantize=args.quantize, group_size=args.group_size,
                            symmetric=not args.asymmetric, pad_groups=args.pad_groups,
                            embedding_quantize=args.embedding_quantize,
-                           kv_cache=args.kv_cache)
+                           kv_cache=args.kv_cache, output_quantize=args.quantize_output)
     except (OSError, ValueError, RuntimeError) as e:   # no libetch, operator check, ...
         print("error: %s" % e, file=sys.stderr)
         return 1

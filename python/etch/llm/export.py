@@ -108,7 +108,11 @@ class LlamaExport:
                                                        len(self.buffer))
 
 
-def _quantized(model, example, scheme, group_size, symmetric, embedding, pad):
+OUTPUT_QUANTIZE = ("auto", "same", "8w", "int8-dynamic", "4w", "8da4w")
+
+
+def _quantized(model, example, scheme, group_size, symmetric, embedding, pad,
+               output_quantize="auto"):
     from ..quant import quantize as _quantize
     if scheme is None:
         # Embedding only: 8w's walk with every Linear skipped.
@@ -119,8 +123,14 @@ def _quantized(model, example, scheme, group_size, symmetric, embedding, pad):
         rep.kept_float = [(n, "Linear: no linear quantization asked for" if n in skip else w)
                           for n, w in rep.kept_float]
         return q
+    # the classifier: at 8 bits under a 4-bit scheme ("auto"; llama.cpp's Q4_0 keeps it at 8
+    # bits or more too), else as the other linears
+    out = output_quantize
+    if out == "auto":
+        out = "8w" if scheme in ("4w", "8da4w") else "same"
+    overrides = {} if out == "same" else {"output": out}
     return _quantize(model, example, scheme, group_size=group_size, symmetric=symmetric,
-                     embedding=embedding, pad=pad)
+                     embedding=embedding, pad=pad, overrides=overrides)
 
 
 def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 2),
@@ -129,7 +139,8 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
                  extra_metadata: Optional[Dict[str, Sequence[Scalar]]] = None,
                  quantize: Optional[str] = None, group_size: Optional[int] = None,
                  symmetric: bool = True, embedding_quantize=None,
-                 pad_groups: bool = False, kv_cache: str = "float32") -> LlamaExport:
+                 pad_groups: bool = False, kv_cache: str = "float32",
+                 output_quantize: str = "auto") -> LlamaExport:
     """Export `model` (its KV cache sized by ``model.args.max_seq_len``).
 
     The default ``eos_ids`` suit llama2.c's TinyStories models: 2 is the tokenizer's EOS, and
@@ -143,10 +154,12 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
     quantize: a scheme of :func:`etch.quantize` (``4w``, ``8da4w``, ``8w``, ``int8-dynamic``)
     for the linear layers (the classifier included), with ``group_size`` / ``symmetric`` /
     ``pad_groups`` (pad in_features that the group size does not divide: stories260K's 172);
+    output_quantize: the classifier's scheme: ``"auto"`` (``8w`` under ``4w``/``8da4w``, as
+    llama.cpp's Q4_0 keeps it at 8 bits; else as the other linears), ``"same"``, or a scheme;
     embedding_quantize: ``"8"``, ``"8,G"`` or ``"4,G"`` for the token embedding (alone, or
     with ``quantize``).  A shared classifier is quantized twice from the one float table; with
-    ``4w``/``8da4w`` and ``embedding_quantize="4,G"`` at the same G both are the same bytes
-    and the file stores them once.  The model itself is not changed (a quantized copy is
+    ``4w``/``8da4w``, ``output_quantize="same"`` and ``embedding_quantize="4,G"`` at the same G
+    both are the same bytes and the file stores them once.  The model itself is not changed (a quantized copy is
     exported).
 
     kv_cache: ``"float32"`` (default) or ``"int8"``: per position and kv head int8 values with
@@ -158,6 +171,9 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
     is traced."""
     from ..exporter import export
     from .model import KV_CACHE_DTYPES
+    if output_quantize not in OUTPUT_QUANTIZE:
+        raise ValueError("output_quantize %r: expected one of %s"
+                         % (output_quantize, ", ".join(OUTPUT_QUANTIZE)))
     if kv_cache not in KV_CACHE_DTYPES:
         raise ValueError("--kv-cache %r: expected one of %s" % (kv_cache,
                                                                 ", ".join(KV_CACHE_DTYPES)))
@@ -174,7 +190,7 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
         target = model
         if quantize is not None or embedding_quantize is not None:
             target = _quantized(model, (tokens, start), quantize, group_size, symmetric,
-                                embedding_quantize, pad_groups)
+                                embedding_quantize, pad_groups, output_quantize)
         program = export(target, (tokens, start), dynamic_shapes=[{1: S_}, None],
                          check_ops=check_ops, progress=progress,
                          allow_etch_ops=bool(fused_attention))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -20,6 +20,7 @@ __all__ = ["quantize", "SCHEMES", "QuantizationReport", "Int8Linear", "Int4Linea
            "QuantizedEmbedding", "parse_embedding_spec", "quantize_weight"]
 
 SCHEMES = ("8w", "4w", "8da4w", "int8-dynamic", "int8")
+WEIGHT_SCHEMES = ("8w", "int8-dynamic", "4w", "8da4w")   # per layer (overrides)
 GROUP_SIZES = (32, 64, 128, 256)
 DEFAULT_GROUP_SIZE = 128
 _EPS = torch.finfo(torch.float32).eps
@@ -268,6 +269,7 @@ def quantize(model: nn.Module, example_inputs, scheme: str, calibration=None, *,
              group_size: Optional[int] = None, symmetric: bool = True,
              embedding=None, scale_dtype=None, skip: Sequence[str] = (),
              pad: bool = False, observer: str = "minmax", activation_dtype: str = "uint8",
+             overrides: Optional[Mapping[str, str]] = None,
              inplace: bool = False) -> nn.Module:
     """Quantize `model` for export (``etch.export(etch.quantize(m, x, "4w"), x)``).
 
@@ -297,6 +299,9 @@ def quantize(model: nn.Module, example_inputs, scheme: str, calibration=None, *,
     scale_dtype: 4-bit scales' dtype: float16 (default; the file stays within Q4_0's size) or
         float32.  8-bit scales are float32.
     skip: names (or name prefixes) of modules to keep float.
+    overrides: weight-only / dynamic schemes: ``{linear name: scheme}`` for layers quantized
+        otherwise (``8w``, ``int8-dynamic``, ``4w``, ``8da4w``; e.g. an LLM's classifier at 8
+        bits under ``4w``, as llama.cpp's Q4_0 keeps it); each name must be an nn.Linear.
     inplace: modify `model` itself instead of a deep copy.
     """
     if not isinstance(model, nn.Module):
@@ -327,8 +332,9 @@ def quantize(model: nn.Module, example_inputs, scheme: str, calibration=None, *,
         if calibration is None:
             raise ValueError("scheme int8 needs calibration data (an iterable of input tuples "
                              "like example_inputs; --calibration DIR_OR_NPZ)")
-        if group_size is not None or emb is not None or pad:
-            raise ValueError("scheme int8 takes no group size, embedding or pad option")
+        if group_size is not None or emb is not None or pad or overrides:
+            raise ValueError("scheme int8 takes no group size, embedding, pad or overrides "
+                             "option")
         calibration = _check_calibration(calibration, example_inputs)
         from .static import quantize_static
         report = QuantizationReport("int8", {"observer": observer,
@@ -337,6 +343,14 @@ def quantize(model: nn.Module, example_inputs, scheme: str, calibration=None, *,
                             activation_dtype=activation_dtype, report=report)
         q.etch_quantization = report
         return q
+    overrides = dict(overrides or {})
+    linears = {n for n, m in model.named_modules() if type(m) is nn.Linear}
+    for name, sch in overrides.items():
+        if name not in linears:
+            raise ValueError("overrides: %r is not an nn.Linear of the model" % (name,))
+        if sch not in WEIGHT_SCHEMES:
+            raise ValueError("overrides: scheme %r for %s; use one of %s"
+                             % (sch, name, ", ".join(WEIGHT_SCHEMES)))
     if calibration is not None:
         _check_calibration(calibration, example_inputs)
         raise ValueError("scheme %s quantizes weights ahead of time and activations at run "
@@ -361,27 +375,29 @@ def quantize(model: nn.Module, example_inputs, scheme: str, calibration=None, *,
                 report.kept_float.append((name, "Linear with %s weights (float32 only)"
                                           % mod.weight.dtype))
                 continue
-            if four:
+            lin = overrides.get(name, scheme)
+            if lin in ("4w", "8da4w"):
+                gs = group_size if four else DEFAULT_GROUP_SIZE
                 padded = ""
-                if mod.in_features % group_size:
+                if mod.in_features % gs:
                     if not pad:
                         ok = [g for g in GROUP_SIZES if mod.in_features % g == 0]
                         raise ValueError(
                             "group size %d does not divide %s's in_features %d (%s; or pad "
                             "with zero columns: pad=True, --pad-groups)"
-                            % (group_size, name, mod.in_features,
+                            % (gs, name, mod.in_features,
                                "group sizes that do: %s" % ", ".join(map(str, ok)) if ok
                                else "none of %s does" % ", ".join(map(str, GROUP_SIZES))))
-                    padded = ", padded to %d" % (-(-mod.in_features // group_size) * group_size)
-                dyn = scheme == "8da4w"
+                    padded = ", padded to %d" % (-(-mod.in_features // gs) * gs)
+                dyn = lin == "8da4w"
                 plan.append((parent, attr, name,
-                             lambda m, d=dyn: Int4Linear(m, group_size, symmetric, sdt, d, pad),
+                             lambda m, d=dyn, g=gs: Int4Linear(m, g, symmetric, sdt, d, pad),
                              "Linear %dx%d -> int4 g%d%s%s%s" % (
-                                 mod.out_features, mod.in_features, group_size,
+                                 mod.out_features, mod.in_features, gs,
                                  "" if symmetric else " asym", padded,
                                  ", int8 dyn act" if dyn else "")))
             else:
-                dyn = scheme == "int8-dynamic"
+                dyn = lin == "int8-dynamic"
                 plan.append((parent, attr, name, lambda m, d=dyn: Int8Linear(m, d),
                              "Linear %dx%d -> int8 per channel%s" % (
                                  mod.out_features, mod.in_features,
