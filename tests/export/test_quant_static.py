@@ -138,6 +138,97 @@ class StaticInt8(unittest.TestCase):
             etch.quantize(self.model, (self.x,), "int8", self.cal, activation_dtype="int8")
 
 
+class Shuffle(nn.Module):
+    """shufflenet_v2's unit: tuple unpacking of traced values (x.size(), x.chunk), cat and
+    a channel shuffle through view / transpose."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.head = nn.Linear(8 * 8 * 8, 5)
+
+    def forward(self, x):
+        a, b = x.chunk(2, dim=1)
+        x = torch.cat((a, torch.relu(self.bn(self.conv(b)))), 1)
+        n, c, h, w = x.size()
+        x = x.view(n, 2, c // 2, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+        return self.head(torch.flatten(x, 1))
+
+
+class Gates(nn.Module):
+    """The ops whose output range is fixed (sigmoid, hardsigmoid, tanh, softmax): a squeeze-
+    excitation gate as in mobilenet_v3 / efficientnet."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Conv2d(8, 8, 1)
+        self.head = nn.Linear(8, 6)
+
+    def forward(self, x):
+        y = self.conv(x)
+        y = y * torch.sigmoid(self.fc(y.mean((2, 3), keepdim=True)))
+        y = y * nn.functional.hardsigmoid(y) + torch.tanh(y)
+        return torch.softmax(self.head(y.mean((2, 3))), -1)
+
+
+class Architectures(unittest.TestCase):
+    """Model structures of common architectures that torch.ao alone refuses."""
+
+    def _quantize(self, model, shape):
+        """int8 of `model` (random weights): the exported graph computes what torch.ao's own
+        reference model of the same configuration does, and stays close to float."""
+        from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_fx
+        from etch.quant.static import _fx_unpacking, _mapping, _qconfig
+        model.eval()
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(*shape, generator=g)
+        cal = [(torch.randn(*shape, generator=g),) for _ in range(3)]
+        q = etch.quantize(model, (x,), "int8", cal)
+        p = etch.export(q, (x,), check_ops=False)
+        with _fx_unpacking():
+            prep = prepare_fx(copy.deepcopy(model), _mapping(_qconfig("minmax", "uint8", False)),
+                              (x,))
+        out = p.graphs["forward"].run([x])[0]
+        with torch.no_grad():
+            for (b,) in cal:
+                prep(b)
+            torch.testing.assert_close(out, convert_to_reference_fx(prep)(x), rtol=1e-4,
+                                       atol=1e-4)
+            self.assertGreater(_cos(out, model(x)), 0.98)
+        return q, p
+
+    def test_tuple_unpacking_of_traced_values(self):
+        # torch 1.13's tracer failed here on Python 3.11 ("Proxy object cannot be iterated")
+        torch.manual_seed(0)
+        q, p = self._quantize(Shuffle(), (4, 8, 8, 8))
+        self.assertEqual(sorted(n for n, _ in q.etch_quantization.quantized), ["conv", "head"])
+        self.assertIn("aten::cat.out", p.operators)
+        qat = etch.prepare_qat(Shuffle(), (torch.randn(2, 8, 8, 8),))
+        self.assertTrue(any("FakeQuantize" in type(m).__name__ for m in qat.modules()))
+
+    def test_fixed_range_ops(self):
+        # prepare_fx refused sigmoid / hardsigmoid / tanh / softmax without fixed qparams
+        torch.manual_seed(0)
+        q, p = self._quantize(Gates(), (4, 3, 8, 8))
+        g = p.graphs["forward"].graph
+        fixed = {}
+        for n in g.nodes:
+            if "quantize_per_tensor" in str(n.target) and "dequantize" not in str(n.target):
+                src = str(n.args[0].target).split(".")     # aten.sigmoid.default
+                if len(src) == 3 and src[1] in ("sigmoid", "div", "tanh"):
+                    fixed[src[1]] = (n.args[1], n.args[2])
+        # torch.ao's fixed ranges: [0, 1) in steps of 1/256 (hardsigmoid decomposes into
+        # add, clamp, div); tanh [-1, 1) with zero point 128
+        self.assertEqual(fixed, {"sigmoid": (1 / 256, 0), "div": (1 / 256, 0),
+                                 "tanh": (2 / 256, 128)})
+        qat = etch.prepare_qat(Gates(), (torch.randn(2, 3, 8, 8),))
+        qat(torch.randn(2, 3, 8, 8))
+        out = etch.convert_qat(qat.eval())
+        self.assertTrue(torch.isfinite(out(torch.randn(2, 3, 8, 8))).all())
+
+
 class CommandLine(unittest.TestCase):
     def test_etch_export_int8_with_calibration(self):
         import os

@@ -17,7 +17,10 @@ module then rewrites that model into ExecuTorch's PT2E form:
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import dis
+import inspect
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -62,9 +65,50 @@ def _qconfig(observer: str, activation_dtype: str, qat: bool):
     return QConfig(activation=act, weight=wt)
 
 
-def _mapping(qconfig):
-    from torch.ao.quantization import QConfigMapping
-    return QConfigMapping().set_global(qconfig)
+def _mapping(qconfig, qat: bool = False):
+    """`qconfig` for every op, except: the ops whose output range is fixed (sigmoid,
+    hardsigmoid, softmax: [0, 1]; tanh: [-1, 1]) get torch.ao's fixed-qparams observers
+    (its native backend requires them; prepare_fx refuses the model otherwise), and
+    LayerNorm keeps a float weight (as in torch.ao's default mapping)."""
+    from torch.ao.quantization import (FixedQParamsFakeQuantize, QConfig, QConfigMapping,
+                                       default_placeholder_observer)
+    from torch.ao.quantization.qconfig_mapping import _FIXED_QPARAMS_OP_TO_OBSERVER
+    m = QConfigMapping().set_global(qconfig)
+    fixed = {}
+    for op, obs in _FIXED_QPARAMS_OP_TO_OBSERVER.items():
+        if obs not in fixed:
+            act = FixedQParamsFakeQuantize.with_args(observer=obs) if qat else obs
+            fixed[obs] = QConfig(activation=act, weight=qconfig.weight)
+        m.set_object_type(op, fixed[obs])
+    ln = QConfig(activation=qconfig.activation, weight=default_placeholder_observer)
+    m.set_object_type(nn.LayerNorm, ln).set_object_type(F.layer_norm, ln)
+    return m
+
+
+@contextlib.contextmanager
+def _fx_unpacking():
+    """torch 1.13's Proxy.__iter__ finds the instruction that unpacks a traced value
+    (``n, c, h, w = x.size()``, ``a, b = x.chunk(2, 1)``) by ``f_lasti // 2`` in the list of
+    instructions, which is wrong from Python 3.11 on (inline caches): tracing such a model
+    (torchvision's shufflenet_v2) fails with "Proxy object cannot be iterated".  While
+    tracing, look the instruction up by its byte offset instead (right on every version)."""
+    from torch.fx.proxy import Proxy
+    orig = Proxy.__iter__
+
+    def _iter(self):
+        frame = inspect.currentframe().f_back
+        for inst in dis.get_instructions(frame.f_code):
+            if inst.offset == frame.f_lasti:
+                if inst.opname == "UNPACK_SEQUENCE":
+                    return (self[i] for i in range(inst.argval))
+                break
+        return self.tracer.iter(self)
+
+    Proxy.__iter__ = _iter
+    try:
+        yield
+    finally:
+        Proxy.__iter__ = orig
 
 
 def _example_tuple(example_inputs):
@@ -88,7 +132,8 @@ def quantize_static(model: nn.Module, example_inputs, calibration, *, observer="
     qconfig = _qconfig(observer, activation_dtype, qat=False)
     m = copy.deepcopy(model).eval()
     try:
-        prepared = prepare_fx(m, _mapping(qconfig), ex)
+        with _fx_unpacking():
+            prepared = prepare_fx(m, _mapping(qconfig), ex)
     except Exception as e:  # torch.fx tracing errors come in many types
         raise _fx_error(e) from e
     with torch.no_grad():
@@ -106,7 +151,9 @@ def prepare_qat(model: nn.Module, example_inputs, *, activation_dtype="uint8") -
     ex = _example_tuple(example_inputs)
     m = copy.deepcopy(model).train()
     try:
-        return prepare_qat_fx(m, _mapping(_qconfig("minmax", activation_dtype, qat=True)), ex)
+        with _fx_unpacking():
+            return prepare_qat_fx(m, _mapping(_qconfig("minmax", activation_dtype, qat=True),
+                                              qat=True), ex)
     except Exception as e:
         raise _fx_error(e) from e
 
