@@ -5,6 +5,7 @@ errors."""
 
 import collections
 import copy
+import os
 import unittest
 
 import torch
@@ -260,6 +261,71 @@ class CommandLine(unittest.TestCase):
             self.assertEqual(r.returncode, 1)
             self.assertIn("needs calibration data", r.stderr)
             self.assertFalse(os.path.exists(out))
+
+
+class CalibrationFiles(unittest.TestCase):
+    """--calibration DIR_OR_NPZ that is missing, corrupt or of the wrong dtype / shape: an
+    error naming the file (or the batch), before anything is written."""
+
+    def _files(self, d):
+        import numpy as np
+        ok = os.path.join(d, "ok.npz")
+        np.savez(ok, input_0=np.zeros((2, 1, 1, 28, 28), np.float32))
+        with open(ok, "rb") as f:
+            data = f.read()
+        files = {"truncated.npz": data[:200], "text.npz": b"not numpy at all\n",
+                 "cut_member.npz": data[:len(data) // 2] + data[-200:]}
+        for name, b in files.items():
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(b)
+        np.save(os.path.join(d, "objects.npy"), np.array([{"a": 1}], dtype=object),
+                allow_pickle=True)
+        full = os.path.join(d, "cut.npy")
+        np.save(full, np.zeros((2, 1, 1, 28, 28), np.float32))
+        with open(full, "rb") as f:
+            b = f.read()
+        with open(full, "wb") as f:
+            f.write(b[:-100])
+        np.savez(os.path.join(d, "f64.npz"), input_0=np.zeros((2, 1, 1, 28, 28)))
+        return ok
+
+    def test_load_calibration_refuses_unreadable_files(self):
+        import tempfile
+        from etch.cli import load_calibration
+        with tempfile.TemporaryDirectory() as d:
+            ok = self._files(d)
+            self.assertEqual(len(load_calibration(ok, 1)), 2)
+            for name in ("truncated.npz", "text.npz", "cut_member.npz", "objects.npy",
+                         "cut.npy"):
+                with self.subTest(file=name):
+                    with self.assertRaisesRegex(ValueError, "calibration file .*%s is not an? "
+                                                "\\.np[yz] of plain numpy arrays" % name):
+                        load_calibration(os.path.join(d, name), 1)
+            with self.assertRaisesRegex(FileNotFoundError, "calibration data"):
+                load_calibration(os.path.join(d, "missing.npz"), 1)
+
+    def test_cli_writes_nothing(self):
+        import subprocess
+        import sys
+        import tempfile
+        from tests.export._common import REPO, python_env
+        with tempfile.TemporaryDirectory() as d:
+            self._files(d)
+            out = os.path.join(d, "l.pte")
+            for name, msg in (("truncated.npz", "truncated.npz is not an .npz"),
+                              ("f64.npz", "is torch.float64, the example input is "
+                                          "torch.float32"),
+                              ("missing", "calibration data: No such file")):
+                with self.subTest(file=name):
+                    r = subprocess.run(
+                        [sys.executable, "-m", "etch", "export", "etch.zoo:lenet", "--input",
+                         "1x1x28x28:float32", "-o", out, "--no-check", "-q", "--quantize",
+                         "int8", "--calibration", os.path.join(d, name)],
+                        capture_output=True, text=True, env=python_env(), cwd=str(REPO))
+                    self.assertEqual(r.returncode, 1, r.stderr)
+                    self.assertIn(msg, r.stderr)
+                    self.assertNotIn("Traceback", r.stderr)
+                    self.assertFalse(os.path.exists(out))
 
 
 class QAT(unittest.TestCase):
