@@ -174,6 +174,20 @@ class Gates(nn.Module):
         return torch.softmax(self.head(y.mean((2, 3))), -1)
 
 
+class ShapeScale(nn.Module):
+    """Attention's scale from the input's shape: a Python number computed while tracing."""
+
+    def __init__(self):
+        super().__init__()
+        self.qk = nn.Linear(8, 16)
+        self.out = nn.Linear(6, 3)
+
+    def forward(self, x):
+        q, k = self.qk(x).chunk(2, -1)
+        a = torch.softmax(q @ k.transpose(-1, -2) * (x.shape[-1] // 2) ** -0.5, -1)
+        return self.out(a).mean(1)
+
+
 class Architectures(unittest.TestCase):
     """Model structures of common architectures that torch.ao alone refuses."""
 
@@ -181,7 +195,8 @@ class Architectures(unittest.TestCase):
         """int8 of `model` (random weights): the exported graph computes what torch.ao's own
         reference model of the same configuration does, and stays close to float."""
         from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_fx
-        from etch.quant.static import _fx_unpacking, _mapping, _qconfig
+        from etch.quant.static import (_drop_non_tensor_observers, _fx_unpacking, _mapping,
+                                       _qconfig)
         model.eval()
         g = torch.Generator().manual_seed(0)
         x = torch.randn(*shape, generator=g)
@@ -191,6 +206,7 @@ class Architectures(unittest.TestCase):
         with _fx_unpacking():
             prep = prepare_fx(copy.deepcopy(model), _mapping(_qconfig("minmax", "uint8", False)),
                               (x,))
+        _drop_non_tensor_observers(prep, (x,))
         out = p.graphs["forward"].run([x])[0]
         with torch.no_grad():
             for (b,) in cal:
@@ -208,6 +224,18 @@ class Architectures(unittest.TestCase):
         self.assertIn("aten::cat.out", p.operators)
         qat = etch.prepare_qat(Shuffle(), (torch.randn(2, 8, 8, 8),))
         self.assertTrue(any("FakeQuantize" in type(m).__name__ for m in qat.modules()))
+
+    def test_arithmetic_on_shapes(self):
+        # torch.ao observed the number (d // h) ** -0.5: "'float' object has no attribute
+        # 'numel'" during calibration
+        torch.manual_seed(0)
+        q, p = self._quantize(ShapeScale(), (4, 6, 8))
+        self.assertEqual(sorted(n for n, _ in q.etch_quantization.quantized), ["out", "qk"])
+        self.assertIn("aten::mul.Scalar_out", p.operators)
+        qat = etch.prepare_qat(ShapeScale(), (torch.randn(4, 6, 8),))
+        qat(torch.randn(4, 6, 8)).sum().backward()
+        self.assertTrue(torch.isfinite(etch.convert_qat(qat.eval())(torch.randn(4, 6, 8)))
+                        .all())
 
     def test_fixed_range_ops(self):
         # prepare_fx refused sigmoid / hardsigmoid / tanh / softmax without fixed qparams

@@ -136,10 +136,45 @@ def quantize_static(model: nn.Module, example_inputs, calibration, *, observer="
             prepared = prepare_fx(m, _mapping(qconfig), ex)
     except Exception as e:  # torch.fx tracing errors come in many types
         raise _fx_error(e) from e
+    _drop_non_tensor_observers(prepared, ex)
     with torch.no_grad():
         for batch in calibration:
             prepared(*_example_tuple(batch))
     return _convert(prepared, report)
+
+
+def _drop_non_tensor_observers(prepared, ex) -> None:
+    """torch.ao places an observer after ops whose result may be a Python number at run time
+    (arithmetic on shapes: ``(x.shape[-1] // h) ** -0.5``), which then fails on it
+    ("'float' object has no attribute 'numel'").  Run the example once, find the observers
+    that receive something other than a tensor, and take them out: those values stay
+    Python numbers, as in the float model."""
+    from torch.ao.quantization.fake_quantize import FakeQuantizeBase
+    from torch.ao.quantization.observer import ObserverBase
+    drop = set()
+
+    class Probe(torch.fx.Interpreter):
+        def call_module(self, target, args, kwargs):
+            if isinstance(self.module.get_submodule(target), (ObserverBase, FakeQuantizeBase)):
+                if not isinstance(args[0], torch.Tensor):
+                    drop.add(target)
+                return args[0]          # observers and fake quantization see nothing here
+            return super().call_module(target, args, kwargs)
+
+    training = prepared.training
+    prepared.eval()                     # BN statistics stay as they are
+    try:
+        with torch.no_grad():
+            Probe(prepared).run(*ex)
+    finally:
+        prepared.train(training)
+    if not drop:
+        return
+    for n in list(prepared.graph.nodes):
+        if n.op == "call_module" and n.target in drop:
+            n.replace_all_uses_with(n.args[0])
+            prepared.graph.erase_node(n)
+    prepared.recompile()
 
 
 def prepare_qat(model: nn.Module, example_inputs, *, activation_dtype="uint8") -> nn.Module:
@@ -152,10 +187,12 @@ def prepare_qat(model: nn.Module, example_inputs, *, activation_dtype="uint8") -
     m = copy.deepcopy(model).train()
     try:
         with _fx_unpacking():
-            return prepare_qat_fx(m, _mapping(_qconfig("minmax", activation_dtype, qat=True),
-                                              qat=True), ex)
+            prepared = prepare_qat_fx(m, _mapping(_qconfig("minmax", activation_dtype,
+                                                           qat=True), qat=True), ex)
     except Exception as e:
         raise _fx_error(e) from e
+    _drop_non_tensor_observers(prepared, ex)
+    return prepared
 
 
 def convert_qat(model: nn.Module) -> nn.Module:
