@@ -237,6 +237,22 @@ class Architectures(unittest.TestCase):
         self.assertTrue(torch.isfinite(etch.convert_qat(qat.eval())(torch.randn(4, 6, 8)))
                         .all())
 
+    def test_torch_composite_modules_stay_float_and_are_named(self):
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(8, 16), nn.TransformerEncoderLayer(16, 2, 32,
+                                                                       batch_first=True))
+        m.eval()
+        x = torch.randn(2, 5, 8)
+        q = etch.quantize(m, (x,), "int8", [(torch.randn(2, 5, 8),)])
+        self.assertEqual([n for n, _ in q.etch_quantization.quantized], ["0"])
+        kept = dict(q.etch_quantization.kept_float)
+        self.assertIn("Linear inside 1 (TransformerEncoderLayer), which torch.fx runs as one "
+                      "float module", kept["1.linear1"])
+        p = etch.export(q, (x,), check_ops=False)
+        self.assertIn("1.self_attn", p.summary())
+        with torch.no_grad():
+            self.assertGreater(_cos(p.graphs["forward"].run([x])[0], m(x)), 0.99)
+
     def test_fixed_range_ops(self):
         # prepare_fx refused sigmoid / hardsigmoid / tanh / softmax without fixed qparams
         torch.manual_seed(0)

@@ -306,11 +306,20 @@ def _convert(prepared, report) -> nn.Module:
     g.eliminate_dead_code()
     ref.recompile()
     if report is not None:
+        # modules the graph calls as a whole (torch.fx does not trace into torch.nn's own
+        # composite modules: TransformerEncoderLayer, MultiheadAttention): float inside
+        leaves = {n.target for n in g.nodes if n.op == "call_module"}
         for name, mod in ref.named_modules():
             if name and any(True for _ in mod.parameters(recurse=False)) and not isinstance(
                     mod, (StaticInt8Linear, StaticInt8Conv)):
-                report.kept_float.append((name, "%s: not quantized by the int8 scheme"
-                                          % type(mod).__name__))
+                outer = [lf for lf in leaves if name.startswith(lf + ".")]
+                if outer:
+                    o = min(outer, key=len)
+                    why = ("%s inside %s (%s), which torch.fx runs as one float module"
+                           % (type(mod).__name__, o, type(ref.get_submodule(o)).__name__))
+                else:
+                    why = "%s: not quantized by the int8 scheme" % type(mod).__name__
+                report.kept_float.append((name, why))
     return ref
 
 
