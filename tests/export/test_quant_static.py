@@ -196,7 +196,7 @@ class Architectures(unittest.TestCase):
         reference model of the same configuration does, and stays close to float."""
         from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_fx
         from etch.quant.static import (_drop_non_tensor_observers, _fx_unpacking, _mapping,
-                                       _qconfig)
+                                       _qconfig, _split_relu6)
         model.eval()
         g = torch.Generator().manual_seed(0)
         x = torch.randn(*shape, generator=g)
@@ -204,8 +204,8 @@ class Architectures(unittest.TestCase):
         q = etch.quantize(model, (x,), "int8", cal)
         p = etch.export(q, (x,), check_ops=False)
         with _fx_unpacking():
-            prep = prepare_fx(copy.deepcopy(model), _mapping(_qconfig("minmax", "uint8", False)),
-                              (x,))
+            prep = prepare_fx(_split_relu6(copy.deepcopy(model)),
+                              _mapping(_qconfig("minmax", "uint8", False)), (x,))
         _drop_non_tensor_observers(prep, (x,))
         out = p.graphs["forward"].run([x])[0]
         with torch.no_grad():
@@ -252,6 +252,31 @@ class Architectures(unittest.TestCase):
         self.assertIn("1.self_attn", p.summary())
         with torch.no_grad():
             self.assertGreater(_cos(p.graphs["forward"].run([x])[0], m(x)), 0.99)
+
+    def test_relu6_quantized_after_the_activation(self):
+        # ReLU6 (mobilenet_v2) used to share the conv's quantization, the range before the
+        # activation: about half of the levels went to negative values it clamps away
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU6(),
+                          nn.Conv2d(8, 4, 1), nn.ReLU6())
+        with torch.no_grad():
+            m[1].running_mean.uniform_(-0.5, 0.5)
+        q, p = self._quantize(m, (4, 3, 8, 8))
+        # the fused ConvReLU2d modules hold the convs
+        self.assertEqual(sorted(n for n, _ in q.etch_quantization.quantized), ["0.0", "3.0"])
+        g = p.graphs["forward"].graph
+        quants = [n for n in g.nodes if str(n.target).endswith("quantize_per_tensor.default")
+                  and "dequantize" not in str(n.target)]
+        after = {str(n.args[0].target).split(".")[1]: n for n in quants
+                 if len(str(n.args[0].target).split(".")) == 3}
+        # conv (+BN folded) + ReLU fused: quantized after the ReLU with zero point 0; the
+        # clamp to 6 shares those parameters; nothing quantizes a conv's output directly
+        self.assertNotIn("convolution", after)
+        self.assertEqual(after["relu"].args[2], 0)
+        self.assertEqual((after["clamp"].args[1], after["clamp"].args[2]),
+                         (after["relu"].args[1], 0))
+        qat = etch.prepare_qat(m, (torch.randn(2, 3, 8, 8),))
+        self.assertFalse(any(isinstance(x, nn.ReLU6) for x in qat.modules()))
 
     def test_fixed_range_ops(self):
         # prepare_fx refused sigmoid / hardsigmoid / tanh / softmax without fixed qparams

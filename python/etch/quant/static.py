@@ -130,7 +130,7 @@ def quantize_static(model: nn.Module, example_inputs, calibration, *, observer="
     from torch.ao.quantization.quantize_fx import prepare_fx
     ex = _example_tuple(example_inputs)
     qconfig = _qconfig(observer, activation_dtype, qat=False)
-    m = copy.deepcopy(model).eval()
+    m = _split_relu6(copy.deepcopy(model).eval())
     try:
         with _fx_unpacking():
             prepared = prepare_fx(m, _mapping(qconfig), ex)
@@ -141,6 +141,27 @@ def quantize_static(model: nn.Module, example_inputs, calibration, *, observer="
         for batch in calibration:
             prepared(*_example_tuple(batch))
     return _convert(prepared, report)
+
+
+class _Max6(nn.Module):
+    def forward(self, x):
+        return torch.clamp(x, max=6.0)
+
+
+def _split_relu6(model: nn.Module) -> nn.Module:
+    """Every nn.ReLU6 -> Sequential(ReLU, clamp(max=6)) (the same function).  torch.ao fuses
+    Conv + BN + ReLU but not ReLU6, whose output then shares the conv's quantization: the
+    range of the values before the activation (negative ones included), about half of the
+    256 levels unused (mobilenet_v2).  Split, the conv's output is quantized after the ReLU
+    (zero point 0) and the clamp shares that."""
+    if type(model) is nn.ReLU6:
+        return nn.Sequential(nn.ReLU(), _Max6()).train(model.training)
+    for name, mod in list(model.named_modules()):
+        for cname, child in list(mod.named_children()):
+            if type(child) is nn.ReLU6:
+                # the mode of the module replaced: torch.ao fuses only modules in one mode
+                setattr(mod, cname, nn.Sequential(nn.ReLU(), _Max6()).train(child.training))
+    return model
 
 
 def _drop_non_tensor_observers(prepared, ex) -> None:
@@ -184,7 +205,7 @@ def prepare_qat(model: nn.Module, example_inputs, *, activation_dtype="uint8") -
     if not isinstance(model, nn.Module):
         raise TypeError("etch.prepare_qat needs an nn.Module, got %s" % type(model).__name__)
     ex = _example_tuple(example_inputs)
-    m = copy.deepcopy(model).train()
+    m = _split_relu6(copy.deepcopy(model).train())
     try:
         with _fx_unpacking():
             prepared = prepare_qat_fx(m, _mapping(_qconfig("minmax", activation_dtype,
