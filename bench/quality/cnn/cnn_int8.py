@@ -4,6 +4,9 @@ libetch: top-1 agreement with float32, logit cosine and accuracy on held-out gen
     /usr/bin/python3 bench/quality/cnn/cnn_int8.py            # writes bench/quality/cnn/REPORT.md
     /usr/bin/python3 bench/quality/cnn/cnn_int8.py --tiny --no-write   # the ctest smoke's size
 
+(REPORT.md's last section, "Against the targets", is written by hand from the run's figures;
+a new run rewrites the generated part.)
+
 Models (all seeded, deterministic, nothing downloaded):
 * ``ShapesCNN``: a small CNN (conv+BN+ReLU, depthwise, max pooling, a residual add, global
   average pooling, linear head) trained here on generated "shapes" images (8 classes: disk,
