@@ -186,26 +186,27 @@ def load_calibration(path: str, n_inputs: int):
     elif os.path.exists(path):
         files = [path]
     else:
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        raise FileNotFoundError(errno.ENOENT, "calibration data: %s" % os.strerror(errno.ENOENT),
+                                path)
     batches = []
     for f in files:
         if f.endswith(".npy"):
             if n_inputs != 1:
                 raise ValueError("calibration file %s: a .npy holds one input, the model "
                                  "takes %d (use .npz with input_0 ...)" % (f, n_inputs))
-            arrays = [np.load(f, allow_pickle=False)]
+            arrays = [_load_array_file(np, f)[None]]
         else:
-            with np.load(f, allow_pickle=False) as z:
-                names = None
-                for pre in ("input_", "arr_"):
-                    if all("%s%d" % (pre, i) in z.files for i in range(n_inputs)):
-                        names = ["%s%d" % (pre, i) for i in range(n_inputs)]
-                        break
-                if names is None:
-                    raise ValueError("calibration file %s: expected arrays input_0 .. input_%d "
-                                     "(or arr_0 ...), found %s"
-                                     % (f, n_inputs - 1, ", ".join(z.files) or "none"))
-                arrays = [z[n] for n in names]
+            z = _load_array_file(np, f)
+            names = None
+            for pre in ("input_", "arr_"):
+                if all("%s%d" % (pre, i) in z for i in range(n_inputs)):
+                    names = ["%s%d" % (pre, i) for i in range(n_inputs)]
+                    break
+            if names is None:
+                raise ValueError("calibration file %s: expected arrays input_0 .. input_%d "
+                                 "(or arr_0 ...), found %s"
+                                 % (f, n_inputs - 1, ", ".join(z) or "none"))
+            arrays = [z[n] for n in names]
         n = {a.shape[0] if a.ndim else None for a in arrays}
         if len(n) != 1 or None in n:
             raise ValueError("calibration file %s: every array needs the same leading batch "
@@ -213,6 +214,26 @@ def load_calibration(path: str, n_inputs: int):
         for k in range(n.pop()):
             batches.append(tuple(a[k] for a in arrays))
     return batches
+
+
+def _load_array_file(np, f: str) -> dict:
+    """The arrays of the calibration file f (an .npy: {None: array}; an .npz: name -> array),
+    every member read now; a ValueError naming the file for anything that is not a numpy
+    .npy / .npz of plain arrays (truncated, not a zip, pickled objects)."""
+    import zipfile
+    try:
+        with open(f, "rb") as fh:     # np.load leaks its own handle when the zip is bad
+            z = np.load(fh, allow_pickle=False)
+            if isinstance(z, np.ndarray):
+                return {None: z}
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise ValueError("not an .npy or .npz file")
+            with z:
+                return {name: z[name] for name in z.files}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as e:
+        kind = "a .npy" if f.endswith(".npy") else "an .npz"
+        raise ValueError("calibration file %s is not %s of plain numpy arrays (%s)"
+                         % (f, kind, str(e) or type(e).__name__)) from None
 
 
 def _parse_dynamic(specs: List[str], n_inputs: int):

@@ -5,6 +5,7 @@ errors."""
 
 import collections
 import copy
+import os
 import unittest
 
 import torch
@@ -138,6 +139,166 @@ class StaticInt8(unittest.TestCase):
             etch.quantize(self.model, (self.x,), "int8", self.cal, activation_dtype="int8")
 
 
+class Shuffle(nn.Module):
+    """shufflenet_v2's unit: tuple unpacking of traced values (x.size(), x.chunk), cat and
+    a channel shuffle through view / transpose."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.head = nn.Linear(8 * 8 * 8, 5)
+
+    def forward(self, x):
+        a, b = x.chunk(2, dim=1)
+        x = torch.cat((a, torch.relu(self.bn(self.conv(b)))), 1)
+        n, c, h, w = x.size()
+        x = x.view(n, 2, c // 2, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+        return self.head(torch.flatten(x, 1))
+
+
+class Gates(nn.Module):
+    """The ops whose output range is fixed (sigmoid, hardsigmoid, tanh, softmax): a squeeze-
+    excitation gate as in mobilenet_v3 / efficientnet."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Conv2d(8, 8, 1)
+        self.head = nn.Linear(8, 6)
+
+    def forward(self, x):
+        y = self.conv(x)
+        y = y * torch.sigmoid(self.fc(y.mean((2, 3), keepdim=True)))
+        y = y * nn.functional.hardsigmoid(y) + torch.tanh(y)
+        return torch.softmax(self.head(y.mean((2, 3))), -1)
+
+
+class ShapeScale(nn.Module):
+    """Attention's scale from the input's shape: a Python number computed while tracing."""
+
+    def __init__(self):
+        super().__init__()
+        self.qk = nn.Linear(8, 16)
+        self.out = nn.Linear(6, 3)
+
+    def forward(self, x):
+        q, k = self.qk(x).chunk(2, -1)
+        a = torch.softmax(q @ k.transpose(-1, -2) * (x.shape[-1] // 2) ** -0.5, -1)
+        return self.out(a).mean(1)
+
+
+class Architectures(unittest.TestCase):
+    """Model structures of common architectures that torch.ao alone refuses."""
+
+    def _quantize(self, model, shape):
+        """int8 of `model` (random weights): the exported graph computes what torch.ao's own
+        reference model of the same configuration does, and stays close to float."""
+        from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_fx
+        from etch.quant.static import (_drop_non_tensor_observers, _fx_unpacking, _mapping,
+                                       _qconfig, _split_relu6)
+        model.eval()
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(*shape, generator=g)
+        cal = [(torch.randn(*shape, generator=g),) for _ in range(3)]
+        q = etch.quantize(model, (x,), "int8", cal)
+        p = etch.export(q, (x,), check_ops=False)
+        with _fx_unpacking():
+            prep = prepare_fx(_split_relu6(copy.deepcopy(model)),
+                              _mapping(_qconfig("minmax", "uint8", False)), (x,))
+        _drop_non_tensor_observers(prep, (x,))
+        out = p.graphs["forward"].run([x])[0]
+        with torch.no_grad():
+            for (b,) in cal:
+                prep(b)
+            torch.testing.assert_close(out, convert_to_reference_fx(prep)(x), rtol=1e-4,
+                                       atol=1e-4)
+            self.assertGreater(_cos(out, model(x)), 0.98)
+        return q, p
+
+    def test_tuple_unpacking_of_traced_values(self):
+        # torch 1.13's tracer failed here on Python 3.11 ("Proxy object cannot be iterated")
+        torch.manual_seed(0)
+        q, p = self._quantize(Shuffle(), (4, 8, 8, 8))
+        self.assertEqual(sorted(n for n, _ in q.etch_quantization.quantized), ["conv", "head"])
+        self.assertIn("aten::cat.out", p.operators)
+        qat = etch.prepare_qat(Shuffle(), (torch.randn(2, 8, 8, 8),))
+        self.assertTrue(any("FakeQuantize" in type(m).__name__ for m in qat.modules()))
+
+    def test_arithmetic_on_shapes(self):
+        # torch.ao observed the number (d // h) ** -0.5: "'float' object has no attribute
+        # 'numel'" during calibration
+        torch.manual_seed(0)
+        q, p = self._quantize(ShapeScale(), (4, 6, 8))
+        self.assertEqual(sorted(n for n, _ in q.etch_quantization.quantized), ["out", "qk"])
+        self.assertIn("aten::mul.Scalar_out", p.operators)
+        qat = etch.prepare_qat(ShapeScale(), (torch.randn(4, 6, 8),))
+        qat(torch.randn(4, 6, 8)).sum().backward()
+        self.assertTrue(torch.isfinite(etch.convert_qat(qat.eval())(torch.randn(4, 6, 8)))
+                        .all())
+
+    def test_torch_composite_modules_stay_float_and_are_named(self):
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(8, 16), nn.TransformerEncoderLayer(16, 2, 32,
+                                                                       batch_first=True))
+        m.eval()
+        x = torch.randn(2, 5, 8)
+        q = etch.quantize(m, (x,), "int8", [(torch.randn(2, 5, 8),)])
+        self.assertEqual([n for n, _ in q.etch_quantization.quantized], ["0"])
+        kept = dict(q.etch_quantization.kept_float)
+        self.assertIn("Linear inside 1 (TransformerEncoderLayer), which torch.fx runs as one "
+                      "float module", kept["1.linear1"])
+        p = etch.export(q, (x,), check_ops=False)
+        self.assertIn("1.self_attn", p.summary())
+        with torch.no_grad():
+            self.assertGreater(_cos(p.graphs["forward"].run([x])[0], m(x)), 0.99)
+
+    def test_relu6_quantized_after_the_activation(self):
+        # ReLU6 (mobilenet_v2) used to share the conv's quantization, the range before the
+        # activation: about half of the levels went to negative values it clamps away
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU6(),
+                          nn.Conv2d(8, 4, 1), nn.ReLU6())
+        with torch.no_grad():
+            m[1].running_mean.uniform_(-0.5, 0.5)
+        q, p = self._quantize(m, (4, 3, 8, 8))
+        # the fused ConvReLU2d modules hold the convs
+        self.assertEqual(sorted(n for n, _ in q.etch_quantization.quantized), ["0.0", "3.0"])
+        g = p.graphs["forward"].graph
+        quants = [n for n in g.nodes if str(n.target).endswith("quantize_per_tensor.default")
+                  and "dequantize" not in str(n.target)]
+        after = {str(n.args[0].target).split(".")[1]: n for n in quants
+                 if len(str(n.args[0].target).split(".")) == 3}
+        # conv (+BN folded) + ReLU fused: quantized after the ReLU with zero point 0; the
+        # clamp to 6 shares those parameters; nothing quantizes a conv's output directly
+        self.assertNotIn("convolution", after)
+        self.assertEqual(after["relu"].args[2], 0)
+        self.assertEqual((after["clamp"].args[1], after["clamp"].args[2]),
+                         (after["relu"].args[1], 0))
+        qat = etch.prepare_qat(m, (torch.randn(2, 3, 8, 8),))
+        self.assertFalse(any(isinstance(x, nn.ReLU6) for x in qat.modules()))
+
+    def test_fixed_range_ops(self):
+        # prepare_fx refused sigmoid / hardsigmoid / tanh / softmax without fixed qparams
+        torch.manual_seed(0)
+        q, p = self._quantize(Gates(), (4, 3, 8, 8))
+        g = p.graphs["forward"].graph
+        fixed = {}
+        for n in g.nodes:
+            if "quantize_per_tensor" in str(n.target) and "dequantize" not in str(n.target):
+                src = str(n.args[0].target).split(".")     # aten.sigmoid.default
+                if len(src) == 3 and src[1] in ("sigmoid", "div", "tanh"):
+                    fixed[src[1]] = (n.args[1], n.args[2])
+        # torch.ao's fixed ranges: [0, 1) in steps of 1/256 (hardsigmoid decomposes into
+        # add, clamp, div); tanh [-1, 1) with zero point 128
+        self.assertEqual(fixed, {"sigmoid": (1 / 256, 0), "div": (1 / 256, 0),
+                                 "tanh": (2 / 256, 128)})
+        qat = etch.prepare_qat(Gates(), (torch.randn(2, 3, 8, 8),))
+        qat(torch.randn(2, 3, 8, 8))
+        out = etch.convert_qat(qat.eval())
+        self.assertTrue(torch.isfinite(out(torch.randn(2, 3, 8, 8))).all())
+
+
 class CommandLine(unittest.TestCase):
     def test_etch_export_int8_with_calibration(self):
         import os
@@ -169,6 +330,71 @@ class CommandLine(unittest.TestCase):
             self.assertEqual(r.returncode, 1)
             self.assertIn("needs calibration data", r.stderr)
             self.assertFalse(os.path.exists(out))
+
+
+class CalibrationFiles(unittest.TestCase):
+    """--calibration DIR_OR_NPZ that is missing, corrupt or of the wrong dtype / shape: an
+    error naming the file (or the batch), before anything is written."""
+
+    def _files(self, d):
+        import numpy as np
+        ok = os.path.join(d, "ok.npz")
+        np.savez(ok, input_0=np.zeros((2, 1, 1, 28, 28), np.float32))
+        with open(ok, "rb") as f:
+            data = f.read()
+        files = {"truncated.npz": data[:200], "text.npz": b"not numpy at all\n",
+                 "cut_member.npz": data[:len(data) // 2] + data[-200:]}
+        for name, b in files.items():
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(b)
+        np.save(os.path.join(d, "objects.npy"), np.array([{"a": 1}], dtype=object),
+                allow_pickle=True)
+        full = os.path.join(d, "cut.npy")
+        np.save(full, np.zeros((2, 1, 1, 28, 28), np.float32))
+        with open(full, "rb") as f:
+            b = f.read()
+        with open(full, "wb") as f:
+            f.write(b[:-100])
+        np.savez(os.path.join(d, "f64.npz"), input_0=np.zeros((2, 1, 1, 28, 28)))
+        return ok
+
+    def test_load_calibration_refuses_unreadable_files(self):
+        import tempfile
+        from etch.cli import load_calibration
+        with tempfile.TemporaryDirectory() as d:
+            ok = self._files(d)
+            self.assertEqual(len(load_calibration(ok, 1)), 2)
+            for name in ("truncated.npz", "text.npz", "cut_member.npz", "objects.npy",
+                         "cut.npy"):
+                with self.subTest(file=name):
+                    with self.assertRaisesRegex(ValueError, "calibration file .*%s is not an? "
+                                                "\\.np[yz] of plain numpy arrays" % name):
+                        load_calibration(os.path.join(d, name), 1)
+            with self.assertRaisesRegex(FileNotFoundError, "calibration data"):
+                load_calibration(os.path.join(d, "missing.npz"), 1)
+
+    def test_cli_writes_nothing(self):
+        import subprocess
+        import sys
+        import tempfile
+        from tests.export._common import REPO, python_env
+        with tempfile.TemporaryDirectory() as d:
+            self._files(d)
+            out = os.path.join(d, "l.pte")
+            for name, msg in (("truncated.npz", "truncated.npz is not an .npz"),
+                              ("f64.npz", "is torch.float64, the example input is "
+                                          "torch.float32"),
+                              ("missing", "calibration data: No such file")):
+                with self.subTest(file=name):
+                    r = subprocess.run(
+                        [sys.executable, "-m", "etch", "export", "etch.zoo:lenet", "--input",
+                         "1x1x28x28:float32", "-o", out, "--no-check", "-q", "--quantize",
+                         "int8", "--calibration", os.path.join(d, name)],
+                        capture_output=True, text=True, env=python_env(), cwd=str(REPO))
+                    self.assertEqual(r.returncode, 1, r.stderr)
+                    self.assertIn(msg, r.stderr)
+                    self.assertNotIn("Traceback", r.stderr)
+                    self.assertFalse(os.path.exists(out))
 
 
 class QAT(unittest.TestCase):

@@ -17,7 +17,10 @@ module then rewrites that model into ExecuTorch's PT2E form:
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import dis
+import inspect
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -62,9 +65,50 @@ def _qconfig(observer: str, activation_dtype: str, qat: bool):
     return QConfig(activation=act, weight=wt)
 
 
-def _mapping(qconfig):
-    from torch.ao.quantization import QConfigMapping
-    return QConfigMapping().set_global(qconfig)
+def _mapping(qconfig, qat: bool = False):
+    """`qconfig` for every op, except: the ops whose output range is fixed (sigmoid,
+    hardsigmoid, softmax: [0, 1]; tanh: [-1, 1]) get torch.ao's fixed-qparams observers
+    (its native backend requires them; prepare_fx refuses the model otherwise), and
+    LayerNorm keeps a float weight (as in torch.ao's default mapping)."""
+    from torch.ao.quantization import (FixedQParamsFakeQuantize, QConfig, QConfigMapping,
+                                       default_placeholder_observer)
+    from torch.ao.quantization.qconfig_mapping import _FIXED_QPARAMS_OP_TO_OBSERVER
+    m = QConfigMapping().set_global(qconfig)
+    fixed = {}
+    for op, obs in _FIXED_QPARAMS_OP_TO_OBSERVER.items():
+        if obs not in fixed:
+            act = FixedQParamsFakeQuantize.with_args(observer=obs) if qat else obs
+            fixed[obs] = QConfig(activation=act, weight=qconfig.weight)
+        m.set_object_type(op, fixed[obs])
+    ln = QConfig(activation=qconfig.activation, weight=default_placeholder_observer)
+    m.set_object_type(nn.LayerNorm, ln).set_object_type(F.layer_norm, ln)
+    return m
+
+
+@contextlib.contextmanager
+def _fx_unpacking():
+    """torch 1.13's Proxy.__iter__ finds the instruction that unpacks a traced value
+    (``n, c, h, w = x.size()``, ``a, b = x.chunk(2, 1)``) by ``f_lasti // 2`` in the list of
+    instructions, which is wrong from Python 3.11 on (inline caches): tracing such a model
+    (torchvision's shufflenet_v2) fails with "Proxy object cannot be iterated".  While
+    tracing, look the instruction up by its byte offset instead (right on every version)."""
+    from torch.fx.proxy import Proxy
+    orig = Proxy.__iter__
+
+    def _iter(self):
+        frame = inspect.currentframe().f_back
+        for inst in dis.get_instructions(frame.f_code):
+            if inst.offset == frame.f_lasti:
+                if inst.opname == "UNPACK_SEQUENCE":
+                    return (self[i] for i in range(inst.argval))
+                break
+        return self.tracer.iter(self)
+
+    Proxy.__iter__ = _iter
+    try:
+        yield
+    finally:
+        Proxy.__iter__ = orig
 
 
 def _example_tuple(example_inputs):
@@ -86,15 +130,72 @@ def quantize_static(model: nn.Module, example_inputs, calibration, *, observer="
     from torch.ao.quantization.quantize_fx import prepare_fx
     ex = _example_tuple(example_inputs)
     qconfig = _qconfig(observer, activation_dtype, qat=False)
-    m = copy.deepcopy(model).eval()
+    m = _split_relu6(copy.deepcopy(model).eval())
     try:
-        prepared = prepare_fx(m, _mapping(qconfig), ex)
+        with _fx_unpacking():
+            prepared = prepare_fx(m, _mapping(qconfig), ex)
     except Exception as e:  # torch.fx tracing errors come in many types
         raise _fx_error(e) from e
+    _drop_non_tensor_observers(prepared, ex)
     with torch.no_grad():
         for batch in calibration:
             prepared(*_example_tuple(batch))
     return _convert(prepared, report)
+
+
+class _Max6(nn.Module):
+    def forward(self, x):
+        return torch.clamp(x, max=6.0)
+
+
+def _split_relu6(model: nn.Module) -> nn.Module:
+    """Every nn.ReLU6 -> Sequential(ReLU, clamp(max=6)) (the same function).  torch.ao fuses
+    Conv + BN + ReLU but not ReLU6, whose output then shares the conv's quantization: the
+    range of the values before the activation (negative ones included), about half of the
+    256 levels unused (mobilenet_v2).  Split, the conv's output is quantized after the ReLU
+    (zero point 0) and the clamp shares that."""
+    if type(model) is nn.ReLU6:
+        return nn.Sequential(nn.ReLU(), _Max6()).train(model.training)
+    for name, mod in list(model.named_modules()):
+        for cname, child in list(mod.named_children()):
+            if type(child) is nn.ReLU6:
+                # the mode of the module replaced: torch.ao fuses only modules in one mode
+                setattr(mod, cname, nn.Sequential(nn.ReLU(), _Max6()).train(child.training))
+    return model
+
+
+def _drop_non_tensor_observers(prepared, ex) -> None:
+    """torch.ao places an observer after ops whose result may be a Python number at run time
+    (arithmetic on shapes: ``(x.shape[-1] // h) ** -0.5``), which then fails on it
+    ("'float' object has no attribute 'numel'").  Run the example once, find the observers
+    that receive something other than a tensor, and take them out: those values stay
+    Python numbers, as in the float model."""
+    from torch.ao.quantization.fake_quantize import FakeQuantizeBase
+    from torch.ao.quantization.observer import ObserverBase
+    drop = set()
+
+    class Probe(torch.fx.Interpreter):
+        def call_module(self, target, args, kwargs):
+            if isinstance(self.module.get_submodule(target), (ObserverBase, FakeQuantizeBase)):
+                if not isinstance(args[0], torch.Tensor):
+                    drop.add(target)
+                return args[0]          # observers and fake quantization see nothing here
+            return super().call_module(target, args, kwargs)
+
+    training = prepared.training
+    prepared.eval()                     # BN statistics stay as they are
+    try:
+        with torch.no_grad():
+            Probe(prepared).run(*ex)
+    finally:
+        prepared.train(training)
+    if not drop:
+        return
+    for n in list(prepared.graph.nodes):
+        if n.op == "call_module" and n.target in drop:
+            n.replace_all_uses_with(n.args[0])
+            prepared.graph.erase_node(n)
+    prepared.recompile()
 
 
 def prepare_qat(model: nn.Module, example_inputs, *, activation_dtype="uint8") -> nn.Module:
@@ -104,11 +205,15 @@ def prepare_qat(model: nn.Module, example_inputs, *, activation_dtype="uint8") -
     if not isinstance(model, nn.Module):
         raise TypeError("etch.prepare_qat needs an nn.Module, got %s" % type(model).__name__)
     ex = _example_tuple(example_inputs)
-    m = copy.deepcopy(model).train()
+    m = _split_relu6(copy.deepcopy(model).train())
     try:
-        return prepare_qat_fx(m, _mapping(_qconfig("minmax", activation_dtype, qat=True)), ex)
+        with _fx_unpacking():
+            prepared = prepare_qat_fx(m, _mapping(_qconfig("minmax", activation_dtype,
+                                                           qat=True), qat=True), ex)
     except Exception as e:
         raise _fx_error(e) from e
+    _drop_non_tensor_observers(prepared, ex)
+    return prepared
 
 
 def convert_qat(model: nn.Module) -> nn.Module:
@@ -222,11 +327,20 @@ def _convert(prepared, report) -> nn.Module:
     g.eliminate_dead_code()
     ref.recompile()
     if report is not None:
+        # modules the graph calls as a whole (torch.fx does not trace into torch.nn's own
+        # composite modules: TransformerEncoderLayer, MultiheadAttention): float inside
+        leaves = {n.target for n in g.nodes if n.op == "call_module"}
         for name, mod in ref.named_modules():
             if name and any(True for _ in mod.parameters(recurse=False)) and not isinstance(
                     mod, (StaticInt8Linear, StaticInt8Conv)):
-                report.kept_float.append((name, "%s: not quantized by the int8 scheme"
-                                          % type(mod).__name__))
+                outer = [lf for lf in leaves if name.startswith(lf + ".")]
+                if outer:
+                    o = min(outer, key=len)
+                    why = ("%s inside %s (%s), which torch.fx runs as one float module"
+                           % (type(mod).__name__, o, type(ref.get_submodule(o)).__name__))
+                else:
+                    why = "%s: not quantized by the int8 scheme" % type(mod).__name__
+                report.kept_float.append((name, why))
     return ref
 
 
