@@ -193,7 +193,7 @@ class PrunedThroughLibetch(unittest.TestCase):
     def test_pruned_models(self):
         torch.manual_seed(3)
         cases = [(etch.prune(MLP(), 0.5, "2:4"), s)
-                 for s in ((1, 68), (5, 68), (16, 68), (40, 68), (2, 3, 68))]
+                 for s in ((1, 68), (3, 68), (4, 68), (2, 2, 68), (16, 68))]
         # rows entirely zero, a first group all zeros, and a weight that is not 2:4 (3
         # nonzeros in one group: it stays dense)
         m = etch.prune(MLP(k=36, h=21, n=9), 0.5, "2:4")

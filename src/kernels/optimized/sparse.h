@@ -57,7 +57,7 @@ ETCH_OPT_KERNEL(sparse_addmm_out);
 ETCH_OPT_KERNEL(sparse_linear_out);
 /* Their prepare functions: the compressed weight when it is a constant 2:4 weight and the
  * call has at most ETCH_SP24_ROWS_MAX rows, else the dense prepare (gemm_ops.c). */
-#define ETCH_SP24_ROWS_MAX 16
+#define ETCH_SP24_ROWS_MAX 4 /* bench/sparse: faster up to 4 rows, even at 8, slower beyond */
 size_t etch_opt_sparse_mm_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs,
                                   void *buf, size_t cap);
 size_t etch_opt_sparse_addmm_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs,
