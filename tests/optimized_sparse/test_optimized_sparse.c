@@ -12,7 +12,10 @@
  *     |got - ref| <= (K/2 + 4) * FLT_EPSILON * (|alpha| * sum_k |x_k w_kj| + |beta * bias_j|)
  * Threads split the column tiles, each computed whole by one thread: results are bitwise
  * equal for every thread split of one ISA. Weights that are not 2:4 are refused by
- * etch_sp24_check (their call sites keep the dense kernel: tests/export/test_prune). */
+ * etch_sp24_check. The registered aten::linear / aten::mm kernels with their prepare
+ * functions: a 2:4 constant weight at <= ETCH_SP24_ROWS_MAX rows is compressed and agrees with
+ * the portable kernel; a weight that is not 2:4, or more rows, gets the dense prepare's very
+ * bytes and the dense kernel's output bit for bit (kernel_tests). */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -27,6 +30,8 @@
 #include "kernel_test_util.h"
 #include "kernels/optimized/opt_gemm.h"
 #include "kernels/optimized/sparse.h"
+#include "kernels/portable/portable.h"
+#include "kernels/portable/portable_nn.h"
 #include "runtime/context.h"
 
 static kt_rng rng = {0x9e3779b97f4a7c15ull};
@@ -176,6 +181,102 @@ static void check_tests(void) {
     CHECK(etch_sp24_size(0, 4) == 0 && etch_sp24_size(4, 0) == 0);
 }
 
+
+/* ---- the registered kernels and their prepare functions ------------------------------------
+ * aten::linear.out (w [N, K]) and aten::mm.out (w [K, N]) with a constant weight, x of M rows:
+ * a 2:4 weight with M <= ETCH_SP24_ROWS_MAX is compressed (prepared size = header + the
+ * compressed form) and the call agrees with the portable kernel; a weight that is not 2:4, or
+ * more rows, gets exactly the dense prepare's bytes and the call's output is bit for bit the
+ * dense kernel's (etch_opt_linear_out / mm_out on the same prepared data). */
+static void kernel_case(bool linear, int64_t M, int64_t K, int64_t N, bool not24) {
+    float *wkn = malloc((size_t)(K * N) * sizeof(float)); /* b(k, j) = wkn[k * N + j] */
+    float *w = malloc((size_t)(K * N) * sizeof(float));
+    float *x = malloc((size_t)(M * K) * sizeof(float));
+    float *y = malloc((size_t)(M * N) * sizeof(float)), *yr = malloc((size_t)(M * N) * 4);
+    CHECK(wkn && w && x && y && yr);
+    make_weight(wkn, K, N, 0);
+    if (not24)
+        for (int i = 0; i < 3 && i < K; i++)
+            wkn[i * N + N - 1] = 1.0f + (float)i;
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < N; j++)
+            w[linear ? j * K + k : k * N + j] = wkn[k * N + j];
+    for (int64_t i = 0; i < M * K; i++)
+        x[i] = rndf();
+    etch_tensor tx, tw, ty;
+    const int64_t xs[2] = {M, K}, ws[2] = {linear ? N : K, linear ? K : N}, ys[2] = {M, N};
+    CHECK_OK(etch_tensor_init(&tx, ETCH_DTYPE_FLOAT, 2, xs, x));
+    CHECK_OK(etch_tensor_init(&tw, ETCH_DTYPE_FLOAT, 2, ws, w));
+    CHECK_OK(etch_tensor_init(&ty, ETCH_DTYPE_FLOAT, 2, ys, y));
+    tw.flags |= ETCH_TENSOR_CONSTANT;
+    etch_value vx = kt_vtensor(&tx), vw = kt_vtensor(&tw), vy = kt_vtensor(&ty), vn = kt_vnone();
+    etch_value *la[5] = {&vx, &vw, &vn, &vy, &vy}, *ma[4] = {&vx, &vw, &vy, &vy};
+    etch_value **args = linear ? la : ma;
+    const size_t nargs = linear ? 5 : 4;
+    etch_kernel_prepare_fn sp_prep = linear ? etch_opt_sparse_linear_prepare
+                                            : etch_opt_sparse_mm_prepare;
+    etch_kernel_prepare_fn dn_prep = linear ? etch_opt_linear_prepare : etch_opt_mm_prepare;
+    etch_kernel_context ctx;
+    etch_kernel_context_init(&ctx, "test", NULL, 0, NULL);
+    const size_t need = sp_prep(&ctx, args, nargs, NULL, 0);
+    const size_t dneed = dn_prep(&ctx, args, nargs, NULL, 0);
+    const bool sparse = !not24 && M <= ETCH_SP24_ROWS_MAX;
+    CHECK_MSG(sparse ? need == 128 + etch_sp24_size(K, N) : need == dneed,
+              "%s M=%lld K=%lld N=%lld%s: prepared size %zu (dense %zu)",
+              linear ? "linear" : "mm", (long long)M, (long long)K, (long long)N,
+              not24 ? " (not 2:4)" : "", need, dneed);
+    void *buf = need ? aligned_alloc(64, (need + 63) & ~(size_t)63) : NULL;
+    void *dbuf = dneed ? aligned_alloc(64, (dneed + 63) & ~(size_t)63) : NULL;
+    size_t got = need ? sp_prep(&ctx, args, nargs, buf, need) : 0;
+    size_t dgot = dneed ? dn_prep(&ctx, args, nargs, dbuf, dneed) : 0;
+    CHECK(got == need && dgot == dneed);
+    if (!sparse)
+        CHECK_MSG(got == dgot && (got == 0 || memcmp(buf, dbuf, got) == 0),
+                  "M=%lld K=%lld N=%lld: not the dense prepared bytes", (long long)M,
+                  (long long)K, (long long)N);
+    ctx.prepared = buf;
+    ctx.prepared_size = got;
+    (linear ? etch_opt_sparse_linear_out : etch_opt_sparse_mm_out)(&ctx, args, nargs);
+    CHECK(!etch_kernel_failed(&ctx));
+    if (sparse) {
+        etch_kernel_context pc;
+        etch_kernel_context_init(&pc, "test", NULL, 0, NULL);
+        ty.data = yr;
+        (linear ? etch_portable_linear_out : etch_portable_mm_out)(&pc, args, nargs);
+        for (int64_t i = 0; i < M * N; i++) {
+            const int64_t m = i / N, j = i % N;
+            double mag = 0;
+            for (int64_t k = 0; k < K; k++)
+                mag += fabs((double)x[m * K + k] * wkn[k * N + j]);
+            CHECK_MSG(fabs((double)y[i] - yr[i]) <= ((double)K + 8) * FLT_EPSILON * mag,
+                      "M=%lld K=%lld N=%lld: %g vs portable %g", (long long)M, (long long)K,
+                      (long long)N, y[i], yr[i]);
+        }
+    } else {
+        etch_kernel_context dc;
+        etch_kernel_context_init(&dc, "test", NULL, 0, NULL);
+        dc.prepared = dbuf;
+        dc.prepared_size = dgot;
+        ty.data = yr;
+        (linear ? etch_opt_linear_out : etch_opt_mm_out)(&dc, args, nargs);
+        CHECK_MSG(memcmp(y, yr, (size_t)(M * N) * sizeof(float)) == 0,
+                  "M=%lld K=%lld N=%lld: dense path not bit for bit", (long long)M,
+                  (long long)K, (long long)N);
+    }
+    free(buf), free(dbuf), free(wkn), free(w), free(x), free(y), free(yr);
+}
+
+static void kernel_tests(void) {
+    for (int lin = 0; lin < 2; lin++)
+        for (int not24 = 0; not24 < 2; not24++) {
+            kernel_case(lin, 1, 68, 44, not24);
+            kernel_case(lin, 3, 13, 9, not24);
+            kernel_case(lin, ETCH_SP24_ROWS_MAX, 256, 40, not24);
+            kernel_case(lin, ETCH_SP24_ROWS_MAX + 1, 64, 17, not24);
+            kernel_case(lin, 40, 36, 24, not24);
+        }
+}
+
 int main(void) {
     for (int s = 0; s < 3; s++)
         for (int t = 2; t <= 4; t++)
@@ -188,6 +289,7 @@ int main(void) {
         CHECK_OK(etch_isa_set(isas[i]));
         const int before = cases_run, failed = etch_test_failed_;
         sparse_tests();
+        kernel_tests();
         printf("isa %-8s %d cases, %d failures\n", etch_isa_name(isas[i]), cases_run - before,
                etch_test_failed_ - failed);
     }
