@@ -82,6 +82,10 @@ etch_sp24_tiles_fn etch_sp24_tiles_active(void) {
     if (isa == ETCH_ISA_AVX2 || isa == ETCH_ISA_AVX512)
         return etch_sp24_tiles_avx2;
 #endif
+#if ETCH_OPT_NEON
+    if (etch_isa_active() == ETCH_ISA_NEON)
+        return etch_sp24_tiles_neon;
+#endif
     return etch_sp24_tiles_scalar;
 }
 

@@ -1,6 +1,7 @@
 /* 2:4 sparse float32 linear (sparse.c + sparse_<isa>.c): a constant weight in which every
  * group of 4 consecutive input channels holds at most 2 nonzeros is compressed at load into
- * values + 2-bit indices, and mm / addmm / linear on it read only the kept half.
+ * values + 2-bit indices, and mm / addmm / linear on it read only the kept half (scalar, AVX2 —
+ * which AVX-512 runs too — and NEON tile kernels).
  *
  * Compressed layout, in tiles of SP_NT = 8 output columns (the last tile zero-padded), for
  * tile t and group g (input channels 4g..4g+3; the last group may be shorter):
@@ -39,6 +40,8 @@ typedef void (*etch_sp24_tiles_fn)(const etch_sp24 *w, const float *x, int64_t l
 void etch_sp24_tiles_scalar(const etch_sp24 *w, const float *x, int64_t ldx, int64_t M,
                             float *c, int64_t ldc, int64_t t0, int64_t t1);
 void etch_sp24_tiles_avx2(const etch_sp24 *w, const float *x, int64_t ldx, int64_t M, float *c,
+                          int64_t ldc, int64_t t0, int64_t t1);
+void etch_sp24_tiles_neon(const etch_sp24 *w, const float *x, int64_t ldx, int64_t M, float *c,
                           int64_t ldc, int64_t t0, int64_t t1);
 /* The active instruction set's tile function (AVX-512 runs the AVX2 one: 8-column tiles). */
 etch_sp24_tiles_fn etch_sp24_tiles_active(void);
