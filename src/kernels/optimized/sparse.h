@@ -1,7 +1,7 @@
 /* 2:4 sparse float32 linear (sparse.c + sparse_<isa>.c): a constant weight in which every
  * group of 4 consecutive input channels holds at most 2 nonzeros is compressed at load into
- * values + 2-bit indices, and mm / addmm / linear on it read only the kept half (scalar, AVX2 —
- * which AVX-512 runs too — and NEON tile kernels).
+ * values + 2-bit indices, and mm / addmm / linear on it read only the kept half (scalar, AVX2,
+ * which AVX-512 runs too, and NEON tile kernels).
  *
  * Compressed layout, in tiles of SP_NT = 8 output columns (the last tile zero-padded), for
  * tile t and group g (input channels 4g..4g+3; the last group may be shorter):
