@@ -10,7 +10,8 @@
 Subpackages load on first use, so ``from etch import serialize`` (pure Python, no torch) stays
 light: ``etch.serialize`` reads and writes .pte/.ptd/.bpte files; ``etch.export``,
 ``etch.bundle``, ``etch.Program``, ``etch.runtime`` and ``etch.quantize`` (:mod:`etch.quant`:
-``quantized_decomposed`` int8 / int4 schemes) need torch.
+``quantized_decomposed`` int8 / int4 schemes) and ``etch.prune`` (magnitude pruning, 2:4 / block /
+unstructured) need torch.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import importlib
 __version__ = "0.1.0"
 
 __all__ = ["export", "bundle", "Program", "runtime", "serialize", "ExportError",
-           "save_external_data", "quantize", "prepare_qat", "convert_qat", "quant"]
+           "save_external_data", "quantize", "prepare_qat", "convert_qat", "quant", "prune",
+           "apply_prune_masks"]
 
 _LAZY = {
     "export": ("etch.exporter", "export"),
@@ -31,6 +33,8 @@ _LAZY = {
     "quantize": ("etch.quant", "quantize"),
     "prepare_qat": ("etch.quant", "prepare_qat"),
     "convert_qat": ("etch.quant", "convert_qat"),
+    "prune": ("etch.quant.prune", "prune"),
+    "apply_prune_masks": ("etch.quant.prune", "apply_prune_masks"),
 }
 
 

@@ -8,8 +8,8 @@
 set -euo pipefail
 src=$1
 build=$2
-regex=${3:-"^(kernels_unit|kernels_golden|opt_conv|optimized_eltwise|optimized_gemm|optimized_quant|optimized_qconv.core|optimized_nchwc|optimized_nchwc_pool|llm_attention.kernels|chain.blocks)$"}
-TARGETS=${TARGETS:-"etch test_kernels kernels_golden test_optimized_conv test_optimized_eltwise test_optimized_gemm test_optimized_quant test_qconv_core test_optimized_nchwc test_optimized_nchwc_pool test_sdpa_kv llm_attention_cases test_chain"}
+regex=${3:-"^(kernels_unit|kernels_golden|opt_conv|optimized_eltwise|optimized_gemm|optimized_quant|optimized_qconv.core|optimized_sparse|optimized_nchwc|optimized_nchwc_pool|llm_attention.kernels|chain.blocks)$"}
+TARGETS=${TARGETS:-"etch test_kernels kernels_golden test_optimized_conv test_optimized_eltwise test_optimized_gemm test_optimized_quant test_qconv_core test_optimized_sparse test_optimized_nchwc test_optimized_nchwc_pool test_sdpa_kv llm_attention_cases test_chain"}
 for tool in aarch64-linux-gnu-gcc qemu-aarch64; do
   if ! command -v "$tool" >/dev/null; then
     echo "FAIL: $tool not found: install Debian's gcc-aarch64-linux-gnu and qemu-user" >&2

@@ -27,6 +27,7 @@
 #include "kernels/optimized/gemm_isa.h"
 #include "kernels/optimized/opt_conv.h"
 #include "kernels/optimized/opt_gemm.h"
+#include "kernels/optimized/sparse.h"
 #include "runtime/program_impl.h"
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
@@ -359,9 +360,10 @@ static size_t need_without_prepare(const char *dir, const pcase *c) {
     static const struct {
         etch_kernel_fn k;
         etch_kernel_prepare_fn p;
-    } prep[] = {{etch_opt_mm_out, etch_opt_mm_prepare},
-                {etch_opt_addmm_out, etch_opt_addmm_prepare},
-                {etch_opt_linear_out, etch_opt_linear_prepare},
+    } prep[] = {/* the registered mm / addmm / linear (sparse.h: 2:4 weights, else dense) */
+                {etch_opt_sparse_mm_out, etch_opt_sparse_mm_prepare},
+                {etch_opt_sparse_addmm_out, etch_opt_sparse_addmm_prepare},
+                {etch_opt_sparse_linear_out, etch_opt_sparse_linear_prepare},
                 {etch_opt_convolution_out, etch_opt_convolution_prepare}};
     for (int i = 0; i < 4; i++)
         CHECK(etch_kernels_prepare_of(prep[i].k) == prep[i].p);

@@ -28,7 +28,10 @@ void cmd_bench_usage(FILE *out) {
             "call at load; '/8c' when it reads or writes channel-blocked tensors; '/chainN'\n"
             "when it runs the N kernel calls from it on as one, e.g. a 1x1 -> depthwise ->\n"
             "1x1 convolution block or a 4w linear (embedding_4bit -> permute_copy -> mm), and\n"
-            "'/chained' on the calls it runs, whose time it holds), calls per run, time per\n"
+            "'/chained' on the calls it runs, whose time it holds; '/int' on a quantized\n"
+            "operator (quantized_decomposed::*: integer data in or out), '/int4' on a 4w\n"
+            "linear chain, which runs as one int4 kernel from the packed weight), calls per\n"
+            "run, time per\n"
             "run and share of the time, and a '(total)' row.\n"
             "An operator's time in a run is the time between the observer callbacks around\n"
             "each of its instructions, summed over the run; the table gives each row's median\n"
@@ -57,7 +60,8 @@ void cmd_bench_usage(FILE *out) {
             "                         (operator name or null), blocked (true when it reads or\n"
             "                         writes channel-blocked tensors), chained_calls (kernel\n"
             "                         calls it runs as one: 1 alone, 0 run by an earlier\n"
-            "                         call), calls, ms_per_run (median over the runs),\n"
+            "                         call), integer (\"int\", \"int4\" or null, as the\n"
+            "                         table's /int, /int4), calls, ms_per_run (median over the runs),\n"
             "                         pct, times_ms (its time in each run); with\n"
             "                         --per-instruction also chain, pc}], ops_total_ms (the\n"
             "                         sum of the ms_per_run), times_ms (each timed execution,\n"
@@ -279,6 +283,17 @@ static const char *time_str(char *buf, size_t cap, double ms) {
     return buf;
 }
 
+/* The integer kernel a row runs: "int4" for a 4w linear chain (embedding_4bit -> ... -> mm,
+ * one int4 kernel from the packed weight), "int" for any other quantized_decomposed
+ * operator (integer tensors in or out); NULL for a float one. */
+static const char *integer_kind(const char *op, uint32_t calls_run) {
+    static const char q[] = "quantized_decomposed::";
+    if (!op || strncmp(op, q, sizeof q - 1) != 0)
+        return NULL;
+    return calls_run > 1 && strncmp(op + sizeof q - 1, "embedding_4bit", 14) == 0 ? "int4"
+                                                                                  : "int";
+}
+
 /* "aten::relu.out" -> "relu" (for the impl column). */
 static void short_op(const char *name, char *buf, size_t cap) {
     const char *s = strstr(name, "::");
@@ -323,8 +338,9 @@ static void print_human(const bench_opts *o, const bench_result *r, const profil
             snprintf(chained, sizeof chained, "/chain%u", (unsigned)row->calls_run);
         else if (row->calls_run == 0)
             snprintf(chained, sizeof chained, "/chained");
-        snprintf(impl, sizeof impl, "%s%s%s%s", row->impl, fused, row->blocked ? "/8c" : "",
-                 chained);
+        const char *ik = integer_kind(row->op, row->calls_run);
+        snprintf(impl, sizeof impl, "%s%s%s%s%s%s", row->impl, fused, row->blocked ? "/8c" : "",
+                 chained, ik ? "/" : "", ik ? ik : "");
         if (o->per_instruction) {
             char at[32];
             snprintf(at, sizeof at, "%zu:%zu", row->chain, row->pc);
@@ -361,6 +377,8 @@ static void print_json(const bench_opts *o, const char *method, const bench_resu
         cli_json_string(stdout, row->fused);
         printf(", \"blocked\": %s, \"chained_calls\": %u", row->blocked ? "true" : "false",
                (unsigned)row->calls_run);
+        fputs(", \"integer\": ", stdout);
+        cli_json_string(stdout, integer_kind(row->op, row->calls_run));
         if (o->per_instruction)
             printf(", \"chain\": %zu, \"pc\": %zu", row->chain, row->pc);
         printf(", \"calls\": %.6g, \"ms_per_run\": %.6f, \"pct\": %.4f, \"times_ms\": [",

@@ -12,6 +12,7 @@
 #include "kernels/optimized/opt_gemm.h"
 #include "kernels/optimized/opt_quant.h"
 #include "kernels/portable/portable_quant.h"
+#include "kernels/optimized/sparse.h"
 
 #define ENTRY(name, sig, fn) {name, sig, etch_opt_##fn},
 #define SKIP(name, sig, fn)
@@ -80,6 +81,11 @@ etch_status etch_kernels_register_optimized(void) {
         {etch_opt_mm_out, etch_opt_mm_prepare},
         {etch_opt_addmm_out, etch_opt_addmm_prepare},
         {etch_opt_linear_out, etch_opt_linear_prepare},
+        /* the registered mm / addmm / linear: 2:4 weights compressed (sparse.c), else the
+         * dense packing */
+        {etch_opt_sparse_mm_out, etch_opt_sparse_mm_prepare},
+        {etch_opt_sparse_addmm_out, etch_opt_sparse_addmm_prepare},
+        {etch_opt_sparse_linear_out, etch_opt_sparse_linear_prepare},
         {etch_opt_convolution_out, etch_opt_convolution_prepare},
         {etch_opt_embedding_4bit_out, etch_opt_embedding_4bit_prepare},
         {etch_opt_embedding_4bit_dtype_out, etch_opt_embedding_4bit_dtype_prepare},
