@@ -147,9 +147,12 @@ typedef struct sp_prep {
 } sp_prep;
 _Static_assert(sizeof(sp_prep) <= SP_DATA, "sp_prep header larger than SP_DATA");
 
+/* As gemm_ops.c's: a Float tensor the kernels may load from, naturally aligned (else the
+ * dense path, which hands it to the portable kernels). */
 static etch_tensor *float_tensor(etch_value *v) {
     return v && v->tag == ETCH_VALUE_TENSOR && v->u.tensor &&
-                   v->u.tensor->dtype == ETCH_DTYPE_FLOAT && v->u.tensor->dim <= ETCH_MAX_DIMS
+                   v->u.tensor->dtype == ETCH_DTYPE_FLOAT && v->u.tensor->dim <= ETCH_MAX_DIMS &&
+                   (uintptr_t)v->u.tensor->data % sizeof(float) == 0
                ? v->u.tensor
                : NULL;
 }
