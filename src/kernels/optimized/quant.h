@@ -18,7 +18,8 @@
  *    Float results: the same value as the double-precision reference within rounding: with
  *    T = sum_k |x(m,k)| |scale| (16 + |zero|) the error is below (G + K / G + 16) FLT_EPSILON T
  *    (+ a few ulps of |bias|: tests/optimized_quant checks that bound); ISAs differ only in
- *    the float summation order.
+ *    the float summation order (AVX-512's float kernel multiplies x by the dequantized
+ *    weights themselves, rounded as embedding_4bit rounds them: a per-group table, vpermps).
  *
  * 2. int8 GEMM with fused requantization: acc[m, n] = sum_k (a[m, k] - za) * (b[n, k] - zb[n])
  *    (+ bias32[n]), a uint8 or int8 [M, K] (row stride lda), b int8 [N, K] packed once
