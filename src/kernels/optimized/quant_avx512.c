@@ -118,6 +118,67 @@ static void q4_f32_avx512(const etch_q4_job *j, int64_t n0, int64_t n1) {
     }
 }
 
+/* 8w: MM activation rows x NN weight rows, 32 k per step: the int8 bytes widened to int32,
+ * converted, FMA into two chains per (row, weight row); the K tail with masked loads. */
+static inline __attribute__((always_inline)) void q8w_tile(const etch_q8w_job *j, int64_t n,
+                                                           int64_t n0, const int MM,
+                                                           const int NN) {
+    const etch_q8w_weights *w = j->w;
+    const int64_t K = w->K;
+    __m512 a0[ETCH_Q4_MR][4], a1[ETCH_Q4_MR][4];
+    for (int i = 0; i < MM; i++)
+        for (int r = 0; r < NN; r++)
+            a0[i][r] = a1[i][r] = _mm512_setzero_ps();
+    const int8_t *b0 = w->data + n * w->ldw;
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32)
+        for (int r = 0; r < NN; r++) {
+            const int8_t *b = b0 + r * w->ldw + k;
+            const __m512 v0 =
+                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b)));
+            const __m512 v1 = _mm512_cvtepi32_ps(
+                _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 16))));
+            for (int i = 0; i < MM; i++) {
+                const float *x = j->x + i * j->ldx + k;
+                a0[i][r] = _mm512_fmadd_ps(v0, _mm512_loadu_ps(x), a0[i][r]);
+                a1[i][r] = _mm512_fmadd_ps(v1, _mm512_loadu_ps(x + 16), a1[i][r]);
+            }
+        }
+    for (; k < K; k += 16) {
+        const __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
+        for (int r = 0; r < NN; r++) {
+            const __m512 v = _mm512_cvtepi32_ps(
+                _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, b0 + r * w->ldw + k)));
+            for (int i = 0; i < MM; i++)
+                a0[i][r] = _mm512_fmadd_ps(v, _mm512_maskz_loadu_ps(m, j->x + i * j->ldx + k),
+                                           a0[i][r]);
+        }
+    }
+    for (int r = 0; r < NN; r++)
+        for (int i = 0; i < MM; i++)
+            j->out[i * j->ldo + (n + r - n0)] =
+                _mm512_reduce_add_ps(_mm512_add_ps(a0[i][r], a1[i][r]));
+}
+
+static inline __attribute__((always_inline)) void q8w_block(const etch_q8w_job *j, int64_t n0,
+                                                            int64_t n1, const int MM) {
+    const int NN = MM <= 2 ? 4 : 2;
+    int64_t n = n0;
+    for (; n + NN <= n1; n += NN)
+        q8w_tile(j, n, n0, MM, NN);
+    for (; n < n1; n++)
+        q8w_tile(j, n, n0, MM, 1);
+}
+
+static void q8w_f32_avx512(const etch_q8w_job *j, int64_t n0, int64_t n1) {
+    switch (j->mm) {
+    case 1: q8w_block(j, n0, n1, 1); break;
+    case 2: q8w_block(j, n0, n1, 2); break;
+    case 3: q8w_block(j, n0, n1, 3); break;
+    default: q8w_block(j, n0, n1, 4); break;
+    }
+}
+
 #include "kernels/optimized/quant_q4i8_x86.inc"
 #define DOTB_MADD(acc, u, v)                                                                  \
     _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (v)), _mm256_set1_epi16(1)))
@@ -183,6 +244,7 @@ static void q8_ukr_avx512(int mm, int64_t kb, const uint8_t *a, int64_t lda,
 void etch_quant_isa_avx512(etch_quant_isa *q, unsigned features) {
     const bool vnni = (features & ETCH_QF_VNNI) != 0;
     q->q4_f32 = q4_f32_avx512;
+    q->q8w_f32 = q8w_f32_avx512;
     q->q4_8da4w = vnni ? q4b_vnni_rows : q4b_rows;
     q->q4_act_i8 = true;
     q->q8_mr = MR;
