@@ -9,7 +9,8 @@ NAME.out.bin (PyTorch's output of etch.quantize's model, float32).
 Each linear of a 4w model is embedding_4bit -> [slice_copy when padded] -> permute_copy ->
 mm | addmm (python/etch/quant/README.md); `chains` lists, in instruction order, the length of
 each run the optimized embedding_4bit's chain function takes (src/kernels/optimized/
-quant_linear.c): 3 without padding, 4 with it.
+quant_linear.c): 3 without padding, 4 with it. The 8w cases (names starting "w8_"): each
+linear dequantize_per_channel -> permute_copy -> mm | addmm, chains of 3.
 """
 
 import os
@@ -55,10 +56,28 @@ CASES = [
     ("g256_m7", [512, 72], True, 7, dict(group_size=256)),
     # more rows than the int4 kernel takes (a long prefill): chained, run call by call
     ("m257_prefill", [64, 32], True, 257, dict(group_size=32)),
+    # 8w: bias, odd widths (K tails of the kernels), several rows
+    ("w8_bias_m3", [40, 70, 24], True, 3, dict()),
+    # 8w: no bias (mm), single-token decode
+    ("w8_nobias_m1", [256, 96, 33], False, 1, dict()),
+    # 8w: more rows than the 4-row block, N not a multiple of 16
+    ("w8_m9", [130, 72], True, 9, dict()),
+    # 8w: a long prefill, run call by call
+    ("w8_m257_prefill", [64, 32], True, 257, dict()),
 ]
 
 
+def scheme_of(name):
+    return "8w" if name.startswith("w8_") else "4w"
+
+
+FIRST_OP = {"4w": "quantized_decomposed::embedding_4bit.dtype_out",
+            "8w": "quantized_decomposed::dequantize_per_channel.out"}
+
+
 def chains_of(widths, group):
+    if group is None:
+        return [3] * (len(widths) - 1)
     return [3 if k % group == 0 else 4 for k in widths[:-1]]
 
 
@@ -85,12 +104,14 @@ def main():
              "    int64_t in_numel, out_numel;",
              "    int nchains;",
              "    int chains[Q4_MAX_RUNS]; /* the length of each run, in order */",
+             "    const char *first_op; /* the operator whose kernel takes each run */",
              "} q4_case;", "",
              "static const q4_case CASES[] = {"]
     for name, widths, bias, M, opts in CASES:
         model = MLP(widths, bias).eval()
         x = torch.randn(M, widths[0])
-        q = etch.quantize(model, (x,), "4w", **opts)
+        scheme = scheme_of(name)
+        q = etch.quantize(model, (x,), scheme, **opts)
         with torch.no_grad():
             y = q(x)
         program = etch.export(q, (x,), check_ops=False)
@@ -98,9 +119,10 @@ def main():
             f.write(program.buffer)
         c_floats(os.path.join(outdir, name + ".in.bin"), [x])
         c_floats(os.path.join(outdir, name + ".out.bin"), [y])
-        chains = chains_of(widths, opts["group_size"])
-        lines.append('    {"%s", %d, %d, %d, {%s}},' % (
-            name, x.numel(), y.numel(), len(chains), ", ".join(str(c) for c in chains)))
+        chains = chains_of(widths, opts.get("group_size"))
+        lines.append('    {"%s", %d, %d, %d, {%s}, "%s"},' % (
+            name, x.numel(), y.numel(), len(chains), ", ".join(str(c) for c in chains),
+            FIRST_OP[scheme]))
     lines += ["};", "", "#endif", ""]
     with open(out_h, "w") as f:
         f.write("\n".join(lines))

@@ -1,6 +1,7 @@
 /* Optimized quantized kernels (entry points listed in table_quant.inc): the 4w weight chain
  * embedding_4bit -> [slice_copy] -> permute_copy -> mm | addmm run as one int4 linear from
- * the packed bytes (quant_linear.c). */
+ * the packed bytes, and the 8w chain dequantize_per_channel -> permute_copy -> mm | addmm
+ * from the int8 bytes (quant_linear.c). */
 #ifndef ETCH_KERNELS_OPTIMIZED_OPT_QUANT_H
 #define ETCH_KERNELS_OPTIMIZED_OPT_QUANT_H
 
@@ -15,5 +16,11 @@ size_t etch_opt_embedding_4bit_dtype_prepare(etch_kernel_context *ctx, etch_valu
 /* Takes the run (for either overload). */
 size_t etch_opt_embedding_4bit_chain(etch_kernel_context *ctx, const etch_kernel_call *calls,
                                      size_t n);
+/* The 8w chain dequantize_per_channel -> permute_copy -> mm | addmm from the int8 bytes. */
+ETCH_OPT_KERNEL(dequantize_per_channel_out);
+size_t etch_opt_dequantize_per_channel_prepare(etch_kernel_context *ctx, etch_value **args,
+                                               size_t nargs, void *buf, size_t cap);
+size_t etch_opt_dequantize_per_channel_chain(etch_kernel_context *ctx,
+                                             const etch_kernel_call *calls, size_t n);
 
 #endif

@@ -29,6 +29,19 @@
  * that is not chained is the portable kernel: bitwise what it was. The intermediates' tensors
  * keep their planned bytes in the method's memory plan but are never written on the chained
  * path.
+ *
+ * The 8w scheme's linears likewise (int8 weight-only per channel):
+ *
+ *   w  = quantized_decomposed::dequantize_per_channel.out(Wq int8 [N, K], scales [N],
+ *            zero_points None | integer [N], axis 0, qmin, qmax, Char[, out_dtype Float])
+ *   wt = aten::permute_copy.out(w, [1, 0]);  y = aten::mm.out | aten::addmm.out as above
+ *
+ * dequantize_per_channel's prepare function accepts constants only (scales Float or Double
+ * [N], finite and >= 0, kept as float; zero points within int8, kept as float, skipped when
+ * all 0; the range within int8), its chain function the same permute_copy -> mm | addmm tail
+ * (mm_tail, shared with 4w), and the run is etch_q8w_linear_f32 from the int8 bytes, within
+ * quant.h's bound for it. Up to Q4L_MAX_M rows, as for 4w (the kernel reads the weight once
+ * per ETCH_Q4_MR rows as well); an unchained dequantize_per_channel is the portable kernel.
  */
 #include <math.h>
 #include <string.h>
@@ -165,16 +178,109 @@ size_t etch_opt_embedding_4bit_dtype_prepare(etch_kernel_context *ctx, etch_valu
     return q4l_prepare(ctx, args, nargs, buf, cap, 7);
 }
 
-/* ---- the chain ------------------------------------------------------------------------------ */
+/* ---- 8w: dequantize_per_channel's prepare ------------------------------------------------ */
 
-typedef struct q4l_run {
-    etch_q4_weights w;
-    int64_t M, K; /* K <= w.K: the columns of x (slice_copy's end) */
+#define Q8L_MAGIC 0x6c38717445ull /* "Etq8l" */
+
+/* The prepared data: this header, then scales[N] and (has_z) zeros[N] as float. */
+typedef struct q8l_prep {
+    uint64_t magic;
+    const void *w, *s, *z; /* the constants it was made from */
+    int64_t N, K;
+    int64_t has_z;  /* zero points given */
+    int64_t use_z;  /* and not all 0 (the exporter's symmetric weights: skipped) */
+} q8l_prep;
+
+/* dequantize_per_channel.out(input, scales, zero_points, axis, quant_min, quant_max, dtype,
+ * out_dtype, out): the shape part of what the 8w chain takes (no data read): input Char
+ * [N, K], axis 0, dtype Char, the range within int8, scales Float or Double [N], zero points
+ * None or an integer [N], out_dtype None or Float, out Float. */
+static bool shape8_ok(etch_value **args, size_t nargs, int64_t *N, int64_t *K) {
+    etch_tensor *w = tensor_arg(args, nargs, 0), *s = tensor_arg(args, nargs, 1);
+    etch_tensor *z = tensor_arg(args, nargs, 2), *out = tensor_arg(args, nargs, 8);
+    int64_t axis, qmin, qmax, dtype;
+    if (nargs < 9 || !w || !s || !out || !int_arg(args, nargs, 3, &axis) ||
+        !int_arg(args, nargs, 4, &qmin) || !int_arg(args, nargs, 5, &qmax) ||
+        !int_arg(args, nargs, 6, &dtype) || dtype != ETCH_DTYPE_CHAR ||
+        w->dtype != ETCH_DTYPE_CHAR || w->dim != 2 || (axis != 0 && axis != -2) ||
+        qmin < -128 || qmax > 127 || qmin > qmax || out->dtype != ETCH_DTYPE_FLOAT ||
+        s->dim != 1 || (s->dtype != ETCH_DTYPE_FLOAT && s->dtype != ETCH_DTYPE_DOUBLE))
+        return false;
+    if (args[7] && args[7]->tag != ETCH_VALUE_NONE &&
+        !(args[7]->tag == ETCH_VALUE_INT && args[7]->u.i == ETCH_DTYPE_FLOAT))
+        return false;
+    if (!z && args[2] && args[2]->tag != ETCH_VALUE_NONE)
+        return false;
+    *N = w->sizes[0];
+    *K = w->sizes[1];
+    if (*N <= 0 || *K <= 0 || *N > ETCH_OPT_SIZE_LIMIT || *K > ETCH_OPT_SIZE_LIMIT ||
+        s->sizes[0] != *N)
+        return false;
+    if (z && (z->dim != 1 || z->sizes[0] != *N || !etch_pk_dtype_is_real(z->dtype) ||
+              etch_pk_is_float(z->dtype) || z->dtype == ETCH_DTYPE_BOOL))
+        return false;
+    return true;
+}
+
+size_t etch_opt_dequantize_per_channel_prepare(etch_kernel_context *ctx, etch_value **args,
+                                               size_t nargs, void *buf, size_t cap) {
+    (void)ctx;
+    int64_t N, K;
+    if (!shape8_ok(args, nargs, &N, &K))
+        return 0;
+    etch_tensor *w = args[0]->u.tensor, *s = args[1]->u.tensor;
+    etch_tensor *z = tensor_arg(args, nargs, 2);
+    if (!is_const(w) || !is_const(s) || (z && !is_const(z)))
+        return 0;
+    const size_t need = Q4L_HEAD + (z ? 2 : 1) * (size_t)N * sizeof(float);
+    if (!buf || !w->data)
+        return need;
+    if (!s->data || (z && !z->data) || !etch_tensor_is_contiguous(w) || cap < need)
+        return 0;
+    float *sf = (float *)((char *)buf + Q4L_HEAD), *zf = sf + N;
+    bool nonzero = false;
+    for (int64_t i = 0; i < N; i++) {
+        const double v = etch_q_f64_at(s, i);
+        if (!isfinite(v) || v < 0)
+            return 0; /* the portable kernel refuses it: leave it to it */
+        sf[i] = (float)v;
+        if (z) {
+            const int64_t zi = etch_q_int_at(z, i);
+            if (zi < -128 || zi > 127)
+                return 0;
+            zf[i] = (float)zi;
+            nonzero |= zi != 0;
+        }
+    }
+    q8l_prep h;
+    memset(&h, 0, sizeof h);
+    h.magic = Q8L_MAGIC;
+    h.w = w->data;
+    h.s = s->data;
+    h.z = z ? z->data : NULL;
+    h.N = N;
+    h.K = K;
+    h.has_z = z != NULL;
+    h.use_z = nonzero;
+    memcpy(buf, &h, sizeof h);
+    return need;
+}
+
+/* ---- the chains ----------------------------------------------------------------------------- */
+
+/* What the permute_copy -> mm | addmm tail of a weight chain computes with. */
+typedef struct lin_run {
+    int64_t M, K; /* K: the columns of x */
     const float *x;
     int64_t ldx;
     const float *bias;
     etch_tensor *y;
     const etch_epilogue *epi;
+} lin_run;
+
+typedef struct q4l_run {
+    etch_q4_weights w;
+    lin_run l;
 } q4l_run;
 
 static bool named(const etch_kernel_call *c, const char *name) {
@@ -193,43 +299,14 @@ static bool reads(const etch_kernel_call *c, size_t k, const etch_value *prev) {
                                    c->args[k]->u.tensor == prev->u.tensor));
 }
 
-/* The calls of calls[0..n) the int4 linear runs (3 or 4; 0: none), described in *r; exec:
- * at execute, when every tensor is bound (at load an input may not be). */
-static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, q4l_run *r) {
-    memset(r, 0, sizeof *r);
-    if (n < 3 || (calls[0].kernel->fn != etch_opt_embedding_4bit_out &&
-                  calls[0].kernel->fn != etch_opt_embedding_4bit_dtype_out))
-        return 0;
-    const etch_kernel_call *e = &calls[0];
-    const size_t oi = out_index(e);
-    int64_t N, Kp, ng;
-    const q4l_prep *h = (const q4l_prep *)e->prepared;
-    if (!shape_ok(e->args, e->nargs, oi, &N, &Kp, &ng) || !h || e->prepared_size < Q4L_HEAD ||
-        h->magic != Q4L_MAGIC || h->w != e->args[0]->u.tensor->data ||
-        h->s != e->args[1]->u.tensor->data || h->N != N || h->Kp != Kp || h->ng != ng ||
-        e->prepared_size < Q4L_HEAD + (size_t)((h->has_z ? 2 : 1) * N * ng) * sizeof(float) ||
-        (h->has_z != (tensor_arg(e->args, e->nargs, 2) != NULL)) ||
-        (h->has_z && h->z != e->args[2]->u.tensor->data) || !no_epilogue(e))
-        return 0;
-    const float *sf = (const float *)((const char *)h + Q4L_HEAD);
-    r->w = (etch_q4_weights){N, Kp, h->G, (const uint8_t *)h->w, sf, h->has_z ? sf + N * ng : NULL};
-    r->K = Kp;
-    const etch_value *prev = e->args[oi];
-    size_t i = 1;
-    if (named(&calls[i], "aten::slice_copy.Tensor_out")) { /* (w, 1, 0, K, 1, out) */
-        const etch_kernel_call *c = &calls[i];
-        int64_t dim, start = 0, end, step;
-        if (c->nargs < 6 || !reads(c, 0, prev) || !no_epilogue(c) ||
-            !int_arg(c->args, c->nargs, 1, &dim) || (dim != 1 && dim != -1) ||
-            (c->args[2]->tag != ETCH_VALUE_NONE && !int_arg(c->args, c->nargs, 2, &start)) ||
-            start != 0 || !int_arg(c->args, c->nargs, 3, &end) || end <= 0 || end > Kp ||
-            !int_arg(c->args, c->nargs, 4, &step) || step != 1 ||
-            !tensor_arg(c->args, c->nargs, 5))
-            return 0;
-        r->K = end;
-        prev = c->args[5];
-        i++;
-    }
+/* calls[i] = permute_copy(prev, [1, 0]), calls[i + 1] = mm(x, .) | addmm(bias, x, ., 1, 1)
+ * with an [N, K] weight before the permute: the number of calls up to the mm (i + 2; 0: not
+ * that), *l filled. exec: at execute, when every tensor is bound (at load an input may not
+ * be). */
+static size_t mm_tail(const etch_kernel_call *calls, size_t n, size_t i, const etch_value *prev,
+                      int64_t N, int64_t K, bool exec, lin_run *l) {
+    memset(l, 0, sizeof *l);
+    l->K = K;
     if (i + 2 > n || !named(&calls[i], "aten::permute_copy.out") || calls[i].nargs < 3 ||
         !reads(&calls[i], 0, prev) || !no_epilogue(&calls[i]) ||
         !calls[i].args[1] || calls[i].args[1]->tag != ETCH_VALUE_INT_LIST ||
@@ -263,7 +340,7 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, q4l_run
             !(b->dim == 1 || (b->dim == 2 && b->sizes[0] == 1)) ||
             b->sizes[b->dim - 1] != N || (exec && !b->data))
             return 0;
-        r->bias = (const float *)b->data;
+        l->bias = (const float *)b->data;
         xv = m->args[1];
         yv = m->args[5];
     } else {
@@ -272,21 +349,60 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, q4l_run
     /* at execute both bound and aligned, in the sizes a fast path indexes (as the mm's own) */
     etch_tensor *x = xv && xv->tag == ETCH_VALUE_TENSOR ? xv->u.tensor : NULL;
     etch_tensor *y = yv && yv->tag == ETCH_VALUE_TENSOR ? yv->u.tensor : NULL;
-    if (!x || !y || x->dtype != ETCH_DTYPE_FLOAT || x->dim != 2 || x->sizes[1] != r->K ||
+    if (!x || !y || x->dtype != ETCH_DTYPE_FLOAT || x->dim != 2 || x->sizes[1] != K ||
         x->sizes[0] < 0 || x->sizes[0] > ETCH_OPT_SIZE_LIMIT ||
-        (x->sizes[0] > 0 && (x->strides[1] != 1 || x->strides[0] < r->K)) ||
+        (x->sizes[0] > 0 && (x->strides[1] != 1 || x->strides[0] < K)) ||
         (exec && ((x->sizes[0] > 0 && !x->data) || !y->data ||
                   !etch_opt_fast_tensor(xv, ETCH_DTYPE_FLOAT, false) ||
                   !etch_opt_fast_tensor(yv, ETCH_DTYPE_FLOAT, true))) ||
-        y->dtype != ETCH_DTYPE_FLOAT || !etch_tensor_is_contiguous(y) ||
-        etch_q4_check(&r->w) != ETCH_OK)
+        y->dtype != ETCH_DTYPE_FLOAT || !etch_tensor_is_contiguous(y))
         return 0;
-    r->M = x->sizes[0];
-    r->x = (const float *)x->data;
-    r->ldx = x->sizes[0] > 0 ? x->strides[0] : r->K;
-    r->y = y;
-    r->epi = no_epilogue(m) ? NULL : m->epilogue;
+    l->M = x->sizes[0];
+    l->x = (const float *)x->data;
+    l->ldx = x->sizes[0] > 0 ? x->strides[0] : K;
+    l->y = y;
+    l->epi = no_epilogue(m) ? NULL : m->epilogue;
     return i + 1;
+}
+
+/* The calls of calls[0..n) the int4 linear runs (3 or 4; 0: none), described in *r. */
+static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, q4l_run *r) {
+    memset(r, 0, sizeof *r);
+    if (n < 3 || (calls[0].kernel->fn != etch_opt_embedding_4bit_out &&
+                  calls[0].kernel->fn != etch_opt_embedding_4bit_dtype_out))
+        return 0;
+    const etch_kernel_call *e = &calls[0];
+    const size_t oi = out_index(e);
+    int64_t N, Kp, ng;
+    const q4l_prep *h = (const q4l_prep *)e->prepared;
+    if (!shape_ok(e->args, e->nargs, oi, &N, &Kp, &ng) || !h || e->prepared_size < Q4L_HEAD ||
+        h->magic != Q4L_MAGIC || h->w != e->args[0]->u.tensor->data ||
+        h->s != e->args[1]->u.tensor->data || h->N != N || h->Kp != Kp || h->ng != ng ||
+        e->prepared_size < Q4L_HEAD + (size_t)((h->has_z ? 2 : 1) * N * ng) * sizeof(float) ||
+        (h->has_z != (tensor_arg(e->args, e->nargs, 2) != NULL)) ||
+        (h->has_z && h->z != e->args[2]->u.tensor->data) || !no_epilogue(e))
+        return 0;
+    const float *sf = (const float *)((const char *)h + Q4L_HEAD);
+    r->w = (etch_q4_weights){N, Kp, h->G, (const uint8_t *)h->w, sf, h->has_z ? sf + N * ng : NULL};
+    int64_t K = Kp;
+    const etch_value *prev = e->args[oi];
+    size_t i = 1;
+    if (named(&calls[i], "aten::slice_copy.Tensor_out")) { /* (w, 1, 0, K, 1, out) */
+        const etch_kernel_call *c = &calls[i];
+        int64_t dim, start = 0, end, step;
+        if (c->nargs < 6 || !reads(c, 0, prev) || !no_epilogue(c) ||
+            !int_arg(c->args, c->nargs, 1, &dim) || (dim != 1 && dim != -1) ||
+            (c->args[2]->tag != ETCH_VALUE_NONE && !int_arg(c->args, c->nargs, 2, &start)) ||
+            start != 0 || !int_arg(c->args, c->nargs, 3, &end) || end <= 0 || end > Kp ||
+            !int_arg(c->args, c->nargs, 4, &step) || step != 1 ||
+            !tensor_arg(c->args, c->nargs, 5))
+            return 0;
+        K = end;
+        prev = c->args[5];
+        i++;
+    }
+    const size_t used = mm_tail(calls, n, i, prev, N, K, exec, &r->l);
+    return used && etch_q4_check(&r->w) == ETCH_OK ? used : 0;
 }
 
 size_t etch_opt_embedding_4bit_chain(etch_kernel_context *ctx, const etch_kernel_call *calls,
@@ -296,6 +412,38 @@ size_t etch_opt_embedding_4bit_chain(etch_kernel_context *ctx, const etch_kernel
     return run_of(calls, n, false, &r);
 }
 
+/* The calls the 8w linear runs (dequantize_per_channel -> permute_copy -> mm | addmm: 3;
+ * 0: none), described in *w and *l. */
+static size_t run8_of(const etch_kernel_call *calls, size_t n, bool exec, etch_q8w_weights *w,
+                      lin_run *l) {
+    memset(w, 0, sizeof *w);
+    if (n < 3 || calls[0].kernel->fn != etch_opt_dequantize_per_channel_out)
+        return 0;
+    const etch_kernel_call *e = &calls[0];
+    int64_t N, K;
+    const q8l_prep *h = (const q8l_prep *)e->prepared;
+    if (!shape8_ok(e->args, e->nargs, &N, &K) || !h || e->prepared_size < Q4L_HEAD ||
+        h->magic != Q8L_MAGIC || h->w != e->args[0]->u.tensor->data ||
+        h->s != e->args[1]->u.tensor->data || h->N != N || h->K != K ||
+        e->prepared_size < Q4L_HEAD + (size_t)((h->has_z ? 2 : 1) * N) * sizeof(float) ||
+        (h->has_z != (tensor_arg(e->args, e->nargs, 2) != NULL)) ||
+        (h->has_z && h->z != e->args[2]->u.tensor->data) || !no_epilogue(e))
+        return 0;
+    const float *sf = (const float *)((const char *)h + Q4L_HEAD);
+    *w = (etch_q8w_weights){N, K, K, (const int8_t *)h->w, sf,
+                            h->has_z && h->use_z ? sf + N : NULL};
+    const size_t used = mm_tail(calls, n, 1, e->args[8], N, K, exec, l);
+    return used && etch_q8w_check(w) == ETCH_OK ? used : 0;
+}
+
+size_t etch_opt_dequantize_per_channel_chain(etch_kernel_context *ctx,
+                                             const etch_kernel_call *calls, size_t n) {
+    (void)ctx;
+    etch_q8w_weights w;
+    lin_run l;
+    return run8_of(calls, n, false, &w, &l);
+}
+
 static void run_each(etch_kernel_context *ctx) {
     const size_t n = etch_kernel_chain_length(ctx);
     for (size_t i = 0; i < n; i++)
@@ -303,38 +451,51 @@ static void run_each(etch_kernel_context *ctx) {
             return;
 }
 
-static void q4l_chain_run(etch_kernel_context *ctx) {
-    const size_t n = etch_kernel_chain_length(ctx);
-    etch_kernel_call calls[ETCH_CHAIN_MAX];
-    bool ok = n <= ETCH_CHAIN_MAX;
-    for (size_t i = 0; ok && i < n; i++)
+/* The chain's calls as the chain function saw them at load; false: run them one by one. */
+static bool chain_calls(etch_kernel_context *ctx, etch_kernel_call *calls, size_t *n) {
+    *n = etch_kernel_chain_length(ctx);
+    bool ok = *n <= ETCH_CHAIN_MAX;
+    for (size_t i = 0; ok && i < *n; i++)
         ok = etch_kernel_chain_call(ctx, i, &calls[i]);
+    return ok;
+}
+
+/* Size the output; false when nothing is left to compute (done, failed, or run call by call:
+ * an empty x or more than Q4L_MAX_M rows, a long prefill, where dequantizing once and the
+ * float GEMM are faster). */
+static bool tail_start(etch_kernel_context *ctx, const lin_run *l, int64_t N) {
+    const int64_t osz[2] = {l->M, N};
+    if (etch_kernel_resize(ctx, l->y, 2, osz) != ETCH_OK || l->M == 0)
+        return false;
+    if (l->M > Q4L_MAX_M) {
+        run_each(ctx);
+        return false;
+    }
+    return true;
+}
+
+static void q4l_chain_run(etch_kernel_context *ctx) {
+    etch_kernel_call calls[ETCH_CHAIN_MAX];
+    size_t n;
     q4l_run r;
-    if (!ok || run_of(calls, n, true, &r) != n) {
+    if (!chain_calls(ctx, calls, &n) || run_of(calls, n, true, &r) != n) {
         run_each(ctx); /* not the run accepted at load (the arguments changed) */
         return;
     }
-    const int64_t M = r.M, N = r.w.N, Kp = r.w.K;
-    const int64_t osz[2] = {M, N};
-    if (etch_kernel_resize(ctx, r.y, 2, osz) != ETCH_OK)
+    const int64_t M = r.l.M, N = r.w.N, Kp = r.w.K;
+    if (!tail_start(ctx, &r.l, N))
         return;
-    if (M == 0)
-        return;
-    if (M > Q4L_MAX_M) { /* a long prefill: dequantizing once and the float GEMM are faster */
-        run_each(ctx);
-        return;
-    }
-    const float *x = r.x;
-    int64_t ldx = r.ldx;
+    const float *x = r.l.x;
+    int64_t ldx = r.l.ldx;
     void *work = etch_kernel_temp_try(ctx, etch_q4_linear_f32_work_size(M, Kp, r.w.G), 64);
-    if (work && r.K < Kp) { /* zero columns up to the padded width */
+    if (work && r.l.K < Kp) { /* zero columns up to the padded width */
         float *xp = (float *)etch_kernel_temp_try(ctx, (size_t)(M * Kp) * sizeof(float), 64);
         if (!xp) {
             work = NULL;
         } else {
             for (int64_t i = 0; i < M; i++) {
-                memcpy(xp + i * Kp, x + i * ldx, (size_t)r.K * sizeof(float));
-                memset(xp + i * Kp + r.K, 0, (size_t)(Kp - r.K) * sizeof(float));
+                memcpy(xp + i * Kp, x + i * ldx, (size_t)r.l.K * sizeof(float));
+                memset(xp + i * Kp + r.l.K, 0, (size_t)(Kp - r.l.K) * sizeof(float));
             }
             x = xp;
             ldx = Kp;
@@ -344,9 +505,30 @@ static void q4l_chain_run(etch_kernel_context *ctx) {
         run_each(ctx); /* too little scratch */
         return;
     }
-    float *y = (float *)r.y->data;
-    etch_q4_linear_f32(ctx, &r.w, M, x, ldx, r.bias, y, N, work);
-    etch_opt_apply_epilogue(r.epi, y, M * N);
+    float *y = (float *)r.l.y->data;
+    etch_q4_linear_f32(ctx, &r.w, M, x, ldx, r.l.bias, y, N, work);
+    etch_opt_apply_epilogue(r.l.epi, y, M * N);
+}
+
+static void q8l_chain_run(etch_kernel_context *ctx) {
+    etch_kernel_call calls[ETCH_CHAIN_MAX];
+    size_t n;
+    etch_q8w_weights w;
+    lin_run l;
+    if (!chain_calls(ctx, calls, &n) || run8_of(calls, n, true, &w, &l) != n) {
+        run_each(ctx);
+        return;
+    }
+    if (!tail_start(ctx, &l, w.N))
+        return;
+    void *work = etch_kernel_temp_try(ctx, etch_q8w_linear_f32_work_size(l.M), 64);
+    if (!work) {
+        run_each(ctx);
+        return;
+    }
+    float *y = (float *)l.y->data;
+    etch_q8w_linear_f32(ctx, &w, l.M, l.x, l.ldx, l.bias, y, w.N, work);
+    etch_opt_apply_epilogue(l.epi, y, l.M * w.N);
 }
 
 ETCH_OPT_KERNEL(embedding_4bit_out) {
@@ -363,4 +545,12 @@ ETCH_OPT_KERNEL(embedding_4bit_dtype_out) {
         return;
     }
     etch_portable_embedding_4bit_dtype_out(ctx, args, nargs);
+}
+
+ETCH_OPT_KERNEL(dequantize_per_channel_out) {
+    if (etch_kernel_chain_length(ctx) > 1) {
+        q8l_chain_run(ctx);
+        return;
+    }
+    etch_portable_dequantize_per_channel_out(ctx, args, nargs);
 }

@@ -81,6 +81,7 @@ etch_status etch_kernels_register_optimized(void) {
         {etch_opt_convolution_out, etch_opt_convolution_prepare},
         {etch_opt_embedding_4bit_out, etch_opt_embedding_4bit_prepare},
         {etch_opt_embedding_4bit_dtype_out, etch_opt_embedding_4bit_dtype_prepare},
+        {etch_opt_dequantize_per_channel_out, etch_opt_dequantize_per_channel_prepare},
     };
     for (size_t i = 0; i < sizeof prep / sizeof prep[0]; i++)
         if ((st = etch_kernels_register_prepare(prep[i].kernel, prep[i].prepare)) != ETCH_OK)
@@ -93,7 +94,9 @@ etch_status etch_kernels_register_optimized(void) {
     if ((st = etch_kernels_register_chain(etch_opt_embedding_4bit_out,
                                           etch_opt_embedding_4bit_chain)) != ETCH_OK ||
         (st = etch_kernels_register_chain(etch_opt_embedding_4bit_dtype_out,
-                                          etch_opt_embedding_4bit_chain)) != ETCH_OK)
+                                          etch_opt_embedding_4bit_chain)) != ETCH_OK ||
+        (st = etch_kernels_register_chain(etch_opt_dequantize_per_channel_out,
+                                          etch_opt_dequantize_per_channel_chain)) != ETCH_OK)
         return st;
     /* channel-blocked tensors between layers (etch_method_options.no_blocked_layout) */
     return etch_opt_register_layouts();
