@@ -145,17 +145,22 @@ etch_kernel_layout_fn etch_kernels_layout_of(etch_kernel_fn kernel);
  * At load (after activation fusion, the blocked layout and preparation; not with
  * etch_method_options.no_fusion) the runtime offers, at a kernel call whose kernel has a chain
  * function, the calls c[0], c[1], ..., c[n-1] (2 <= n <= ETCH_CHAIN_MAX) that follow it in its
- * chain where each c[i+1] reads the one tensor c[i] writes, which nothing else refers to (no
- * other instruction, list, method input or output, nor another value on its bytes; none of
- * them is a jump target), and the tensor c[n-1] writes shares no bytes with anything the calls
- * read but those intermediates. The function returns how many of them (c[0] first) it runs as
- * one: 0 or 1 for none. The calls it takes after the first then do nothing at execute (like
- * fused activations); the first one's kernel finds them all with etch_kernel_chain_call. It
+ * chain (none of them a jump target) where every tensor a call before the last writes (its
+ * intermediates: up to 4 per call, of any dtype) is referred to by nothing but its writer
+ * and later calls of the run, which read it (no other instruction, list, method input or
+ * output, nor another value on its bytes), and the one tensor c[n-1] writes shares no bytes
+ * with anything the calls read but those intermediates. The run need not be a line: c[2] may
+ * read what c[0] and c[1] write, or a call may read none of them (say, two dequantizations,
+ * then the operation reading both). Which call reads which intermediate at which argument is
+ * for the chain function to check. It returns how many of the calls (c[0] first) it runs as
+ * one (a prefix that must meet the same rule): 0 or 1 for none. The calls it takes after
+ * the first then do nothing at execute (like fused activations); the first one's kernel
+ * finds them all with etch_kernel_chain_call. It
  * must write what running them one by one writes to the last call's result (within float
  * rounding), and may leave the intermediates unwritten; or, when it cannot (say, too little
  * scratch), run them one by one with etch_kernel_chain_run. Arguments are seen as by the
  * layout functions, plus the calls' prepared data, epilogues and blocked arguments. */
-#define ETCH_CHAIN_MAX 4
+#define ETCH_CHAIN_MAX 8
 typedef struct etch_kernel_call {
     const etch_kernel *kernel;
     etch_value **args;

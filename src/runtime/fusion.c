@@ -534,15 +534,20 @@ uint32_t etch_method_fuse(etch_method *m, etch_pool *pool) {
 
 /* ---- chained calls (etch/kernel.h) ----------------------------------------------------------
  * At a kernel call whose kernel has a chain function, the run of calls c[0..n) that follow it:
- * each c[i+1] is the next call that is not fused away (only activations fused into c[i] lie
- * between), no instruction from c[1] on is a jump target, c[i] writes exactly one tensor v[i]
- * (its out and return slots; nothing else written, no view), which is Float-typed storage of
- * its own that no method input or output, list, Move, Free or run-time rebinding involves, and
- * which only c[i] (writing) and c[i+1] (reading, nothing else) refer to, with no other value
- * read on its bytes afterwards (read_through_alias). The last call's tensor y must then share
- * no bytes with anything the calls read besides the v[i] (the chained kernel writes y while
- * it still reads them): the same test as the direct fusion's. The kernel's chain function
- * decides how many of them it runs as one. */
+ * each c[i+1] is the next call that is not fused away (only activations fused into calls of
+ * the run lie between), no instruction from c[1] on is a jump target, and every tensor a call
+ * before the last writes (its intermediates: at most CHAIN_WRITES per call, written at out or
+ * return slots only, no view, nothing else written) is storage of its own that no method
+ * input or output, list, Move, Free, run-time rebinding or constant involves, referred to
+ * only by its writer and by later calls of the run (reading it), with no other value read on
+ * its bytes after its last reader (read_through_alias). The last call writes one tensor y,
+ * which must share no bytes with anything the calls read besides the intermediates (the
+ * chained kernel writes y while it still reads them): the same test as the direct fusion's.
+ * Which call reads which intermediate is the chain function's to check: the runtime offers
+ * the longest such run and the function decides how many of its calls (c[0] first) it runs
+ * as one; that prefix must satisfy the same rule. */
+
+#define CHAIN_WRITES 4 /* tensors one call of a run may write */
 
 static void kernel_call_of(const etch_instr *in, etch_kernel_call *c) {
     c->kernel = in->kernel;
@@ -554,19 +559,48 @@ static void kernel_call_of(const etch_instr *in, etch_kernel_call *c) {
     c->blocked = in->blocked;
 }
 
-/* The one tensor kernel call `in` writes (ARG_WRITE at one or more slots, nothing else
- * written), or NULL. */
-static etch_value *only_written(const etch_instr *in) {
-    etch_value *w = NULL;
+/* The distinct tensors kernel call `in` writes (at ARG_WRITE slots, and the items of one
+ * returned tensor list, *ret, which must be tensors written at those slots too: the out and
+ * return slots of an operator with several results), at most `cap`, in w[]; their count, or
+ * -1 when it writes anything else (a view, a list of other tensors) or more than cap. */
+static int written_tensors(const etch_instr *in, const etch_value **w, int cap,
+                           const etch_value **ret) {
+    int n = 0;
+    *ret = NULL;
     for (uint32_t k = 0; k < in->nargs; k++) {
         uint8_t mode = in->arg_modes[k];
+        const etch_value *v = in->args[k];
         if (mode == ARG_SKIP || mode == ARG_READ || mode == ARG_LIST_READ)
             continue;
-        if (mode != ARG_WRITE || (w && w != in->args[k]))
-            return NULL;
-        w = in->args[k];
+        if (mode == ARG_LIST_WRITE && v->tag == ETCH_VALUE_TENSOR_LIST && !*ret) {
+            *ret = v;
+            continue;
+        }
+        if (mode != ARG_WRITE || v->tag != ETCH_VALUE_TENSOR)
+            return -1;
+        bool seen = false;
+        for (int j = 0; j < n; j++)
+            seen |= w[j] == v;
+        if (seen)
+            continue;
+        if (n == cap)
+            return -1;
+        w[n++] = v;
     }
-    return w && w->tag == ETCH_VALUE_TENSOR ? w : NULL;
+    for (size_t j = 0; *ret && j < (*ret)->u.list.len; j++) {
+        bool seen = false;
+        for (int q = 0; q < n; q++)
+            seen |= w[q] == (*ret)->u.list.items[j];
+        if (!seen)
+            return -1;
+    }
+    return n;
+}
+
+/* The one tensor kernel call `in` writes (no list), or NULL. */
+static const etch_value *only_written(const etch_instr *in) {
+    const etch_value *w[1], *ret;
+    return written_tensors(in, w, 1, &ret) == 1 && !ret ? w[0] : NULL;
 }
 
 /* The call after (c, pc) that is not fused away, with no jump target up to it; UINT32_MAX when
@@ -582,44 +616,87 @@ static uint32_t next_call(const etch_chain *ch, uint32_t pc) {
     return UINT32_MAX;
 }
 
-/* May call q (at pc qc) read p's result v as the chained kernel's intermediate? */
-static bool chain_link_ok(const etch_method *m, const fuse_ctx *f, uint32_t c, uint32_t qc,
-                          const etch_instr *p, const etch_instr *q, const etch_value *v) {
+/* The candidate run at chain c: calls run[0..n) and what each writes. */
+typedef struct chain_cand {
+    uint32_t run[ETCH_CHAIN_MAX];
+    uint32_t n;
+    const etch_value *w[ETCH_CHAIN_MAX][CHAIN_WRITES];
+    const etch_value *ret[ETCH_CHAIN_MAX]; /* a returned list of some of w (or NULL) */
+    int nw[ETCH_CHAIN_MAX];
+    uint32_t need[ETCH_CHAIN_MAX]; /* the shortest run in which call i's intermediates are
+                                      read by the run alone (UINT32_MAX: in none) */
+} chain_cand;
+
+/* The shortest run length in which v, written by call i of the candidate, may be an
+ * intermediate; UINT32_MAX when none. A tensor nothing reads after its writer may be one
+ * too (the chained kernel may leave it unwritten: no one looks). */
+static uint32_t intermediate_need(const etch_method *m, const fuse_ctx *f, uint32_t c,
+                                  const chain_cand *r, uint32_t i, const etch_value *v) {
     const vinfo *vi = &f->info[index_of(m, v)];
     const etch_tensor *vt = v->u.tensor;
-    if ((vi->flags & (V_IO | V_REBOUND | V_LISTED | V_MOVED)) ||
-        (vt->flags & ETCH_TENSOR_CONSTANT) || vt->dtype != ETCH_DTYPE_FLOAT)
-        return false;
-    uint32_t refs = 0;
-    for (uint32_t k = 0; k < p->nargs; k++)
-        refs += p->args[k] == v;
-    for (uint32_t k = 0; k < q->nargs; k++)
-        if (q->args[k] == v) {
-            if (q->arg_modes[k] != ARG_READ)
-                return false;
+    const etch_value *ret = r->ret[i];
+    uint32_t refs = 0, last = UINT32_MAX;
+    if (ret) { /* the writer's returned list: referred to by the writer alone */
+        const vinfo *li = &f->info[index_of(m, ret)];
+        if (li->uses != 1 || (li->flags & (V_IO | V_REBOUND | V_MOVED)))
+            return UINT32_MAX;
+        for (size_t j = 0; j < ret->u.list.len; j++)
+            refs += ret->u.list.items[j] == v; /* its membership counts as a use */
+    }
+    if ((vi->flags & (V_IO | V_REBOUND | V_MOVED)) || ((vi->flags & V_LISTED) && !refs) ||
+        (vt->flags & ETCH_TENSOR_CONSTANT))
+        return UINT32_MAX;
+    const etch_chain *ch = &m->chains[c];
+    for (uint32_t j = i; j < r->n; j++) {
+        const etch_instr *in = &ch->instrs[r->run[j]];
+        for (uint32_t k = 0; k < in->nargs; k++) {
+            if (in->args[k] != v)
+                continue;
+            if (j > i && in->arg_modes[k] != ARG_READ)
+                return UINT32_MAX; /* written again, or handed over otherwise */
             refs++;
+            if (j > i)
+                last = j;
         }
-    /* read only by q; its bytes, no longer written, read through no alias after q */
-    return refs > 0 && vi->uses == refs && !read_through_alias(m, f, c, qc, v, v, vt);
+    }
+    if (last == UINT32_MAX)
+        last = i; /* read by none */
+    /* referred to by the run alone; no alias reading its bytes after its last reader */
+    if (vi->uses != refs || read_through_alias(m, f, c, r->run[last], v, v, vt))
+        return UINT32_MAX;
+    return (last > i ? last : i + 1) + 1;
 }
 
-/* May the last call of run[0..n) write y while the run still reads its inputs? */
+/* Are the intermediates of the run's first n calls read by those calls alone? */
+static bool chain_prefix_ok(const chain_cand *r, uint32_t n) {
+    if (n < 2 || n > r->n)
+        return false;
+    for (uint32_t i = 0; i + 1 < n; i++)
+        if (r->nw[i] < 1 || r->need[i] > n)
+            return false;
+    return true;
+}
+
+/* May the last call of the run's first n write y while the run still reads its inputs? */
 static bool chain_result_ok(const etch_method *m, const fuse_ctx *f, const etch_chain *ch,
-                            const uint32_t *run, const etch_value *const *mid, uint32_t n,
-                            const etch_value *y) {
+                            const chain_cand *r, uint32_t n) {
+    const etch_value *y = only_written(&ch->instrs[r->run[n - 1]]);
+    if (!y)
+        return false;
     const etch_tensor *yt = y->u.tensor;
     if ((f->info[index_of(m, y)].flags & V_REBOUND) || (yt->flags & ETCH_TENSOR_CONSTANT))
         return false;
     for (uint32_t i = 0; i < n; i++) {
-        const etch_instr *in = &ch->instrs[run[i]];
+        const etch_instr *in = &ch->instrs[r->run[i]];
         for (uint32_t k = 0; k < in->nargs; k++) {
             const etch_value *x = in->args[k];
             uint8_t mode = in->arg_modes[k];
-            if (mode == ARG_SKIP || mode == ARG_WRITE)
-                continue; /* the v[i] and y (only_written) */
+            if (mode == ARG_SKIP || mode == ARG_WRITE || mode == ARG_LIST_WRITE)
+                continue; /* the intermediates and y (written_tensors) */
             bool intermediate = false;
-            for (uint32_t j = 0; j + 1 < n; j++)
-                intermediate |= x == mid[j];
+            for (uint32_t j = 0; j + 1 < n && !intermediate; j++)
+                for (int q = 0; q < r->nw[j]; q++)
+                    intermediate |= x == r->w[j][q];
             if (intermediate)
                 continue;
             if (x->tag == ETCH_VALUE_TENSOR_LIST || x->tag == ETCH_VALUE_OPTIONAL_TENSOR_LIST) {
@@ -633,6 +710,35 @@ static bool chain_result_ok(const etch_method *m, const fuse_ctx *f, const etch_
         }
     }
     return true;
+}
+
+/* The candidate run from call k of chain c (the calls after it, each one's writes and the
+ * run length its intermediates need). */
+static void chain_candidate(const etch_method *m, const fuse_ctx *f, uint32_t c, uint32_t k,
+                            chain_cand *r) {
+    const etch_chain *ch = &m->chains[c];
+    r->run[0] = k;
+    r->n = 1;
+    while (r->n < ETCH_CHAIN_MAX) {
+        uint32_t q = next_call(ch, r->run[r->n - 1]);
+        if (q == UINT32_MAX)
+            break;
+        r->run[r->n++] = q;
+    }
+    for (uint32_t i = 0; i < r->n; i++) {
+        r->nw[i] = written_tensors(&ch->instrs[r->run[i]], r->w[i], CHAIN_WRITES, &r->ret[i]);
+        r->need[i] = r->nw[i] < 1 ? UINT32_MAX : i + 2;
+        for (int q = 0; q < r->nw[i] && r->need[i] != UINT32_MAX; q++) {
+            uint32_t need = intermediate_need(m, f, c, r, i, r->w[i][q]);
+            r->need[i] = need > r->need[i] ? need : r->need[i];
+        }
+    }
+}
+
+/* A run length the rule allows for the candidate: its first n calls chained. */
+static bool chain_ok(const etch_method *m, const fuse_ctx *f, const etch_chain *ch,
+                     const chain_cand *r, uint32_t n) {
+    return chain_prefix_ok(r, n) && chain_result_ok(m, f, ch, r, n);
 }
 
 uint32_t etch_method_chain_calls(etch_method *m, etch_pool *pool) {
@@ -657,49 +763,31 @@ uint32_t etch_method_chain_calls(etch_method *m, etch_pool *pool) {
                     : NULL;
             if (!fn)
                 continue;
-            uint32_t run[ETCH_CHAIN_MAX] = {k};
-            const etch_value *mid[ETCH_CHAIN_MAX];
-            uint32_t n = 1;
-            while (n < ETCH_CHAIN_MAX) {
-                const etch_instr *p = &ch->instrs[run[n - 1]];
-                const etch_value *v = only_written(p);
-                uint32_t q = next_call(ch, run[n - 1]);
-                if (!v || q == UINT32_MAX ||
-                    !chain_link_ok(m, &f, c, q, p, &ch->instrs[q], v))
-                    break;
-                mid[n - 1] = v;
-                run[n++] = q;
-            }
-            /* the longest prefix whose result may be written while its inputs are read */
-            while (n >= 2) {
-                const etch_value *y = only_written(&ch->instrs[run[n - 1]]);
-                if (y && chain_result_ok(m, &f, ch, run, mid, n, y))
-                    break;
+            chain_cand r;
+            chain_candidate(m, &f, c, k, &r);
+            uint32_t n = r.n; /* the longest run the rule allows */
+            while (n >= 2 && !chain_ok(m, &f, ch, &r, n))
                 n--;
-            }
             if (n < 2)
                 continue;
             etch_kernel_call calls[ETCH_CHAIN_MAX];
             for (uint32_t i = 0; i < n; i++)
-                kernel_call_of(&ch->instrs[run[i]], &calls[i]);
+                kernel_call_of(&ch->instrs[r.run[i]], &calls[i]);
             etch_kernel_context_init(&m->ctx, m->ops[in->a].name, NULL, 0, m->threadpool);
             size_t got = fn(&m->ctx, calls, n);
             if (m->ctx.status != ETCH_OK || got < 2 || got > n)
                 continue;
-            if (got < n) { /* a shorter run: its own result must pass too */
-                const etch_value *y = only_written(&ch->instrs[run[got - 1]]);
-                if (!y || !chain_result_ok(m, &f, ch, run, mid, (uint32_t)got, y))
-                    continue;
-            }
+            if (got < n && !chain_ok(m, &f, ch, &r, (uint32_t)got))
+                continue; /* a shorter run: it must pass too */
             in->chain_len = (uint32_t)got;
             for (uint32_t i = 0; i < got; i++) {
-                etch_instr *x = &ch->instrs[run[i]];
-                x->chain_next = i + 1 < got ? run[i + 1] : 0;
+                etch_instr *x = &ch->instrs[r.run[i]];
+                x->chain_next = i + 1 < got ? r.run[i + 1] : 0;
                 if (i > 0)
                     x->skipped = x->chained = true;
             }
             runs++;
-            k = run[got - 1];
+            k = r.run[got - 1];
         }
     }
     etch_kernel_context_init(&m->ctx, "", NULL, 0, m->threadpool);

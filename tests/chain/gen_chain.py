@@ -36,6 +36,7 @@ from etch.serialize import ProgramBuilder, ScalarType  # noqa: E402
 
 nn = torch.nn
 F32 = ScalarType.FLOAT
+I64 = ScalarType.LONG
 
 
 class Blocks(nn.Module):
@@ -261,7 +262,14 @@ def rules_case(kind):
     kernel for it that runs chains call by call, with a chain function that takes every call of
     its own kernel it is offered) on [2, 3] floats x (an input), k (a constant):
       basic    a = x + x; b = a + a; c = b + x; d = c + c (the output)        run of 4
-      reader   a = x + x; b = a + a; c = b + a; d = c + c: a has two readers  run b, c, d
+      dag      a = x + x; b = a + a; c = b + a; d = c + c: a has two readers, both in the
+               run (the run need not be a line)                               run of 4
+      reader   a = x + x; b = a + a; c = b + b; d = c * a (a mul: no chain function):
+               a has a reader after the run                                   run b, c
+      multi    a = x + x; (v, i) = max.dim_max(a, 1, keepdim) (two results and a returned
+               list; the test's chain function takes max calls too); b = a + v; c = b + b:
+               i is read by nothing                                           run of 4
+      multi_out  the same with v an output too: max cannot be inside a run     run b, c
       output   a = x + x; b = a + a (also an output); c = b + b               run a, b
       jump     a jump (never taken) lands on b: a = x + x; b = a + a; c = b + b
                                                                               run b, c
@@ -286,7 +294,7 @@ def rules_case(kind):
         return m.kernel("aten::add.out", [p, q, m.int(1), o, o])
 
     outs, refs = [], []
-    if kind in ("basic", "reader"):
+    if kind in ("basic", "dag"):
         a, b, c, d = t(), t(), t(), t()
         add(x, x, a)
         add(a, a, b)
@@ -295,8 +303,30 @@ def rules_case(kind):
         ar = x_t + x_t
         br = ar + ar
         cr = br + (x_t if kind == "basic" else ar)
-        outs, refs = [d], [cr + cr]
-        chains = [4] if kind == "basic" else [3]
+        outs, refs, chains = [d], [cr + cr], [4]
+    elif kind == "reader":
+        a, b, c, d = t(), t(), t(), t()
+        add(x, x, a)
+        add(a, a, b)
+        add(b, b, c)
+        m.kernel("aten::mul.out", [c, a, d, d])
+        ar = x_t + x_t
+        cr = (ar + ar) * 2
+        outs, refs, chains = [d], [cr * ar], [2]
+    elif kind in ("multi", "multi_out"):
+        a, b, c = t(), t(), t()
+        v, i = m.tensor(F32, [2, 1]), m.tensor(I64, [2, 1])
+        add(x, x, a)
+        m.kernel("aten::max.dim_max", [a, m.int(1), m.bool(True), v, i, m.tensor_list([v, i])])
+        add(a, v, b)
+        add(b, b, c)
+        ar = x_t + x_t
+        vr = ar.max(1, keepdim=True)[0]
+        cr = (ar + vr) * 2
+        if kind == "multi":
+            outs, refs, chains = [c], [cr], [4]
+        else:
+            outs, refs, chains = [c, v], [cr, vr], [2]
     elif kind in ("output", "jump", "listed"):
         if kind == "jump":
             m.jump_false(m.bool(True), 2)  # never taken; instruction 2 is b's add
@@ -363,7 +393,8 @@ def main():
     for kind in ("clash", "t_shared", "jump", "weight_input"):
         buf, ins, outs, chains = hand_case(kind)
         cases.append((kind, buf, ins, outs, chains))
-    for kind in ("basic", "reader", "output", "jump", "listed", "clash", "apart"):
+    for kind in ("basic", "dag", "reader", "multi", "multi_out", "output", "jump", "listed",
+                 "clash", "apart"):
         buf, ins, outs, chains = rules_case(kind)
         cases.append(("rules_" + kind, buf, ins, outs, chains))
 

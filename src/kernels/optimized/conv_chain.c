@@ -98,6 +98,14 @@ static bool stem_ok(const etch_kernel_call *c, const conv_shape *s) {
            etch_opt_conv_prep_nchwc(s) && etch_nchwc_tile_act(s->epi, &act, &lo, &hi);
 }
 
+/* Does convolution call q read (as its input) the tensor convolution call p writes? The
+ * runtime's chain rule leaves the dataflow of a run to the chain function. */
+static bool feeds(const etch_kernel_call *p, const etch_kernel_call *q) {
+    return p->nargs >= 10 && q->nargs >= 10 && p->args[9] && q->args[0] &&
+           p->args[9]->tag == ETCH_VALUE_TENSOR && q->args[0]->tag == ETCH_VALUE_TENSOR &&
+           p->args[9]->u.tensor == q->args[0]->u.tensor;
+}
+
 /* The block of calls[0..n) the band loop runs: 3 (expand or stem, depthwise, project), 2
  * (depthwise, project) or 0; shapes in s[3] (s[0] unused without an expand). */
 static size_t block_of(const etch_kernel_call *calls, size_t n, conv_shape s[3]) {
@@ -107,6 +115,8 @@ static size_t block_of(const etch_kernel_call *calls, size_t n, conv_shape s[3])
     conv_shape a, b;
     if (!etch_opt_conv_call_shape(&calls[0], &a) || !etch_opt_conv_call_shape(&calls[1], &b))
         return 0;
+    if (!feeds(&calls[0], &calls[1]))
+        return 0;
     if (depthwise_ok(&calls[0], &a) && pointwise_ok(&calls[1], &b) && a.C_out == b.C_in &&
         a.N == b.N && a.OH == b.IH && a.OW == b.IW) {
         s[1] = a;
@@ -114,7 +124,7 @@ static size_t block_of(const etch_kernel_call *calls, size_t n, conv_shape s[3])
         return 2;
     }
     conv_shape c;
-    if (n < 3 || calls[2].kernel->fn != etch_opt_convolution_out ||
+    if (n < 3 || calls[2].kernel->fn != etch_opt_convolution_out || !feeds(&calls[1], &calls[2]) ||
         !(pointwise_ok(&calls[0], &a) || stem_ok(&calls[0], &a)) ||
         !depthwise_ok(&calls[1], &b) ||
         !etch_opt_conv_call_shape(&calls[2], &c) || !pointwise_ok(&calls[2], &c) ||
@@ -167,7 +177,13 @@ static bool add_of(const etch_kernel_call *c, const conv_shape *p, chain_add *ou
 static size_t run_of(const etch_kernel_call *calls, size_t n, conv_shape s[3], chain_add *add,
                      bool *has_add) {
     const size_t got = block_of(calls, n, s);
-    *has_add = got && n > got && add_of(&calls[got], &s[2], add);
+    const etch_kernel_call *a = got && n > got ? &calls[got] : NULL;
+    const etch_tensor *y = got ? calls[got - 1].args[9]->u.tensor : NULL;
+    /* the add reads the block's result (the value itself, not just its bytes) */
+    *has_add = a && a->nargs >= 4 && a->args[0] && a->args[1] &&
+               ((a->args[0]->tag == ETCH_VALUE_TENSOR && a->args[0]->u.tensor == y) ||
+                (a->args[1]->tag == ETCH_VALUE_TENSOR && a->args[1]->u.tensor == y)) &&
+               add_of(a, &s[2], add);
     return got + (*has_add ? 1 : 0);
 }
 
