@@ -16,7 +16,8 @@
  * [N] equal to arange(N), checked once here) and keeps the scales and zero points as float
  * (what the portable kernel computes with: each element rounded once to float). Its chain
  * function takes the run above when each call reads the previous one's result as the table
- * shows (the runtime's chain rule makes it the only reader), the mm's other operand is a
+ * shows (checked here: the runtime lets later calls of a run read any intermediate, so the
+ * mm's x and bias must be none of them), the mm's other operand is a
  * float [M, K] activation with unit column stride, addmm's beta and alpha are 1 and its bias
  * a float [N] or [1, N]; at execute the run is etch_q4_linear_f32 (quant.h) straight into
  * the mm's output (bias from addmm, then the mm's fused activation), the weight never
@@ -299,12 +300,23 @@ static bool reads(const etch_kernel_call *c, size_t k, const etch_value *prev) {
                                    c->args[k]->u.tensor == prev->u.tensor));
 }
 
+/* Does call c read at argument k any of the ni intermediates inter[]? */
+static bool reads_any(const etch_kernel_call *c, size_t k, const etch_value *const *inter,
+                      size_t ni) {
+    for (size_t t = 0; t < ni; t++)
+        if (reads(c, k, inter[t]))
+            return true;
+    return false;
+}
+
 /* calls[i] = permute_copy(prev, [1, 0]), calls[i + 1] = mm(x, .) | addmm(bias, x, ., 1, 1)
  * with an [N, K] weight before the permute: the number of calls up to the mm (i + 2; 0: not
- * that), *l filled. exec: at execute, when every tensor is bound (at load an input may not
- * be). */
+ * that), *l filled. inter[0..ni) are the weight chain's intermediates before prev (the
+ * runtime's rule lets later calls of the run read them anywhere: x and the bias must not be
+ * one). exec: at execute, when every tensor is bound (at load an input may not be). */
 static size_t mm_tail(const etch_kernel_call *calls, size_t n, size_t i, const etch_value *prev,
-                      int64_t N, int64_t K, bool exec, lin_run *l) {
+                      const etch_value **inter, size_t ni, int64_t N, int64_t K, bool exec,
+                      lin_run *l) {
     memset(l, 0, sizeof *l);
     l->K = K;
     if (i + 2 > n || !named(&calls[i], "aten::permute_copy.out") || calls[i].nargs < 3 ||
@@ -316,18 +328,21 @@ static size_t mm_tail(const etch_kernel_call *calls, size_t n, size_t i, const e
     const int64_t *perm = etch_value_int_list(calls[i].args[1], &len);
     if (!perm || len != 2 || !((perm[0] == 1 || perm[0] == -1) && (perm[1] == 0 || perm[1] == -2)))
         return 0;
+    inter[ni++] = prev;
     prev = calls[i].args[2];
+    inter[ni++] = prev;
     i++;
     const etch_kernel_call *m = &calls[i];
     etch_value *xv, *yv;
     if (named(m, "aten::mm.out")) { /* (x, wt, out) */
-        if (m->nargs < 3 || !reads(m, 1, prev) || reads(m, 0, prev))
+        if (m->nargs < 3 || !reads(m, 1, prev) || reads_any(m, 0, inter, ni))
             return 0;
         xv = m->args[0];
         yv = m->args[2];
     } else if (named(m, "aten::addmm.out")) { /* (bias, x, wt, beta, alpha, out) */
         double beta, alpha;
-        if (m->nargs < 6 || !reads(m, 2, prev) || reads(m, 1, prev) || reads(m, 0, prev) ||
+        if (m->nargs < 6 || !reads(m, 2, prev) || reads_any(m, 1, inter, ni) ||
+            reads_any(m, 0, inter, ni) ||
             !m->args[3] || !m->args[4] || m->args[3]->tag == ETCH_VALUE_BOOL ||
             m->args[4]->tag == ETCH_VALUE_BOOL ||
             !etch_value_scalar_to_double(m->args[3], &beta) ||
@@ -385,8 +400,8 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, q4l_run
     const float *sf = (const float *)((const char *)h + Q4L_HEAD);
     r->w = (etch_q4_weights){N, Kp, h->G, (const uint8_t *)h->w, sf, h->has_z ? sf + N * ng : NULL};
     int64_t K = Kp;
-    const etch_value *prev = e->args[oi];
-    size_t i = 1;
+    const etch_value *prev = e->args[oi], *inter[4];
+    size_t i = 1, ni = 0;
     if (named(&calls[i], "aten::slice_copy.Tensor_out")) { /* (w, 1, 0, K, 1, out) */
         const etch_kernel_call *c = &calls[i];
         int64_t dim, start = 0, end, step;
@@ -398,10 +413,11 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, q4l_run
             !tensor_arg(c->args, c->nargs, 5))
             return 0;
         K = end;
+        inter[ni++] = prev;
         prev = c->args[5];
         i++;
     }
-    const size_t used = mm_tail(calls, n, i, prev, N, K, exec, &r->l);
+    const size_t used = mm_tail(calls, n, i, prev, inter, ni, N, K, exec, &r->l);
     return used && etch_q4_check(&r->w) == ETCH_OK ? used : 0;
 }
 
@@ -432,7 +448,8 @@ static size_t run8_of(const etch_kernel_call *calls, size_t n, bool exec, etch_q
     const float *sf = (const float *)((const char *)h + Q4L_HEAD);
     *w = (etch_q8w_weights){N, K, K, (const int8_t *)h->w, sf,
                             h->has_z && h->use_z ? sf + N : NULL};
-    const size_t used = mm_tail(calls, n, 1, e->args[8], N, K, exec, l);
+    const etch_value *inter[4];
+    const size_t used = mm_tail(calls, n, 1, e->args[8], inter, 0, N, K, exec, l);
     return used && etch_q8w_check(w) == ETCH_OK ? used : 0;
 }
 
