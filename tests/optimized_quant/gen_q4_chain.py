@@ -10,7 +10,10 @@ Each linear of a 4w model is embedding_4bit -> [slice_copy when padded] -> permu
 mm | addmm (python/etch/quant/README.md); `chains` lists, in instruction order, the length of
 each run the optimized embedding_4bit's chain function takes (src/kernels/optimized/
 quant_linear.c): 3 without padding, 4 with it. The 8w cases (names starting "w8_"): each
-linear dequantize_per_channel -> permute_copy -> mm | addmm, chains of 3.
+linear dequantize_per_channel -> permute_copy -> mm | addmm, chains of 3. The 8da4w ("a8_")
+and int8-dynamic ("d8_") cases: choose_qparams_per_token_asymmetric -> quantize_per_token ->
+dequantize_per_token in front of the 4w / 8w chain, taken by the chain function of
+choose_qparams (3 calls more).
 """
 
 import os
@@ -64,15 +67,23 @@ CASES = [
     ("w8_m9", [130, 72], True, 9, dict()),
     # 8w: a long prefill, run call by call
     ("w8_m257_prefill", [64, 32], True, 257, dict()),
+    # 8da4w: the per-token activation chain in front of the 4w one (6 calls; 7 when padded)
+    ("a8_g32_pad_m3", [40, 64, 24], True, 3, dict(group_size=32, pad=True)),
+    ("a8_g128_m1", [256, 96], False, 1, dict(group_size=128, pad=True)),
+    # int8-dynamic: the activation chain in front of the 8w one (6 calls)
+    ("d8_m5", [72, 130, 40], True, 5, dict()),
+    ("d8_m1", [256, 64], False, 1, dict()),
 ]
 
 
 def scheme_of(name):
-    return "8w" if name.startswith("w8_") else "4w"
+    return {"w8": "8w", "a8": "8da4w", "d8": "int8-dynamic"}.get(name[:2], "4w")
 
 
+CHOOSE = "quantized_decomposed::choose_qparams_per_token_asymmetric.out"
 FIRST_OP = {"4w": "quantized_decomposed::embedding_4bit.dtype_out",
-            "8w": "quantized_decomposed::dequantize_per_channel.out"}
+            "8w": "quantized_decomposed::dequantize_per_channel.out",
+            "8da4w": CHOOSE, "int8-dynamic": CHOOSE}
 
 
 def chains_of(widths, group):
@@ -120,6 +131,8 @@ def main():
         c_floats(os.path.join(outdir, name + ".in.bin"), [x])
         c_floats(os.path.join(outdir, name + ".out.bin"), [y])
         chains = chains_of(widths, opts.get("group_size"))
+        if scheme in ("8da4w", "int8-dynamic"):  # choose_qparams, quantize, dequantize
+            chains = [c + 3 for c in chains]
         lines.append('    {"%s", %d, %d, %d, {%s}, "%s"},' % (
             name, x.numel(), y.numel(), len(chains), ", ".join(str(c) for c in chains),
             FIRST_OP[scheme]))

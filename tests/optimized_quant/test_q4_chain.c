@@ -2,7 +2,9 @@
  * 4w linears run as one int4 kernel and 8w linears as one int8-weight kernel
  * (src/kernels/optimized/quant_linear.c): the programs gen_q4_chain.py exports with
  * etch.quantize(..., "4w" | "8w") (with and without bias, padded K, group sizes 32 to 256,
- * float16 and float32 scales, zero points; 8w: odd widths, decode, prefill) loaded with the optimized
+ * float16 and float32 scales, zero points; 8w: odd widths, decode, prefill; 8da4w and
+ * int8-dynamic: the per-token activation chain in front, chains of 6 or 7 calls taken at
+ * choose_qparams_per_token_asymmetric) loaded with the optimized
  * kernels, under every instruction set this CPU runs (kt_pick_isas, ETCH_TEST_ISAS):
  *   - the runs the runtime formed (etch_method_instruction_info: chain 3 or 4 on each
  *     embedding_4bit call, 3 on each dequantize_per_channel call, the calls after it
@@ -79,8 +81,9 @@ static void register_set(kset k) {
     if (k == K_UNCHAINED) {
         static const char *names[] = {"quantized_decomposed::embedding_4bit.out",
                                       "quantized_decomposed::embedding_4bit.dtype_out",
-                                      "quantized_decomposed::dequantize_per_channel.out"};
-        for (int i = 0; i < 3; i++) {
+                                      "quantized_decomposed::dequantize_per_channel.out",
+                                      "quantized_decomposed::choose_qparams_per_token_asymmetric.out"};
+        for (int i = 0; i < 4; i++) {
             const etch_kernel *e = etch_kernels_find(names[i], strlen(names[i]));
             CHECK(e != NULL);
             if (e)

@@ -22,5 +22,10 @@ size_t etch_opt_dequantize_per_channel_prepare(etch_kernel_context *ctx, etch_va
                                                size_t nargs, void *buf, size_t cap);
 size_t etch_opt_dequantize_per_channel_chain(etch_kernel_context *ctx,
                                              const etch_kernel_call *calls, size_t n);
+/* The per-token activation chain of 8da4w / int8-dynamic in front of a 4w or 8w chain. */
+ETCH_OPT_KERNEL(choose_qparams_per_token_asymmetric_out);
+size_t etch_opt_choose_qparams_per_token_asymmetric_chain(etch_kernel_context *ctx,
+                                                          const etch_kernel_call *calls,
+                                                          size_t n);
 
 #endif

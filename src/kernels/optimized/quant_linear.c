@@ -43,6 +43,20 @@
  * (mm_tail, shared with 4w), and the run is etch_q8w_linear_f32 from the int8 bytes, within
  * quant.h's bound for it. Up to Q4L_MAX_M rows, as for 4w (the kernel reads the weight once
  * per ETCH_Q4_MR rows as well); an unchained dequantize_per_channel is the portable kernel.
+ *
+ * 8da4w and int8-dynamic put the per-token activation chain in front of those weight chains:
+ *
+ *   s, z = choose_qparams_per_token_asymmetric.out(x, Char)           (Float/Double, Long/Int)
+ *   q    = quantize_per_token.out(x, s, z, -128, 127, Char);  xd = dequantize_per_token.out(
+ *          q, s, z, -128, 127, Char, Float);  then the 4w or 8w chain, its mm reading xd
+ *
+ * (6 or 7 calls: a run of the runtime's DAG rule, s and z read by two later calls). The chain
+ * function of choose_qparams checks that dataflow itself (who reads which intermediate at
+ * which argument; the bias none of them). At execute, 8da4w is etch_q4_linear_8da4w_f32:
+ * x quantized per token by the core (the same float formulas as the portable kernels, so
+ * the same int8 rows), int8 x int4 products summed exactly per group; int8-dynamic quantizes
+ * and dequantizes x per token into scratch as the calls do (the same floats) and runs
+ * etch_q8w_linear_f32 (integer int8 x int8 products: not yet). Within quant.h's bounds.
  */
 #include <math.h>
 #include <string.h>
@@ -546,6 +560,152 @@ static void q8l_chain_run(etch_kernel_context *ctx) {
     float *y = (float *)l.y->data;
     etch_q8w_linear_f32(ctx, &w, l.M, l.x, l.ldx, l.bias, y, w.N, work);
     etch_opt_apply_epilogue(l.epi, y, l.M * w.N);
+}
+
+/* ---- 8da4w / int8-dynamic: the per-token activation chain in front --------------------- */
+
+/* calls[0..3) = choose_qparams_per_token_asymmetric(x, Char, s, z), quantize_per_token(x, s,
+ * z, -128, 127, Char, q), dequantize_per_token(q, s, z, -128, 127, Char, Float, xd), then a
+ * 4w or 8w weight chain whose mm reads xd as x. */
+typedef struct act_run {
+    bool w4;
+    q4l_run r4;            /* w4 */
+    etch_q8w_weights w8;   /* !w4 */
+    lin_run l;             /* l.x, l.ldx: x itself (xd is never written) */
+} act_run;
+
+static bool int_is(const etch_kernel_call *c, size_t k, int64_t v) {
+    int64_t got;
+    return int_arg(c->args, c->nargs, k, &got) && got == v;
+}
+
+static size_t act_run_of(const etch_kernel_call *calls, size_t n, bool exec, act_run *a) {
+    memset(a, 0, sizeof *a);
+    if (n < 6 || calls[0].kernel->fn != etch_opt_choose_qparams_per_token_asymmetric_out)
+        return 0;
+    const etch_kernel_call *c0 = &calls[0], *c1 = &calls[1], *c2 = &calls[2];
+    if (c0->nargs < 4 || !int_is(c0, 1, ETCH_DTYPE_CHAR) || !no_epilogue(c0) ||
+        !named(c1, "quantized_decomposed::quantize_per_token.out") || c1->nargs < 7 ||
+        !named(c2, "quantized_decomposed::dequantize_per_token.out") || c2->nargs < 8 ||
+        !no_epilogue(c1) || !no_epilogue(c2))
+        return 0;
+    etch_value *xv = c0->args[0], *sv = c0->args[2], *zv = c0->args[3];
+    etch_tensor *x = tensor_arg(c0->args, c0->nargs, 0), *st = tensor_arg(c0->args, c0->nargs, 2);
+    etch_tensor *zt = tensor_arg(c0->args, c0->nargs, 3);
+    /* the dataflow: quantize reads x, s, z; dequantize reads q, s, z */
+    if (!x || !st || !zt || !reads(c1, 0, xv) || !reads(c1, 1, sv) || !reads(c1, 2, zv) ||
+        !int_is(c1, 3, -128) || !int_is(c1, 4, 127) || !int_is(c1, 5, ETCH_DTYPE_CHAR) ||
+        !tensor_arg(c1->args, c1->nargs, 6) || !reads(c2, 0, c1->args[6]) ||
+        !reads(c2, 1, sv) || !reads(c2, 2, zv) || !int_is(c2, 3, -128) ||
+        !int_is(c2, 4, 127) || !int_is(c2, 5, ETCH_DTYPE_CHAR) ||
+        !int_is(c2, 6, ETCH_DTYPE_FLOAT) || !tensor_arg(c2->args, c2->nargs, 7))
+        return 0;
+    /* what the kernels compute with: float x [M, K] rows, Float or Double scales (the
+     * portable quantize and dequantize use the scale rounded to float, as the core's
+     * per-token functions do: ExecuTorch's formulas in float), integer zero points */
+    if (x->dtype != ETCH_DTYPE_FLOAT ||
+        (st->dtype != ETCH_DTYPE_FLOAT && st->dtype != ETCH_DTYPE_DOUBLE) ||
+        (zt->dtype != ETCH_DTYPE_LONG && zt->dtype != ETCH_DTYPE_INT) ||
+        tensor_arg(c1->args, c1->nargs, 6)->dtype != ETCH_DTYPE_CHAR)
+        return 0;
+    const etch_value *xd = c2->args[7];
+    size_t used;
+    if (calls[3].kernel->fn == etch_opt_dequantize_per_channel_out) {
+        used = run8_of(calls + 3, n - 3, exec, &a->w8, &a->l);
+    } else {
+        a->w4 = true;
+        used = run_of(calls + 3, n - 3, exec, &a->r4);
+        a->l = a->r4.l;
+    }
+    if (!used)
+        return 0;
+    /* the mm's x is xd; its bias none of the activation intermediates */
+    const etch_kernel_call *m = &calls[3 + used - 1];
+    const bool add = named(m, "aten::addmm.out");
+    const etch_value *acts[4] = {sv, zv, c1->args[6], xd};
+    if (!reads(m, add ? 1 : 0, xd) || (add && reads_any(m, 0, acts, 4)))
+        return 0;
+    const etch_tensor *xdt = xd->u.tensor;
+    if (x->dim != 2 || xdt->dim != 2 || x->sizes[0] != xdt->sizes[0] ||
+        x->sizes[1] != xdt->sizes[1] || (x->sizes[0] > 0 && x->strides[1] != 1) ||
+        x->strides[0] < x->sizes[1] ||
+        (exec && ((x->sizes[0] > 0 && !x->data) ||
+                  !etch_opt_fast_tensor(xv, ETCH_DTYPE_FLOAT, false))))
+        return 0;
+    a->l.x = (const float *)x->data;
+    a->l.ldx = x->sizes[0] > 0 ? x->strides[0] : a->l.K;
+    return 3 + used;
+}
+
+size_t etch_opt_choose_qparams_per_token_asymmetric_chain(etch_kernel_context *ctx,
+                                                          const etch_kernel_call *calls,
+                                                          size_t n) {
+    (void)ctx;
+    act_run a;
+    return act_run_of(calls, n, false, &a);
+}
+
+static void act_chain_run(etch_kernel_context *ctx) {
+    etch_kernel_call calls[ETCH_CHAIN_MAX];
+    size_t n;
+    act_run a;
+    if (!chain_calls(ctx, calls, &n) || act_run_of(calls, n, true, &a) != n) {
+        run_each(ctx);
+        return;
+    }
+    const int64_t M = a.l.M, K = a.l.K, N = a.w4 ? a.r4.w.N : a.w8.N;
+    if (!tail_start(ctx, &a.l, N))
+        return;
+    float *y = (float *)a.l.y->data;
+    if (a.w4) { /* int8 x int4 products (zero columns up to the padded width) */
+        const int64_t Kp = a.r4.w.K;
+        const float *x = a.l.x;
+        int64_t ldx = a.l.ldx;
+        void *work =
+            etch_kernel_temp_try(ctx, etch_q4_linear_8da4w_f32_work_size(M, Kp, a.r4.w.G), 64);
+        if (work && K < Kp) {
+            float *xp = (float *)etch_kernel_temp_try(ctx, (size_t)(M * Kp) * sizeof(float), 64);
+            if (xp)
+                for (int64_t i = 0; i < M; i++) {
+                    memcpy(xp + i * Kp, x + i * ldx, (size_t)K * sizeof(float));
+                    memset(xp + i * Kp + K, 0, (size_t)(Kp - K) * sizeof(float));
+                }
+            work = xp ? work : NULL;
+            x = xp;
+            ldx = Kp;
+        }
+        if (!work) {
+            run_each(ctx);
+            return;
+        }
+        etch_q4_linear_8da4w_f32(ctx, &a.r4.w, M, x, ldx, a.l.bias, y, N, work);
+    } else { /* the activations quantized and dequantized per token as the calls would, then
+              * the int8-weight kernel */
+        float *sc = (float *)etch_kernel_temp_try(ctx, (size_t)M * sizeof(float), 64);
+        int32_t *zp = (int32_t *)etch_kernel_temp_try(ctx, (size_t)M * sizeof(int32_t), 64);
+        int8_t *q = (int8_t *)etch_kernel_temp_try(ctx, (size_t)(M * K), 64);
+        float *xd = (float *)etch_kernel_temp_try(ctx, (size_t)(M * K) * sizeof(float), 64);
+        void *work = etch_kernel_temp_try(ctx, etch_q8w_linear_f32_work_size(M), 64);
+        if (!sc || !zp || !q || !xd || !work) {
+            run_each(ctx);
+            return;
+        }
+        etch_q8_choose_qparams_per_token(a.l.x, M, K, a.l.ldx, sc, zp);
+        etch_q8_quantize_per_token(a.l.x, M, K, a.l.ldx, sc, zp, q, K);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t k = 0; k < K; k++)
+                xd[i * K + k] = (float)(q[i * K + k] - zp[i]) * sc[i];
+        etch_q8w_linear_f32(ctx, &a.w8, M, xd, K, a.l.bias, y, N, work);
+    }
+    etch_opt_apply_epilogue(a.l.epi, y, M * N);
+}
+
+ETCH_OPT_KERNEL(choose_qparams_per_token_asymmetric_out) {
+    if (etch_kernel_chain_length(ctx) > 1) {
+        act_chain_run(ctx);
+        return;
+    }
+    etch_portable_choose_qparams_per_token_asymmetric_out(ctx, args, nargs);
 }
 
 ETCH_OPT_KERNEL(embedding_4bit_out) {

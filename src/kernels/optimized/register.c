@@ -96,7 +96,10 @@ etch_status etch_kernels_register_optimized(void) {
         (st = etch_kernels_register_chain(etch_opt_embedding_4bit_dtype_out,
                                           etch_opt_embedding_4bit_chain)) != ETCH_OK ||
         (st = etch_kernels_register_chain(etch_opt_dequantize_per_channel_out,
-                                          etch_opt_dequantize_per_channel_chain)) != ETCH_OK)
+                                          etch_opt_dequantize_per_channel_chain)) != ETCH_OK ||
+        (st = etch_kernels_register_chain(etch_opt_choose_qparams_per_token_asymmetric_out,
+                                          etch_opt_choose_qparams_per_token_asymmetric_chain)) !=
+            ETCH_OK)
         return st;
     /* channel-blocked tensors between layers (etch_method_options.no_blocked_layout) */
     return etch_opt_register_layouts();
