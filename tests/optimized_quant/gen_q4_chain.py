@@ -3,7 +3,7 @@
 of the quantized models and the chained calls the runtime is expected to form.
 
 Usage: gen_q4_chain.py OUTPUT_DIR/q4_chain_cases.h   (CMake runs it at build time; nothing
-generated is committed). Beside the header: NAME.pte, NAME.in.bin (the input, float32) and
+generated is committed). Beside the header: NAME.pte, NAME.in.bin (the input: float32, or int64 token ids) and
 NAME.out.bin (PyTorch's output of etch.quantize's model, float32).
 
 Each linear of a 4w model is embedding_4bit -> [slice_copy when padded] -> permute_copy ->
@@ -28,6 +28,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"
 import etch  # noqa: E402
 
 nn = torch.nn
+
+
+class EmbMLP(nn.Module):
+    """A token embedding (vocab 50, widths[0] columns), then MLP's linears."""
+
+    def __init__(self, widths, bias):
+        super().__init__()
+        self.emb = nn.Embedding(50, widths[0])
+        self.mlp = MLP(widths, bias)
+
+    def forward(self, ids):
+        return self.mlp(self.emb(ids))
 
 
 class MLP(nn.Module):
@@ -73,6 +85,9 @@ CASES = [
     # int8-dynamic: the activation chain in front of the 8w one (6 calls)
     ("d8_m5", [72, 130, 40], True, 5, dict()),
     ("d8_m1", [256, 64], False, 1, dict()),
+    # 4w with a 4-bit token embedding in front (embedding_4bit with the input's indices: not a
+    # chain, the optimized gather from the prepared scales, bitwise the portable kernel's)
+    ("emb4_g32", [64, 40], True, 6, dict(group_size=32, pad=True, embedding="4,32")),
 ]
 
 
@@ -119,8 +134,12 @@ def main():
              "} q4_case;", "",
              "static const q4_case CASES[] = {"]
     for name, widths, bias, M, opts in CASES:
-        model = MLP(widths, bias).eval()
-        x = torch.randn(M, widths[0])
+        if name.startswith("emb4"):
+            model = EmbMLP(widths, bias).eval()
+            x = torch.randint(0, 50, (M,))
+        else:
+            model = MLP(widths, bias).eval()
+            x = torch.randn(M, widths[0])
         scheme = scheme_of(name)
         q = etch.quantize(model, (x,), scheme, **opts)
         with torch.no_grad():
@@ -128,7 +147,11 @@ def main():
         program = etch.export(q, (x,), check_ops=False)
         with open(os.path.join(outdir, name + ".pte"), "wb") as f:
             f.write(program.buffer)
-        c_floats(os.path.join(outdir, name + ".in.bin"), [x])
+        if x.dtype == torch.int64:  # the input's own bytes (the C test copies them as is)
+            with open(os.path.join(outdir, name + ".in.bin"), "wb") as f:
+                f.write(struct.pack("<%dq" % x.numel(), *x.reshape(-1).tolist()))
+        else:
+            c_floats(os.path.join(outdir, name + ".in.bin"), [x])
         c_floats(os.path.join(outdir, name + ".out.bin"), [y])
         chains = chains_of(widths, opts.get("group_size"))
         if scheme in ("8da4w", "int8-dynamic"):  # choose_qparams, quantize, dequantize

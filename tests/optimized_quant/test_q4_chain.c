@@ -20,7 +20,8 @@
  *     still right;
  *   - execute allocates nothing;
  *   - the prepare function refuses the call sites the chain must not take (indices that are
- *     not arange(N), a range other than -8..7, a non-finite scale or zero point, a group size
+ *     not arange(N) get data for the gather alone: the token embedding's path), a range
+ *     other than -8..7, a non-finite scale or zero point, a group size
  *     that is odd or does not divide K, a weight or indices that are no constants), so those
  *     run on the portable kernel as before; the 8w prepare likewise (axis 1, negative or NaN
  *     scales, zero points outside int8, non-constants, uint8 weights, out_dtype Double, a
@@ -140,11 +141,16 @@ static void run_case(const q4_case *c, kset k, int threads, size_t temp_size,
         }
         CHECK_MSG(left == 0, "%s: a run ends past its chain", c->name);
     }
-    float *in = read_floats(c->name, "in.bin", c->in_numel);
     etch_value *v = etch_method_input(L.m, 0);
-    CHECK(in && v && v->tag == ETCH_VALUE_TENSOR && etch_tensor_numel(v->u.tensor) == c->in_numel);
-    if (in && v && v->tag == ETCH_VALUE_TENSOR && etch_tensor_numel(v->u.tensor) == c->in_numel) {
-        memcpy(v->u.tensor->data, in, (size_t)c->in_numel * sizeof(float));
+    const bool vt = v && v->tag == ETCH_VALUE_TENSOR && etch_tensor_numel(v->u.tensor) == c->in_numel;
+    const size_t isz = vt ? etch_dtype_size(v->u.tensor->dtype) : 4; /* float32 or int64 ids */
+    char ipath[1024];
+    snprintf(ipath, sizeof ipath, "%s/%s.in.bin", g_dir, c->name);
+    size_t got = 0;
+    void *in = etch_test_read_file(ipath, 0, &got);
+    CHECK_MSG(in && vt && got == (size_t)c->in_numel * isz, "%s: input %zu bytes", c->name, got);
+    if (in && vt && got == (size_t)c->in_numel * isz) {
+        memcpy(v->u.tensor->data, in, got);
         CHECK_OK(etch_method_set_input(L.m, 0, v));
     }
     free(in);
@@ -313,12 +319,19 @@ static void prep_init(prep_args *a, int64_t ng, bool zp) {
     a->v[6].u.i = ETCH_DTYPE_FLOAT;
 }
 
+static _Alignas(64) unsigned char prep_buf[4096];
+
 static size_t prep_run(prep_args *a) {
-    static _Alignas(64) unsigned char buf[4096];
     const size_t want = etch_opt_embedding_4bit_dtype_prepare(NULL, a->args, 9, NULL, 0);
-    if (!want || want > sizeof buf)
+    if (!want || want > sizeof prep_buf)
         return 0;
-    return etch_opt_embedding_4bit_dtype_prepare(NULL, a->args, 9, buf, sizeof buf);
+    return etch_opt_embedding_4bit_dtype_prepare(NULL, a->args, 9, prep_buf, sizeof prep_buf);
+}
+
+/* Prepared for the linear chain (indices a constant arange(N)), not the gather alone? */
+static bool prep_linear(prep_args *a) {
+    const size_t n = prep_run(a);
+    return n > 0 && etch_opt_embedding_4bit_prepared_linear(prep_buf, n);
 }
 
 static void check_prepare(void) {
@@ -326,7 +339,7 @@ static void check_prepare(void) {
     for (int zp = 0; zp < 2; zp++)
         for (int64_t ng = 1; ng <= 4; ng *= 2) { /* groups of 8, 4, 2 */
             prep_init(&a, ng, zp);
-            CHECK_MSG(prep_run(&a) > 0, "prepare refused a valid call (ng %lld, zp %d)",
+            CHECK_MSG(prep_linear(&a), "prepare refused a valid call (ng %lld, zp %d)",
                       (long long)ng, zp);
         }
     const char *what[] = {"indices 0 1 3 2", "indices 1 1 2 3", "quant_max 6", "quant_min -7",
@@ -348,7 +361,11 @@ static void check_prepare(void) {
         case 11: a.tix.sizes[0] = 3; break;
         default: break;
         }
-        CHECK_MSG(prep_run(&a) == 0, "prepare accepted %s", what[c]);
+        if (c == 0 || c == 1 || c == 9 || c == 11) /* the scales serve the gather alone */
+            CHECK_MSG(prep_run(&a) > 0 && !prep_linear(&a),
+                      "prepare: %s must give gather-only data", what[c]);
+        else
+            CHECK_MSG(prep_run(&a) == 0, "prepare accepted %s", what[c]);
     }
 }
 

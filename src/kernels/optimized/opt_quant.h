@@ -13,6 +13,9 @@ size_t etch_opt_embedding_4bit_prepare(etch_kernel_context *ctx, etch_value **ar
                                        void *buf, size_t cap);
 size_t etch_opt_embedding_4bit_dtype_prepare(etch_kernel_context *ctx, etch_value **args,
                                              size_t nargs, void *buf, size_t cap);
+/* Does the prepared data (buf, size) let the linear chain take the call (indices a constant
+ * arange(N))? Without it the prepared scales serve the gather alone. */
+bool etch_opt_embedding_4bit_prepared_linear(const void *buf, size_t size);
 /* Takes the run (for either overload). */
 size_t etch_opt_embedding_4bit_chain(etch_kernel_context *ctx, const etch_kernel_call *calls,
                                      size_t n);

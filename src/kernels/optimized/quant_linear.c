@@ -77,6 +77,7 @@ typedef struct q4l_prep {
     const void *z;
     int64_t N, Kp, ng, G;
     int64_t has_z;
+    int64_t arange; /* indices a constant arange(N): the linear chain may take the call */
 } q4l_prep;
 
 #define Q4L_HEAD ((sizeof(q4l_prep) + 63) / 64 * 64)
@@ -103,16 +104,18 @@ static bool int_arg(etch_value **args, size_t nargs, size_t k, int64_t *v) {
     return k < nargs && args[k] && args[k]->tag == ETCH_VALUE_INT && ((*v = args[k]->u.i), true);
 }
 
-/* The shape part of the prepare checks (no data read): N, Kp, the groups per row. */
-static bool shape_ok(etch_value **args, size_t nargs, size_t oi, int64_t *N, int64_t *Kp,
-                     int64_t *ng) {
+/* The shape part of the prepare checks (no data read): N, Kp, the groups per row. linear:
+ * indices [N] (the chain's arange); else any indices (a gather, e.g. the token embedding). */
+static bool shape_ok(etch_value **args, size_t nargs, size_t oi, bool linear, int64_t *N,
+                     int64_t *Kp, int64_t *ng) {
     etch_tensor *w = tensor_arg(args, nargs, 0), *s = tensor_arg(args, nargs, 1);
     etch_tensor *ix = tensor_arg(args, nargs, 5), *out = tensor_arg(args, nargs, oi);
     int64_t qmin, qmax;
     if (nargs < oi + 1 || !w || !s || !ix || !out || !int_arg(args, nargs, 3, &qmin) ||
         !int_arg(args, nargs, 4, &qmax) || qmin != -8 || qmax != 7 || w->dim != 2 ||
         w->dtype != ETCH_DTYPE_BYTE || out->dtype != ETCH_DTYPE_FLOAT ||
-        (s->dim != 1 && s->dim != 2) || !etch_pk_is_float(s->dtype) || ix->dim != 1 ||
+        (s->dim != 1 && s->dim != 2) || !etch_pk_is_float(s->dtype) ||
+        (linear ? ix->dim != 1 : ix->dim + 1u > ETCH_MAX_DIMS) ||
         (ix->dtype != ETCH_DTYPE_LONG && ix->dtype != ETCH_DTYPE_INT))
         return false;
     if (oi == 7 && args[6] && args[6]->tag != ETCH_VALUE_NONE &&
@@ -123,7 +126,7 @@ static bool shape_ok(etch_value **args, size_t nargs, size_t oi, int64_t *N, int
     *ng = s->dim == 2 ? s->sizes[1] : 1;
     if (*N <= 0 || *Kp <= 0 || *N > ETCH_OPT_SIZE_LIMIT || *Kp > ETCH_OPT_SIZE_LIMIT ||
         s->sizes[0] != *N || *ng <= 0 || *Kp % *ng != 0 || (*Kp / *ng) % 2 != 0 ||
-        ix->sizes[0] != *N)
+        (linear && ix->sizes[0] != *N))
         return false;
     bool has_z;
     etch_tensor *z = tensor_arg(args, nargs, 2);
@@ -140,23 +143,24 @@ static size_t q4l_prepare(etch_kernel_context *ctx, etch_value **args, size_t na
                           size_t cap, size_t oi) {
     (void)ctx;
     int64_t N, Kp, ng;
-    if (!shape_ok(args, nargs, oi, &N, &Kp, &ng))
+    if (!shape_ok(args, nargs, oi, false, &N, &Kp, &ng))
         return 0;
     etch_tensor *w = args[0]->u.tensor, *s = args[1]->u.tensor, *ix = args[5]->u.tensor;
     etch_tensor *z = tensor_arg(args, nargs, 2);
     const size_t arr = (size_t)(N * ng) * sizeof(float);
-    if (!is_const(w) || !is_const(s) || !is_const(ix) || (z && !is_const(z)))
+    if (!is_const(w) || !is_const(s) || (z && !is_const(z)))
         return 0; /* (the flags are set when the runtime measures the pool, data NULL) */
+    int64_t N1, Kp1, ng1; /* the linear chain's indices: a constant arange(N), checked below */
+    bool arange = is_const(ix) && shape_ok(args, nargs, oi, true, &N1, &Kp1, &ng1);
     const size_t need = Q4L_HEAD + (z ? 2 : 1) * arr;
     if (!buf || !w->data)
         return need;
-    if (!s->data || !ix->data || (z && !z->data) || !etch_tensor_is_contiguous(w))
+    if (!s->data || (arange && !ix->data) || (z && !z->data) || !etch_tensor_is_contiguous(w))
         return 0;
     if (cap < need)
         return 0;
-    for (int64_t i = 0; i < N; i++) /* row_ids: every row, in order */
-        if (etch_q_int_at(ix, i) != i)
-            return 0;
+    for (int64_t i = 0; arange && i < N; i++) /* row_ids: every row, in order */
+        arange = etch_q_int_at(ix, i) == i;
     float *sf = (float *)((char *)buf + Q4L_HEAD), *zf = sf + N * ng;
     for (int64_t i = 0; i < N * ng; i++) {
         sf[i] = (float)etch_q_f64_at(s, i);
@@ -179,8 +183,14 @@ static size_t q4l_prepare(etch_kernel_context *ctx, etch_value **args, size_t na
     h.ng = ng;
     h.G = Kp / ng;
     h.has_z = z != NULL;
+    h.arange = arange;
     memcpy(buf, &h, sizeof h);
     return need;
+}
+
+bool etch_opt_embedding_4bit_prepared_linear(const void *buf, size_t size) {
+    const q4l_prep *h = buf;
+    return buf && size >= Q4L_HEAD && h->magic == Q4L_MAGIC && h->arange;
 }
 
 size_t etch_opt_embedding_4bit_prepare(etch_kernel_context *ctx, etch_value **args, size_t nargs,
@@ -404,8 +414,9 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, bool exec, q4l_run
     const size_t oi = out_index(e);
     int64_t N, Kp, ng;
     const q4l_prep *h = (const q4l_prep *)e->prepared;
-    if (!shape_ok(e->args, e->nargs, oi, &N, &Kp, &ng) || !h || e->prepared_size < Q4L_HEAD ||
-        h->magic != Q4L_MAGIC || h->w != e->args[0]->u.tensor->data ||
+    if (!shape_ok(e->args, e->nargs, oi, true, &N, &Kp, &ng) || !h ||
+        e->prepared_size < Q4L_HEAD || h->magic != Q4L_MAGIC || !h->arange ||
+        h->w != e->args[0]->u.tensor->data ||
         h->s != e->args[1]->u.tensor->data || h->N != N || h->Kp != Kp || h->ng != ng ||
         e->prepared_size < Q4L_HEAD + (size_t)((h->has_z ? 2 : 1) * N * ng) * sizeof(float) ||
         (h->has_z != (tensor_arg(e->args, e->nargs, 2) != NULL)) ||
@@ -708,12 +719,75 @@ ETCH_OPT_KERNEL(choose_qparams_per_token_asymmetric_out) {
     etch_portable_choose_qparams_per_token_asymmetric_out(ctx, args, nargs);
 }
 
+/* Do a's and b's bytes (data, capacity) overlap? */
+static bool bytes_overlap(const etch_tensor *a, const etch_tensor *b) {
+    const uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
+    const uintptr_t a1 = a0 + (uintptr_t)a->capacity * etch_dtype_size(a->dtype);
+    const uintptr_t b1 = b0 + (uintptr_t)b->capacity * etch_dtype_size(b->dtype);
+    return a0 < b1 && b0 < a1;
+}
+
+/* An embedding_4bit call that is not chained (a gather, the token embedding): with the
+ * prepared float scales (checked finite once, at load) the rows are dequantized as the
+ * portable kernel does, bit for bit, without its per-call check of every scale. false: not
+ * taken (no prepared data, indices out of range or sharing bytes with out, a non-contiguous
+ * out): the portable kernel runs, and reports what is wrong. */
+static bool q4l_gather(etch_kernel_context *ctx, etch_value **args, size_t nargs, size_t oi) {
+    size_t psize = 0;
+    const q4l_prep *h = (const q4l_prep *)etch_kernel_prepared(ctx, &psize);
+    int64_t N, Kp, ng;
+    if (!h || psize < Q4L_HEAD || h->magic != Q4L_MAGIC ||
+        !shape_ok(args, nargs, oi, false, &N, &Kp, &ng) ||
+        h->w != args[0]->u.tensor->data || h->s != args[1]->u.tensor->data || h->N != N ||
+        h->Kp != Kp || h->ng != ng ||
+        psize < Q4L_HEAD + (size_t)((h->has_z ? 2 : 1) * N * ng) * sizeof(float) ||
+        h->has_z != (tensor_arg(args, nargs, 2) != NULL) ||
+        (h->has_z && h->z != args[2]->u.tensor->data))
+        return false;
+    etch_tensor *ix = args[5]->u.tensor, *out = args[oi]->u.tensor;
+    const int64_t ni = etch_tensor_numel(ix);
+    if ((ni > 0 && !ix->data) || (ni > 0 && out->data && bytes_overlap(ix, out)))
+        return false;
+    for (int64_t i = 0; i < ni; i++) {
+        const int64_t r = etch_q_int_at(ix, i);
+        if (r < 0 || r >= N)
+            return false;
+    }
+    int64_t osz[ETCH_MAX_DIMS];
+    for (unsigned d = 0; d < ix->dim; d++)
+        osz[d] = ix->sizes[d];
+    osz[ix->dim] = Kp;
+    if (etch_kernel_resize(ctx, out, ix->dim + 1u, osz) != ETCH_OK)
+        return true; /* failed, reported */
+    if (!etch_tensor_is_contiguous(out) || (ni > 0 && !out->data))
+        return false;
+    const float *sf = (const float *)((const char *)h + Q4L_HEAD);
+    const float *zf = h->has_z ? sf + N * ng : NULL;
+    const int64_t G = Kp / ng;
+    const uint8_t *w = h->w;
+    float *o = (float *)out->data;
+    for (int64_t i = 0; i < ni; i++) {
+        const int64_t r = etch_q_int_at(ix, i);
+        const uint8_t *row = w + r * (Kp / 2);
+        for (int64_t g = 0; g < ng; g++) {
+            const float sc = sf[r * ng + g], zp = zf ? zf[r * ng + g] : 0.0f;
+            for (int64_t j = g * G; j < (g + 1) * G; j += 2) {
+                const uint8_t b = row[j / 2];
+                o[i * Kp + j] = ((float)((b >> 4) - 8) - zp) * sc;
+                o[i * Kp + j + 1] = ((float)((b & 15) - 8) - zp) * sc;
+            }
+        }
+    }
+    return true;
+}
+
 ETCH_OPT_KERNEL(embedding_4bit_out) {
     if (etch_kernel_chain_length(ctx) > 1) {
         q4l_chain_run(ctx);
         return;
     }
-    etch_portable_embedding_4bit_out(ctx, args, nargs);
+    if (!q4l_gather(ctx, args, nargs, 6))
+        etch_portable_embedding_4bit_out(ctx, args, nargs);
 }
 
 ETCH_OPT_KERNEL(embedding_4bit_dtype_out) {
@@ -721,7 +795,8 @@ ETCH_OPT_KERNEL(embedding_4bit_dtype_out) {
         q4l_chain_run(ctx);
         return;
     }
-    etch_portable_embedding_4bit_dtype_out(ctx, args, nargs);
+    if (!q4l_gather(ctx, args, nargs, 7))
+        etch_portable_embedding_4bit_dtype_out(ctx, args, nargs);
 }
 
 ETCH_OPT_KERNEL(dequantize_per_channel_out) {
