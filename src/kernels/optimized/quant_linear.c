@@ -799,10 +799,42 @@ ETCH_OPT_KERNEL(embedding_4bit_dtype_out) {
         etch_portable_embedding_4bit_dtype_out(ctx, args, nargs);
 }
 
+/* A dequantize_per_channel call that is not chained (say, a linear whose input is a view):
+ * with the prepared float scales (checked once, at load) W = (float)(q - zero) * scale row by
+ * row, bitwise the portable kernel without its per-call checks. false: not taken. */
+static bool q8l_dequant(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
+    size_t psize = 0;
+    const q8l_prep *h = (const q8l_prep *)etch_kernel_prepared(ctx, &psize);
+    int64_t N, K;
+    if (!h || psize < Q4L_HEAD || h->magic != Q8L_MAGIC || !shape8_ok(args, nargs, &N, &K) ||
+        h->w != args[0]->u.tensor->data || h->s != args[1]->u.tensor->data || h->N != N ||
+        h->K != K || psize < Q4L_HEAD + (size_t)((h->has_z ? 2 : 1) * N) * sizeof(float) ||
+        h->has_z != (tensor_arg(args, nargs, 2) != NULL) ||
+        (h->has_z && h->z != args[2]->u.tensor->data))
+        return false;
+    etch_tensor *out = args[8]->u.tensor;
+    const int64_t osz[2] = {N, K};
+    if (etch_kernel_resize(ctx, out, 2, osz) != ETCH_OK)
+        return true; /* failed, reported */
+    if (!out->data || !etch_tensor_is_contiguous(out))
+        return false;
+    const float *sf = (const float *)((const char *)h + Q4L_HEAD);
+    const float *zf = h->has_z ? sf + N : NULL;
+    const int8_t *q = h->w;
+    float *o = (float *)out->data;
+    for (int64_t n = 0; n < N; n++) {
+        const int32_t z = zf ? (int32_t)zf[n] : 0;
+        for (int64_t k = 0; k < K; k++)
+            o[n * K + k] = (float)((int32_t)q[n * K + k] - z) * sf[n];
+    }
+    return true;
+}
+
 ETCH_OPT_KERNEL(dequantize_per_channel_out) {
     if (etch_kernel_chain_length(ctx) > 1) {
         q8l_chain_run(ctx);
         return;
     }
-    etch_portable_dequantize_per_channel_out(ctx, args, nargs);
+    if (!q8l_dequant(ctx, args, nargs))
+        etch_portable_dequantize_per_channel_out(ctx, args, nargs);
 }
