@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""Writes the 4w programs tests/optimized_quant/test_q4_chain.c loads, with PyTorch's outputs
-of the quantized models and the chained calls the runtime is expected to form.
+"""Writes the 4w / 8w / 8da4w / int8-dynamic programs tests/optimized_quant/test_q4_chain.c
+loads, with PyTorch's outputs of the quantized models and the chained calls the runtime is
+expected to form.
 
 Usage: gen_q4_chain.py OUTPUT_DIR/q4_chain_cases.h   (CMake runs it at build time; nothing
-generated is committed). Beside the header: NAME.pte, NAME.in.bin (the input: float32, or int64 token ids) and
-NAME.out.bin (PyTorch's output of etch.quantize's model, float32).
+generated is committed). Beside the header: NAME.pte, NAME.in.bin (the input: float32, or
+int64 token ids) and NAME.out.bin (PyTorch's output of etch.quantize's model, float32).
 
 Each linear of a 4w model is embedding_4bit -> [slice_copy when padded] -> permute_copy ->
 mm | addmm (python/etch/quant/README.md); `chains` lists, in instruction order, the length of

@@ -83,7 +83,8 @@ static void register_set(kset k) {
         static const char *names[] = {"quantized_decomposed::embedding_4bit.out",
                                       "quantized_decomposed::embedding_4bit.dtype_out",
                                       "quantized_decomposed::dequantize_per_channel.out",
-                                      "quantized_decomposed::choose_qparams_per_token_asymmetric.out"};
+                                      "quantized_decomposed::"
+                                      "choose_qparams_per_token_asymmetric.out"};
         for (int i = 0; i < 4; i++) {
             const etch_kernel *e = etch_kernels_find(names[i], strlen(names[i]));
             CHECK(e != NULL);
@@ -142,7 +143,8 @@ static void run_case(const q4_case *c, kset k, int threads, size_t temp_size,
         CHECK_MSG(left == 0, "%s: a run ends past its chain", c->name);
     }
     etch_value *v = etch_method_input(L.m, 0);
-    const bool vt = v && v->tag == ETCH_VALUE_TENSOR && etch_tensor_numel(v->u.tensor) == c->in_numel;
+    const bool vt =
+        v && v->tag == ETCH_VALUE_TENSOR && etch_tensor_numel(v->u.tensor) == c->in_numel;
     const size_t isz = vt ? etch_dtype_size(v->u.tensor->dtype) : 4; /* float32 or int64 ids */
     char ipath[1024];
     snprintf(ipath, sizeof ipath, "%s/%s.in.bin", g_dir, c->name);

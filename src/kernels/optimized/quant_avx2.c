@@ -1,7 +1,7 @@
 /* AVX2 inner loops of the integer kernels (see quant.h): int4 weights dequantized in
  * registers (nibbles widened, converted, FMA against the deinterleaved activations; 8da4w:
  * nibbles as uint8 against int8 activations, vpmaddubsw + vpmaddwd, exact int32 per group:
- * quant_q4i8_x86.inc), and the int8
+ * quant_q4i8_x86.inc), 8w int8 weights widened and converted in registers, and the int8
  * GEMM microkernel (4 x 8): bytes widened to int16 and vpmaddwd, so no vpmaddubsw
  * saturation. */
 #include <immintrin.h>

@@ -1,7 +1,8 @@
 /* AVX-512 inner loops of the integer kernels (see quant.h): int4 float activations looked up
  * in a per-group table of dequantized weights (vpermps), a 32-k chunk in one zmm per nibble
- * half; 8da4w on 256-bit vectors over int8 activations
- * (quant_q4i8_x86.inc: vpdpbusd with VNNI, vpmaddubsw + vpmaddwd without); the int8 GEMM microkernel 8 x 16: vpdpbusd with VNNI (uint8 x
+ * half; 8w: int8 weights widened and converted in registers; 8da4w on 256-bit vectors over
+ * int8 activations (quant_q4i8_x86.inc: vpdpbusd with VNNI, vpmaddubsw + vpmaddwd without);
+ * the int8 GEMM microkernel 8 x 16: vpdpbusd with VNNI (uint8 x
  * int8, 4 k per lane, exact in int32), else bytes widened to int16 and vpmaddwd. VNNI is
  * detected at run time (etch_quant_features): Skylake-X (the emulated CPU of
  * tests/cross/run_avx512.sh) runs the widening variants. */

@@ -206,7 +206,8 @@ static void q8w_f32_neon(const etch_q8w_job *j, int64_t n0, int64_t n1) {
             for (; k + 16 <= K; k += 16) {
                 const int8x16_t v = vld1q_s8(b + k);
                 const int16x8_t lo = vmovl_s8(vget_low_s8(v)), hi = vmovl_s8(vget_high_s8(v));
-                a[0] = vfmaq_f32(a[0], vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), vld1q_f32(x + k));
+                a[0] = vfmaq_f32(a[0], vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))),
+                                 vld1q_f32(x + k));
                 a[1] = vfmaq_f32(a[1], vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))),
                                  vld1q_f32(x + k + 4));
                 a[2] = vfmaq_f32(a[2], vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))),
