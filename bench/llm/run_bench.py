@@ -226,6 +226,99 @@ def prepare_shape(shape: str, work: str, seed: int, context: int, etch_lib: Opti
     return pte, gguf, info
 
 
+# etch's quantization schemes and llama.cpp's block type of the same bit width they run against
+QUANT_PEER = {"4w": "q4_0", "8da4w": "q4_0", "8w": "q8_0"}
+QUANT_GROUP = 32   # etch's group size for the 4-bit schemes: Q4_0's block of 32, fp16 scales
+
+
+def prepare_quant(shape: str, work: str, seed: int, context: int, etch_lib: Optional[str],
+                  scheme: str) -> Tuple[str, str, dict]:
+    """(pte, gguf, info) of `scheme` (4w, 8da4w, 8w) and its llama.cpp peer (Q4_0 / Q8_0) on
+    prepare_shape's random weights (the same seed and recipe), cached under `work`. The token
+    embedding is quantized too (4 bits in groups of 32, or 8 bits per row), as llama.cpp's
+    mixtures do; the 4-bit schemes use groups of 32 (--pad-groups where a width is no
+    multiple)."""
+    from gguf_writer import write_llama_gguf
+    args = model_args(shape, context)
+    gq = QUANT_PEER[scheme]
+    base = os.path.join(work, "%s-seed%d-ctx%d-v%d" % (shape, seed, context, WEIGHTS_VERSION))
+    pte, gguf, stamp = (base + "-%s.pte" % scheme, base + "-%s.gguf" % gq,
+                        base + "-%s.json" % scheme)
+    ckpt = base + "-%s.bin" % scheme
+    emb = "4,%d" % QUANT_GROUP if gq == "q4_0" else "8"
+    info = dict(shape=shape, seed=seed, context=context, scheme=scheme, gguf_quant=gq,
+                group_size=QUANT_GROUP if gq == "q4_0" else None, embedding_quantize=emb,
+                exporter=exporter_fingerprint())
+    if os.path.exists(stamp) and all(os.path.exists(p_) for p_ in (pte, gguf)):
+        with open(stamp) as f:
+            if json.load(f).get("info") == info:
+                say("%s %s: cached" % (shape, scheme))
+                return pte, gguf, info
+    os.makedirs(work, exist_ok=True)
+    t0 = time.time()
+    st = random_state(args, seed)
+    write_llama2c_bin(ckpt, args, st)
+    if not os.path.exists(gguf):
+        size = write_llama_gguf(gguf, args, st, TOKENIZER, context_length=context,
+                                name="%s-random-seed%d-%s" % (shape, seed, gq), quant=gq)
+        say("%s: %s GGUF written, %d bytes (%.1fs)" % (shape, gq, size, time.time() - t0))
+    del st
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), PYTHONDONTWRITEBYTECODE="1")
+    cmd = [sys.executable, "-m", "etch.llm", "export", "--checkpoint", ckpt, "-o", pte,
+           "--max-seq-len", str(context), "--eos-ids", "2", "--quantize", scheme,
+           "--embedding-quantize", emb]
+    if gq == "q4_0":
+        cmd += ["--group-size", str(QUANT_GROUP), "--pad-groups"]
+    if etch_lib:
+        env["ETCH_LIB"] = etch_lib
+    else:
+        cmd.append("--no-check")
+    say("%s: exporting %s: %s" % (shape, scheme, " ".join(cmd[1:])))
+    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    os.unlink(ckpt)
+    if r.returncode != 0:
+        die("exporting %s %s failed (exit %d):\n%s" % (shape, scheme, r.returncode,
+                                                      r.stdout[-4000:]))
+    say("%s: %s .pte written, %d bytes (%.1fs)" % (shape, scheme, os.path.getsize(pte),
+                                                   time.time() - t0))
+    with open(stamp, "w") as f:
+        json.dump({"info": info}, f)
+    return pte, gguf, info
+
+
+def decode_bytes_per_token(info: dict, bits: float, position: float) -> int:
+    """Bytes one decode step reads: every linear weight (the layers' q, k, v, o, w1, w2, w3 and
+    the classifier) at `bits` per weight including its scales, the norms, one embedding row
+    (negligible) and the fp32 KV cache up to `position` (keys and values of every layer)."""
+    d, h, L, V = info["dim"], info["hidden_dim"], info["n_layers"], info["vocab_size"]
+    kv_dim = d * info["n_kv_heads"] // info["n_heads"]
+    linear = L * (2 * d * d + 2 * d * kv_dim + 3 * d * h) + V * d
+    return int(linear * bits / 8 + L * 2 * position * kv_dim * 4 + (2 * L + 1) * d * 4)
+
+
+# bits per weight read, scales included: 4-bit groups of 32 with fp16 scales (etch 4w/8da4w,
+# llama.cpp Q4_0), int8 with one fp32 scale per row (etch 8w: the scales are negligible) or
+# blocks of 32 with fp16 scales (Q8_0)
+BITS = {"4w": 4.5, "8da4w": 4.5, "8w": 8.0, "q4_0": 4.5, "q8_0": 8.5}
+
+
+def stream_bandwidth(bench_quant: str, mib: int) -> Dict[int, float]:
+    """GB/s of a streaming read of `mib` MiB read again and again, 1 and 2 threads
+    (bench/quant/bench_quant --stream-mib), measured now; {} when the tool is missing."""
+    if not os.access(bench_quant, os.X_OK):
+        say("no %s: decode is not stated as a fraction of the bandwidth" % bench_quant)
+        return {}
+    r = subprocess.run([bench_quant, "--stream-mib", str(max(mib, 1)), "--reps", "20"],
+                       capture_output=True, text=True)
+    out = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("{"):
+            j = json.loads(line)
+            out[j["threads"]] = j["stream_gb_s"]
+    return out
+
+
 def prompt_ids(n: int) -> Tuple[List[int], str]:
     """BOS + the first n - 1 ids of PROMPT_TEXT, and the text that encodes to exactly those
     ids (checked by a round trip), which is what `etch llm --prompt` gets."""
@@ -526,6 +619,8 @@ def markdown(res: dict) -> str:
         L.append("Greedy continuations (etch's text vs llama.cpp's tokens decoded): %s."
                  % "; ".join(agree))
         L.append("")
+        if sh.get("quant"):
+            L += quant_markdown(sh, node_rss)
     L.append("## How the figures are measured")
     L.append("")
     L.append("Every run is a fresh process: `etch llm --model M.pte --tokenizer "
@@ -566,6 +661,86 @@ def markdown(res: dict) -> str:
 
 # ---------------------------------------------------------------------------------------------
 
+def run_quant_rows(a, sh: dict, shape: str, ctx: int, etch: str, etch_lib: Optional[str],
+                   node_modules: str, ids: List[int], text: str, threads: List[int]) -> None:
+    """The quantized rows of a shape: each scheme against its llama.cpp peer, alternating, as
+    the float rows; decode also as a fraction of a streaming read measured now over a buffer
+    of the bytes one decode step reads."""
+    info = sh["info"]
+    position = a.prompt_tokens + a.new_tokens / 2
+    sh["quant"] = []
+    for q in a.quant_list:
+        pte, gguf, qinfo = prepare_quant(shape, a.work, a.seed, ctx, etch_lib, q)
+        gq = QUANT_PEER[q]
+        eb = decode_bytes_per_token(info, BITS[q], position)
+        lb = decode_bytes_per_token(info, BITS[gq], position)
+        bw = stream_bandwidth(a.bench_quant, (eb + (1 << 20) - 1) >> 20)
+        row = dict(scheme=q, gguf_quant=gq, info=qinfo, pte_bytes=os.path.getsize(pte),
+                   gguf_bytes=os.path.getsize(gguf), etch_bytes_per_token=eb,
+                   llama_bytes_per_token=lb, kv_cache_bytes=2 * info["n_layers"] * ctx *
+                   info["dim"] * info["n_kv_heads"] // info["n_heads"] * 4,
+                   stream_gb_s={str(k): v for k, v in bw.items()}, threads=[])
+        for t in threads:
+            rows = {"etch": [], "llama.cpp": []}
+            for rep in range(a.reps):
+                e = run_etch(etch, pte, text, len(ids), a.new_tokens, t, a.timeout)
+                l = run_llamacpp(node_modules, gguf, ids, a.new_tokens, t, ctx, a.timeout)
+                say("%s %s/%s t=%d rep %d: etch decode %s prefill %s tok/s; llama.cpp decode "
+                    "%s prefill %s tok/s" % (shape, q, gq, t, rep + 1,
+                                             fmt(e["decode_tok_s"], ""),
+                                             fmt(e["prefill_tok_s"], ""),
+                                             fmt(l.get("perf_decode_tok_s"), ""),
+                                             fmt(l.get("perf_prefill_tok_s"), "")))
+                rows["etch"].append(e)
+                rows["llama.cpp"].append(l)
+            strip = lambda r: {k: v for k, v in r.items() if k not in ("text", "tokens")}
+            row["threads"].append({
+                "threads": t,
+                "etch": {"median": summarize(rows["etch"]),
+                         "runs": [strip(r) for r in rows["etch"]]},
+                "llama.cpp": {"median": summarize(rows["llama.cpp"]),
+                              "runs": [strip(r) for r in rows["llama.cpp"]]}})
+        sh["quant"].append(row)
+
+
+def quant_markdown(sh: dict, node_rss: int) -> List[str]:
+    L = ["### Quantized: etch's schemes against llama.cpp's blocks of the same weights", "",
+         "etch `4w`/`8da4w`: int4 in groups of 32 with fp16 scales (the token embedding 4-bit in "
+         "groups of 32), against `Q4_0`; `8w`: int8 per output channel (embedding 8-bit per "
+         "row), against `Q8_0`. llama.cpp's figures from its own counters; RSS of llama.cpp "
+         "without the Node.js baseline. **bw**: decode tok/s x bytes read per token / a "
+         "streaming read of a buffer that size measured in the same run with the same thread "
+         "count (bench/quant `--stream-mib`; the weights fit this machine's L3, so the stream "
+         "and the decode both read from cache).", "",
+         "| threads | etch | llama.cpp | decode tok/s etch | llama.cpp | ratio | prefill tok/s "
+         "etch | llama.cpp | ratio | peak RSS MB etch | llama.cpp | .pte MB | GGUF MB | .pte / "
+         "GGUF | bytes/token MB etch | stream GB/s | bw etch | bw llama.cpp |",
+         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in sh.get("quant", []):
+        for t in r["threads"]:
+            e, l = t["etch"]["median"], t["llama.cpp"]["median"]
+            n = t["threads"]
+            bw = r["stream_gb_s"].get(str(n))
+            ed, ld = e["decode_tok_s"], l.get("perf_decode_tok_s")
+            fe = "%.0f%%" % (100 * ed * r["etch_bytes_per_token"] / (bw * 1e9)) \
+                if bw and ed else "-"
+            fl = "%.0f%%" % (100 * ld * r["llama_bytes_per_token"] / (bw * 1e9)) \
+                if bw and ld else "-"
+            lr = l["peak_rss_bytes"] - node_rss if l["peak_rss_bytes"] else None
+            L.append("| %d | %s | %s | %s | %s | **%s** | %s | %s | **%s** | %s | %s | %s | %s "
+                     "| %s | %.1f | %s | %s | %s |" % (
+                         n, r["scheme"], r["gguf_quant"].upper(), fmt(ed, ""), fmt(ld, ""),
+                         ratio(ed, ld), fmt(e["prefill_tok_s"], ""),
+                         fmt(l.get("perf_prefill_tok_s"), ""),
+                         ratio(e["prefill_tok_s"], l.get("perf_prefill_tok_s")),
+                         fmt(e["peak_rss_bytes"], "mb"), fmt(lr, "mb"),
+                         "%.1f" % (r["pte_bytes"] / 2**20), "%.1f" % (r["gguf_bytes"] / 2**20),
+                         ratio(r["pte_bytes"], r["gguf_bytes"]),
+                         r["etch_bytes_per_token"] / 2**20, "%.1f" % bw if bw else "-", fe, fl))
+    L.append("")
+    return L
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true",
@@ -598,10 +773,17 @@ def main(argv=None) -> int:
     p.add_argument("--context", type=int, default=None,
                    help="KV-cache positions for every shape (default: %s)"
                         % ", ".join("%s %d" % kv for kv in BENCH_CONTEXT.items()))
+    p.add_argument("--quant", default="",
+                   help="also run these etch schemes (comma list of 4w, 8da4w, 8w) against "
+                        "llama.cpp's Q4_0 (4w, 8da4w) / Q8_0 (8w) GGUF of the same weights")
+    p.add_argument("--bench-quant", default=os.path.join(REPO, "bench", "quant", "bench_quant"),
+                   help="bench/quant's binary, for the streaming-read bandwidth (make -C "
+                        "bench/quant)")
     p.add_argument("--etch-commit", default=None,
                    help="the commit the etch binary was built from (default: this checkout's "
                         "HEAD, marked when src/include/tools/python have uncommitted changes)")
     a = p.parse_args(argv)
+    a.quant_list = [q.strip() for q in a.quant.split(",") if q.strip()]
 
     if a.quick:
         a.shapes = "stories15M" if a.shapes == p.get_default("shapes") else a.shapes
@@ -627,6 +809,10 @@ def main(argv=None) -> int:
         die("--threads: each count must be in 1..256")
     if a.reps < 1:
         die("--reps must be at least 1")
+    quant = a.quant_list
+    for q in quant:
+        if q not in QUANT_PEER:
+            die("--quant: unknown scheme %r (known: %s)" % (q, ", ".join(QUANT_PEER)))
     if a.prompt_tokens < 2 or a.new_tokens < 2:
         die("--prompt-tokens and --new-tokens must be at least 2")
     for s in shapes:
@@ -650,6 +836,8 @@ def main(argv=None) -> int:
         for shape in shapes:
             prepare_shape(shape, a.work, a.seed, BENCH_CONTEXT[shape], etch_lib,
                           a.fused_attention)
+            for q in quant:
+                prepare_quant(shape, a.work, a.seed, BENCH_CONTEXT[shape], etch_lib, q)
         return 0
     node_modules = ensure_node_modules(a.node_modules)
 
@@ -671,7 +859,7 @@ def main(argv=None) -> int:
                machine=machine,
                config=dict(quick=a.quick, reps=a.reps, prompt_tokens=a.prompt_tokens,
                            new_tokens=a.new_tokens, seed=a.seed, threads=threads,
-                           fused_attention=a.fused_attention,
+                           fused_attention=a.fused_attention, quant=quant,
                            prompt_ids=ids, note=a.note),
                shapes=[])
     llama_info = None
@@ -723,6 +911,8 @@ def main(argv=None) -> int:
                 "etch_text": etch_text[len(text):],
                 "llama_cpp_text": ll_text[len(text):],
             })
+        if quant:
+            run_quant_rows(a, sh, shape, ctx, etch, etch_lib, node_modules, ids, text, threads)
         res["shapes"].append(sh)
     machine["loadavg_end"] = loadavg()
     machine.update(node_llama_cpp=llama_info["node_llama_cpp"],

@@ -102,13 +102,18 @@ typedef struct q4_copy {
 static int reps = 40;
 static size_t pool_mib = 768;
 
-static void bench_q4(etch_kernel_context *ctx, int threads, int64_t N, int64_t K, int64_t G) {
-    const size_t wbytes = (size_t)(N * K / 2), sbytes = (size_t)(N * (K / G)) * sizeof(float);
+/* Matrix-vector products against the streaming read of the same buffers; G > 0: int4 (the
+ * f32 and 8da4w kernels), G == 0: int8 weights (the 8w kernel). */
+static void bench_mv(etch_kernel_context *ctx, int threads, int64_t N, int64_t K, int64_t G) {
+    const bool w8 = G == 0;
+    const size_t wbytes = w8 ? (size_t)(N * K) : (size_t)(N * K / 2);
+    const size_t sbytes = (size_t)(w8 ? N : N * (K / G)) * sizeof(float);
     const size_t bytes = wbytes + sbytes;
     int ncopies = (int)((pool_mib << 20) / bytes) + 1;
     if (ncopies > 256)
         ncopies = 256;
     q4_copy *cp = calloc((size_t)ncopies, sizeof *cp);
+    etch_q8w_weights *w8s = calloc((size_t)ncopies, sizeof *w8s);
     for (int c = 0; c < ncopies; c++) {
         cp[c].buf = xalloc(bytes);
         for (size_t i = 0; i < wbytes; i++)
@@ -116,26 +121,38 @@ static void bench_q4(etch_kernel_context *ctx, int threads, int64_t N, int64_t K
         float *sc = (float *)(cp[c].buf + wbytes);
         for (size_t i = 0; i < sbytes / 4; i++)
             sc[i] = rndf() * 0.01f;
-        etch_q4_weights w = {N, K, G, cp[c].buf, sc, NULL};
-        cp[c].w = w;
+        if (w8) {
+            etch_q8w_weights w = {N, K, K, (const int8_t *)cp[c].buf, sc, NULL};
+            w8s[c] = w;
+        } else {
+            etch_q4_weights w = {N, K, G, cp[c].buf, sc, NULL};
+            cp[c].w = w;
+        }
     }
     float *x = xalloc((size_t)K * 4), *y = xalloc((size_t)N * 4);
     for (int64_t k = 0; k < K; k++)
         x[k] = rndf();
-    size_t ws = etch_q4_linear_8da4w_f32_work_size(1, K, G);
-    if (etch_q4_linear_f32_work_size(1, K, G) > ws)
-        ws = etch_q4_linear_f32_work_size(1, K, G);
+    size_t ws = etch_q8w_linear_f32_work_size(1) + 64;
+    if (!w8) {
+        ws = etch_q4_linear_8da4w_f32_work_size(1, K, G);
+        if (etch_q4_linear_f32_work_size(1, K, G) > ws)
+            ws = etch_q4_linear_f32_work_size(1, K, G);
+    }
     void *work = xalloc(ws);
     uint64_t sink = 0;
+    const int nv = w8 ? 2 : 3; /* stream, then the kernels */
     for (int cold = 0; cold < 2; cold++) {
-        double best[3] = {1e30, 1e30, 1e30}; /* stream, f32, 8da4w */
+        double best[3] = {1e30, 1e30, 1e30};
         const int n = cold ? ncopies : 1;
         for (int r = 0; r < reps; r++) {
-            for (int v = 0; v < 3; v++) {
-                const q4_copy *c = &cp[(r * 3 + v) % n];
+            for (int v = 0; v < nv; v++) {
+                const int ci = (r * nv + v) % n;
+                const q4_copy *c = &cp[ci];
                 const double t0 = now();
                 if (v == 0)
                     stream_read(ctx, c->buf, bytes, &sink);
+                else if (w8)
+                    etch_q8w_linear_f32(ctx, &w8s[ci], 1, x, K, NULL, y, N, work);
                 else if (v == 1)
                     etch_q4_linear_f32(ctx, &c->w, 1, x, K, NULL, y, N, work);
                 else
@@ -146,10 +163,12 @@ static void bench_q4(etch_kernel_context *ctx, int threads, int64_t N, int64_t K
             }
         }
         const double gbs = (double)bytes / best[0] * 1e-9;
-        for (int v = 1; v < 3; v++) {
+        for (int v = 1; v < nv; v++) {
             const double kg = (double)bytes / best[v] * 1e-9;
-            printf("| %lld x %lld | %lld | %s | %s | %d | %.1f | %.3f | %.1f | %.1f | %.0f%% |\n",
-                   (long long)N, (long long)K, (long long)G, v == 1 ? "f32" : "8da4w",
+            char gs[16];
+            snprintf(gs, sizeof gs, w8 ? "-" : "%lld", (long long)G);
+            printf("| %lld x %lld | %s | %s | %s | %d | %.1f | %.3f | %.1f | %.1f | %.0f%% |\n",
+                   (long long)N, (long long)K, gs, w8 ? "8w" : v == 1 ? "f32" : "8da4w",
                    cold ? "cold" : "hot", threads, (double)bytes / (1 << 20), best[v] * 1e3, kg,
                    gbs, 100.0 * kg / gbs);
         }
@@ -159,6 +178,7 @@ static void bench_q4(etch_kernel_context *ctx, int threads, int64_t N, int64_t K
     for (int c = 0; c < ncopies; c++)
         free(cp[c].buf);
     free(cp);
+    free(w8s);
     free(x);
     free(y);
     free(work);
@@ -218,9 +238,40 @@ static void bench_q8(etch_kernel_context *ctx, int threads, int64_t M, int64_t K
     free(work);
 }
 
+/* --stream-mib: the streaming-read bandwidth alone over one buffer of that size read again
+ * and again (as a decode reads its weights), 1 and 2 threads; one JSON line per count (for
+ * bench/llm/run_bench.py's bandwidth fraction). */
+static int stream_only(etch_threadpool *pool, size_t mib) {
+    const size_t bytes = mib << 20;
+    uint8_t *buf = xalloc(bytes);
+    for (size_t i = 0; i < bytes; i++)
+        buf[i] = (uint8_t)i;
+    uint64_t sink = 0;
+    for (int t = 1; t <= 2; t++) {
+        etch_kernel_context ctx;
+        etch_kernel_context_init(&ctx, "bench", NULL, 0,
+                                 t > 1 ? etch_threadpool_get_iface(pool) : NULL);
+        use_cpu_clock = 0; /* wall time, as the decode timings */
+        double best = 1e30;
+        for (int r = 0; r < reps; r++) {
+            const double t0 = now();
+            stream_read(&ctx, buf, bytes, &sink);
+            const double dt = now() - t0;
+            best = dt < best ? dt : best;
+        }
+        printf("{\"threads\": %d, \"bytes\": %zu, \"stream_gb_s\": %.3f}\n", t, bytes,
+               (double)bytes / best * 1e-9);
+    }
+    if (sink == 42)
+        printf("(sink)\n");
+    free(buf);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int only_threads = 0;
     int64_t shape_n = 0, shape_k = 0;
+    long stream_mib = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             reps = 8;
@@ -228,6 +279,8 @@ int main(int argc, char **argv) {
             reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--pool-mib") == 0 && i + 1 < argc)
             pool_mib = (size_t)atol(argv[++i]);
+        else if (strcmp(argv[i], "--stream-mib") == 0 && i + 1 < argc)
+            stream_mib = atol(argv[++i]);
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
             only_threads = atoi(argv[++i]);
         else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
@@ -249,13 +302,25 @@ int main(int argc, char **argv) {
         } else {
             fprintf(stderr,
                     "usage: bench_quant [--quick] [--reps R] [--pool-mib MiB] [--isa NAME] "
-                    "[--no-vnni] [--threads 1|2] [--shape NxK]\n");
+                    "[--no-vnni] [--threads 1|2] [--shape NxK] [--stream-mib MiB]\n");
             return 1;
         }
     }
-    if (reps < 1 || pool_mib < 1 || (only_threads != 0 && only_threads != 1 && only_threads != 2)) {
-        fprintf(stderr, "error: --reps, --pool-mib must be >= 1; --threads 1 or 2\n");
+    if (reps < 1 || pool_mib < 1 || (only_threads != 0 && only_threads != 1 && only_threads != 2) ||
+        stream_mib < 0 || stream_mib > 65536) {
+        fprintf(stderr, "error: --reps, --pool-mib must be >= 1; --threads 1 or 2; --stream-mib "
+                        "0..65536\n");
         return 1;
+    }
+    if (stream_mib > 0) {
+        etch_threadpool *sp = NULL;
+        if (etch_threadpool_create(2, &sp) != ETCH_OK) {
+            fprintf(stderr, "error: %s\n", etch_last_error());
+            return 1;
+        }
+        const int rc = stream_only(sp, (size_t)stream_mib);
+        etch_threadpool_destroy(sp);
+        return rc;
     }
     const unsigned f = etch_quant_features();
     printf("isa %s%s%s, best of %d runs, cold pool %zu MiB\n\n", etch_isa_name(etch_isa_active()),
@@ -269,8 +334,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: %s\n", etch_last_error());
         return 1;
     }
-    printf("int4 matrix-vector (M = 1): kernel GB/s = (packed weights + scales) / time; stream "
-           "GB/s: a plain read of the same buffers\n\n");
+    printf("int4 and int8 (8w) matrix-vector (M = 1): kernel GB/s = (packed weights + scales) / "
+           "time; stream GB/s: a plain read of the same buffers\n\n");
     printf("| N x K | G | kernel | cache | threads | MiB | ms | kernel GB/s | stream GB/s | kernel / stream |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
     for (int t = 1; t <= 2; t++) {
@@ -281,11 +346,11 @@ int main(int argc, char **argv) {
                                  t > 1 ? etch_threadpool_get_iface(pool) : NULL);
         use_cpu_clock = t == 1;
         for (size_t s = 0; s < sizeof q4_shapes / sizeof q4_shapes[0]; s++)
-            for (int g = 0; g < 2; g++) {
+            for (int g = 0; g < 3; g++) { /* G = 32, 128, then the int8 weights */
                 if (shape_n && s > 0)
                     break;
-                bench_q4(&ctx, t, shape_n ? shape_n : q4_shapes[s][0],
-                         shape_n ? shape_k : q4_shapes[s][1], g ? 128 : 32);
+                bench_mv(&ctx, t, shape_n ? shape_n : q4_shapes[s][0],
+                         shape_n ? shape_k : q4_shapes[s][1], g == 2 ? 0 : g ? 128 : 32);
             }
     }
     if (shape_n) {

@@ -542,7 +542,9 @@ uint32_t etch_method_fuse(etch_method *m, etch_pool *pool) {
  * only by its writer and by later calls of the run (reading it), with no other value read on
  * its bytes after its last reader (read_through_alias). The last call writes one tensor y,
  * which must share no bytes with anything the calls read besides the intermediates (the
- * chained kernel writes y while it still reads them): the same test as the direct fusion's.
+ * chained kernel writes y while it still reads them): the same test as the direct fusion's,
+ * except that a run may read an et_view's result (rebound at run time) when the view's base
+ * can be checked instead (view_base: every rebinding of it an et_view of that one base).
  * Which call reads which intermediate is the chain function's to check: the runtime offers
  * the longest such run and the function decides how many of its calls (c[0] first) it runs
  * as one; that prefix must satisfy the same rule. */
@@ -677,6 +679,54 @@ static bool chain_prefix_ok(const chain_cand *r, uint32_t n) {
     return true;
 }
 
+/* x, a value some instruction rebinds (V_REBOUND): when every rebinding is an et_view call
+ * with x at its view slot and one same base (a tensor not rebound itself), that base, whose
+ * bytes x's are at run time (et_view points its out at its input's data); else NULL. */
+static const etch_value *view_base(const etch_method *m, const vinfo *info,
+                                   const etch_value *x) {
+    const uint32_t xi = index_of(m, x);
+    const etch_value *base = NULL;
+    for (uint32_t c = 0; c < m->nchains; c++)
+        for (uint32_t pc = 0; pc < m->chains[c].n; pc++) {
+            const etch_instr *in = &m->chains[c].instrs[pc];
+            if (in->skipped)
+                continue;
+            if (in->kind == IA_MOVE_CALL && (in->a == xi || in->b == xi))
+                return NULL;
+            if (in->kind == IA_FREE_CALL && in->a == xi)
+                return NULL;
+            if (in->kind != IA_KERNEL_CALL && in->kind != IA_DELEGATE_CALL)
+                continue;
+            for (uint32_t k = 0; k < in->nargs; k++) {
+                if (in->args[k] != x)
+                    continue;
+                if (in->kind == IA_DELEGATE_CALL)
+                    return NULL;
+                if (in->arg_modes[k] != ARG_VIEW)
+                    continue;
+                const etch_value *b = in->nargs > 0 ? in->args[0] : NULL;
+                if (strcmp(m->ops[in->a].name, "executorch_prim::et_view.default") != 0 ||
+                    !b || b == x || (base && base != b))
+                    return NULL;
+                base = b;
+            }
+        }
+    if (!base || base->tag != ETCH_VALUE_TENSOR || (info[index_of(m, base)].flags & V_REBOUND))
+        return NULL;
+    return base;
+}
+
+/* A tensor a run reads, beside the y its last call writes: input_ok, and a view's result
+ * when its base (view_base) shares no bytes with y. */
+static bool chain_input_ok(const etch_method *m, const vinfo *info, const etch_value *x,
+                           const etch_value *y) {
+    if (x->tag == ETCH_VALUE_TENSOR && x != y && (info[index_of(m, x)].flags & V_REBOUND)) {
+        const etch_value *b = view_base(m, info, x);
+        return b && b != y && !may_overlap(b->u.tensor, y->u.tensor);
+    }
+    return input_ok(m, info, x, NULL, y);
+}
+
 /* May the last call of the run's first n write y while the run still reads its inputs? */
 static bool chain_result_ok(const etch_method *m, const fuse_ctx *f, const etch_chain *ch,
                             const chain_cand *r, uint32_t n) {
@@ -702,9 +752,9 @@ static bool chain_result_ok(const etch_method *m, const fuse_ctx *f, const etch_
             if (x->tag == ETCH_VALUE_TENSOR_LIST || x->tag == ETCH_VALUE_OPTIONAL_TENSOR_LIST) {
                 for (size_t j = 0; j < x->u.list.len; j++)
                     if (x->u.list.items[j] &&
-                        !input_ok(m, f->info, x->u.list.items[j], NULL, y))
+                        !chain_input_ok(m, f->info, x->u.list.items[j], y))
                         return false;
-            } else if (!input_ok(m, f->info, x, NULL, y)) {
+            } else if (!chain_input_ok(m, f->info, x, y)) {
                 return false;
             }
         }

@@ -279,6 +279,11 @@ def rules_case(kind):
                bytes (m is dead after a): b cannot be written while a's call reads m
                                                                               none
       apart    the same with b on fresh bytes                                 run a, b
+      view_apart   m = x * k; v = et_view(m) (a view: rebound at run time, on m's bytes);
+               a = v + v; b = a + a on fresh bytes: the run reads a view whose base can be
+               checked against b                                          run a, b
+      view_clash   the same with b placed on m's bytes (m and v are dead after a): b would
+               overwrite the view's bytes while a's call reads them            none
     Returns (program bytes, inputs, outputs, chains)."""
     torch.manual_seed(11)
     pb = ProgramBuilder()
@@ -345,6 +350,19 @@ def rules_case(kind):
             o = m.tensor(F32, [4, 3])
             m.kernel("aten::cat.out", [m.tensor_list([a, c]), m.int(0), o, o])
             outs, refs, chains = [o], [torch.cat([ar, cr], 0)], [2]
+    elif kind in ("view_apart", "view_clash"):
+        mm, a = t(), t()
+        m_off = m.values[mm].val.allocation_info.memory_offset
+        v = m.tensor(F32, [2, 3], offset=m_off)  # a view's out gets its source's allocation
+        b = m.tensor(F32, [2, 3], offset=m_off if kind == "view_clash" else None)
+        m.kernel("aten::mul.out", [x, k, mm, mm])
+        m.kernel("executorch_prim::et_view.default", [mm, m.int_list_of([2, 3]), v])
+        add(v, v, a)
+        add(a, a, b)
+        mr = x_t * k_t
+        ar = mr + mr
+        outs, refs = [b], [ar + ar]
+        chains = [] if kind == "view_clash" else [2]
     else:  # clash / apart
         mm, a = t(), t()
         m_off = m.values[mm].val.allocation_info.memory_offset
@@ -394,7 +412,7 @@ def main():
         buf, ins, outs, chains = hand_case(kind)
         cases.append((kind, buf, ins, outs, chains))
     for kind in ("basic", "dag", "reader", "multi", "multi_out", "output", "jump", "listed",
-                 "clash", "apart"):
+                 "clash", "apart", "view_apart", "view_clash"):
         buf, ins, outs, chains = rules_case(kind)
         cases.append(("rules_" + kind, buf, ins, outs, chains))
 

@@ -205,6 +205,93 @@ static void q4_tests(void) {
     q4_run_case(&p);
 }
 
+/* ---- 8w: int8 per-channel weights, float activations ------------------------------------- */
+
+static int q8w_cases_run;
+
+/* W(n, k) = (q - zero[n]) * scale[n] (the portable dequantize_per_channel, rounded to float),
+ * y = x · Wᵀ + bias in double; |got - ref| <= (K + 4) eps T + 8 eps |bias| with
+ * T = sum_k |x| |scale| (|q| + |zero|) (quant.h's bound). zmode: 0 none, 1 random, 2 range
+ * ends; qmode: 0 random bytes, 1 all -128, 2 all 127 (saturated). */
+static void q8w_run_case(int64_t M, int64_t N, int64_t K, int zmode, int qmode, bool has_bias,
+                         int ctxv) {
+    const int64_t ldw = K + (rnd() & 1) * 5, ldx = K + 3, ldy = N + 1;
+    int8_t *q = xalloc64((size_t)(N * ldw));
+    float *scales = xalloc64((size_t)N * 4), *zeros = xalloc64((size_t)N * 4);
+    float *x = xalloc64((size_t)(M * ldx) * 4), *bias = xalloc64((size_t)N * 4);
+    float *y = xalloc64((size_t)(M * ldy) * 4);
+    for (int64_t i = 0; i < N * ldw; i++)
+        q[i] = qmode == 1 ? -128 : qmode == 2 ? 127 : (int8_t)rnd();
+    for (int64_t n = 0; n < N; n++) {
+        scales[n] = fabsf(kt_rng_float(&rng)) * 0.05f;
+        zeros[n] = zmode == 2 ? (rnd() & 1 ? -128.0f : 127.0f) : (float)rndi(-128, 127);
+        bias[n] = kt_rng_float(&rng);
+    }
+    for (int64_t i = 0; i < M * ldx; i++)
+        x[i] = kt_rng_float(&rng);
+    for (int64_t i = 0; i < M * ldy; i++)
+        y[i] = NAN;
+    etch_q8w_weights w = {N, K, ldw, q, scales, zmode ? zeros : NULL};
+    CHECK_OK(etch_q8w_check(&w));
+    void *work = xalloc64(etch_q8w_linear_f32_work_size(M) + 64);
+    etch_kernel_context cb;
+    const float *bp = has_bias ? bias : NULL;
+    etch_q8w_linear_f32(ctx_pick(&cb, ctxv), &w, M, x, ldx, bp, y, ldy, work);
+    int bad = 0;
+    for (int64_t m = 0; m < M && !bad; m++)
+        for (int64_t n = 0; n < N && !bad; n++) {
+            const double z = zmode ? zeros[n] : 0.0;
+            double ref = bp ? bp[n] : 0.0, T = 0.0;
+            for (int64_t k = 0; k < K; k++) {
+                const float wv = (float)((int)q[n * ldw + k] - (int)z) * scales[n];
+                ref += (double)x[m * ldx + k] * wv;
+                T += fabs(x[m * ldx + k]) * scales[n] * (fabs((double)q[n * ldw + k]) + fabs(z));
+            }
+            const double tol = (double)(K + 4) * FLT_EPSILON * T +
+                               8.0 * FLT_EPSILON * (bp ? fabs(bp[n]) : 0.0) + 1e-30;
+            const double got = y[m * ldy + n];
+            if (!(fabs(got - ref) <= tol)) {
+                fprintf(stderr,
+                        "  %s 8w M=%lld N=%lld K=%lld zmode=%d ctx=%d: y[%lld,%lld] = %.9g, "
+                        "ref %.9g (tol %.3g)\n",
+                        isa_now, (long long)M, (long long)N, (long long)K, zmode, ctxv,
+                        (long long)m, (long long)n, got, ref, tol);
+                bad++;
+            }
+        }
+    for (int64_t m = 0; m < M; m++) /* the padding column of y is left alone */
+        if (!isnan(y[m * ldy + N]))
+            bad++;
+    CHECK_MSG(bad == 0, "%s 8w case M=%lld N=%lld K=%lld", isa_now, (long long)M, (long long)N,
+              (long long)K);
+    q8w_cases_run++;
+    free(q);
+    free(scales);
+    free(zeros);
+    free(x);
+    free(bias);
+    free(y);
+    free(work);
+}
+
+static void q8w_tests(void) {
+    for (int r = 0; r < 40; r++) /* tails of K (not multiples of 8, 16, 32), few and many rows */
+        q8w_run_case(rndi(1, 9), rndi(1, 40), rndi(1, 300), rndi(0, 2), r % 8 == 7 ? rndi(1, 2) : 0,
+                     rndi(0, 1), rndi(0, 5));
+    for (int v = 0; v <= 5; v++) /* a decode shape under every thread variant */
+        q8w_run_case(1, 70, 768, v % 3, 0, true, v);
+    q8w_run_case(17, 33, 512, 1, 0, true, 4);
+    /* bad descriptions */
+    int8_t b[4] = {0};
+    float s[2] = {1, 1};
+    etch_q8w_weights w = {2, 2, 1, b, s, NULL};
+    CHECK_STATUS(etch_q8w_check(&w), ETCH_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(etch_last_error(), "row stride") != NULL);
+    w.ldw = 2;
+    w.scales = NULL;
+    CHECK_STATUS(etch_q8w_check(&w), ETCH_ERR_INVALID_ARGUMENT);
+}
+
 /* The wrapper that quantizes float rows first: against quantizing with the per-token
  * functions and then the int8 path (same kernel inputs: results equal to the bit). */
 static void q4_f32_quantizing_tests(void) {
@@ -547,13 +634,17 @@ int main(void) {
             snprintf(name, sizeof name, "%s%s", etch_isa_name(isas[i]),
                      f == 0 ? (feat == ETCH_QF_VNNI ? "+vnni" : "+dotprod") : "");
             isa_now = name;
-            const int before = etch_test_failed_, c4 = q4_cases_run, c8 = q8_cases_run;
+            const int before = etch_test_failed_, c4 = q4_cases_run, c8 = q8_cases_run,
+                      c8w = q8w_cases_run;
             q4_tests();
+            q8w_tests();
             q4_f32_quantizing_tests();
             q8_tests((int)isas[i]);
             q8_mismatch_tests();
-            printf("isa %-14s run: %d int4 cases, %d int8 GEMM cases, %d failures\n", name,
-                   q4_cases_run - c4, q8_cases_run - c8, etch_test_failed_ - before);
+            printf("isa %-14s run: %d int4 cases, %d 8w cases, %d int8 GEMM cases, "
+                   "%d failures\n",
+                   name, q4_cases_run - c4, q8w_cases_run - c8w, q8_cases_run - c8,
+                   etch_test_failed_ - before);
             run++;
         }
         etch_quant_features_allow(~0u);

@@ -1,10 +1,14 @@
 /*
- * 4w linears run as one int4 kernel (src/kernels/optimized/quant_linear.c): the programs
- * gen_q4_chain.py exports with etch.quantize(..., "4w") (with and without bias, padded K,
- * group sizes 32 to 256, float16 and float32 scales, zero points) loaded with the optimized
+ * 4w linears run as one int4 kernel and 8w linears as one int8-weight kernel
+ * (src/kernels/optimized/quant_linear.c): the programs gen_q4_chain.py exports with
+ * etch.quantize(..., "4w" | "8w") (with and without bias, padded K, group sizes 32 to 256,
+ * float16 and float32 scales, zero points; 8w: odd widths, decode, prefill; 8da4w and
+ * int8-dynamic: the per-token activation chain in front, chains of 6 or 7 calls taken at
+ * choose_qparams_per_token_asymmetric) loaded with the optimized
  * kernels, under every instruction set this CPU runs (kt_pick_isas, ETCH_TEST_ISAS):
  *   - the runs the runtime formed (etch_method_instruction_info: chain 3 or 4 on each
- *     embedding_4bit call, the calls after it chained) are the ones gen_q4_chain.py lists;
+ *     embedding_4bit call, 3 on each dequantize_per_channel call, the calls after it
+ *     chained) are the ones gen_q4_chain.py lists;
  *   - outputs match the same program on the portable kernels (etch_kernels_register_portable,
  *     the reference) and the optimized kernels with the chain function unregistered (the calls
  *     one by one: the dequantized weight written and read back), and PyTorch's output of the
@@ -16,9 +20,12 @@
  *     still right;
  *   - execute allocates nothing;
  *   - the prepare function refuses the call sites the chain must not take (indices that are
- *     not arange(N), a range other than -8..7, a non-finite scale or zero point, a group size
+ *     not arange(N) get data for the gather alone: the token embedding's path), a range
+ *     other than -8..7, a non-finite scale or zero point, a group size
  *     that is odd or does not divide K, a weight or indices that are no constants), so those
- *     run on the portable kernel as before.
+ *     run on the portable kernel as before; the 8w prepare likewise (axis 1, negative or NaN
+ *     scales, zero points outside int8, non-constants, uint8 weights, out_dtype Double, a
+ *     range past int8, wrong shapes).
  */
 #include <math.h>
 #include <stdio.h>
@@ -74,8 +81,11 @@ static void register_set(kset k) {
     CHECK_OK(etch_kernels_register_optimized());
     if (k == K_UNCHAINED) {
         static const char *names[] = {"quantized_decomposed::embedding_4bit.out",
-                                      "quantized_decomposed::embedding_4bit.dtype_out"};
-        for (int i = 0; i < 2; i++) {
+                                      "quantized_decomposed::embedding_4bit.dtype_out",
+                                      "quantized_decomposed::dequantize_per_channel.out",
+                                      "quantized_decomposed::"
+                                      "choose_qparams_per_token_asymmetric.out"};
+        for (int i = 0; i < 4; i++) {
             const etch_kernel *e = etch_kernels_find(names[i], strlen(names[i]));
             CHECK(e != NULL);
             if (e)
@@ -123,9 +133,7 @@ static void run_case(const q4_case *c, kset k, int threads, size_t temp_size,
                 if (r->nchains < Q4_MAX_RUNS + 1)
                     r->chains[r->nchains++] = (int)info.chain;
                 left = info.chain - 1;
-                CHECK(!info.skipped && info.op_name &&
-                      strcmp(info.op_name, "quantized_decomposed::embedding_4bit.dtype_out") ==
-                          0);
+                CHECK(!info.skipped && info.op_name && strcmp(info.op_name, c->first_op) == 0);
             } else if (info.chain == 0) {
                 CHECK_MSG(left > 0 && info.skipped, "%s: pc %zu chained outside a run",
                           c->name, pc);
@@ -134,11 +142,17 @@ static void run_case(const q4_case *c, kset k, int threads, size_t temp_size,
         }
         CHECK_MSG(left == 0, "%s: a run ends past its chain", c->name);
     }
-    float *in = read_floats(c->name, "in.bin", c->in_numel);
     etch_value *v = etch_method_input(L.m, 0);
-    CHECK(in && v && v->tag == ETCH_VALUE_TENSOR && etch_tensor_numel(v->u.tensor) == c->in_numel);
-    if (in && v && v->tag == ETCH_VALUE_TENSOR && etch_tensor_numel(v->u.tensor) == c->in_numel) {
-        memcpy(v->u.tensor->data, in, (size_t)c->in_numel * sizeof(float));
+    const bool vt =
+        v && v->tag == ETCH_VALUE_TENSOR && etch_tensor_numel(v->u.tensor) == c->in_numel;
+    const size_t isz = vt ? etch_dtype_size(v->u.tensor->dtype) : 4; /* float32 or int64 ids */
+    char ipath[1024];
+    snprintf(ipath, sizeof ipath, "%s/%s.in.bin", g_dir, c->name);
+    size_t got = 0;
+    void *in = etch_test_read_file(ipath, 0, &got);
+    CHECK_MSG(in && vt && got == (size_t)c->in_numel * isz, "%s: input %zu bytes", c->name, got);
+    if (in && vt && got == (size_t)c->in_numel * isz) {
+        memcpy(v->u.tensor->data, in, got);
         CHECK_OK(etch_method_set_input(L.m, 0, v));
     }
     free(in);
@@ -307,12 +321,19 @@ static void prep_init(prep_args *a, int64_t ng, bool zp) {
     a->v[6].u.i = ETCH_DTYPE_FLOAT;
 }
 
+static _Alignas(64) unsigned char prep_buf[4096];
+
 static size_t prep_run(prep_args *a) {
-    static _Alignas(64) unsigned char buf[4096];
     const size_t want = etch_opt_embedding_4bit_dtype_prepare(NULL, a->args, 9, NULL, 0);
-    if (!want || want > sizeof buf)
+    if (!want || want > sizeof prep_buf)
         return 0;
-    return etch_opt_embedding_4bit_dtype_prepare(NULL, a->args, 9, buf, sizeof buf);
+    return etch_opt_embedding_4bit_dtype_prepare(NULL, a->args, 9, prep_buf, sizeof prep_buf);
+}
+
+/* Prepared for the linear chain (indices a constant arange(N)), not the gather alone? */
+static bool prep_linear(prep_args *a) {
+    const size_t n = prep_run(a);
+    return n > 0 && etch_opt_embedding_4bit_prepared_linear(prep_buf, n);
 }
 
 static void check_prepare(void) {
@@ -320,7 +341,7 @@ static void check_prepare(void) {
     for (int zp = 0; zp < 2; zp++)
         for (int64_t ng = 1; ng <= 4; ng *= 2) { /* groups of 8, 4, 2 */
             prep_init(&a, ng, zp);
-            CHECK_MSG(prep_run(&a) > 0, "prepare refused a valid call (ng %lld, zp %d)",
+            CHECK_MSG(prep_linear(&a), "prepare refused a valid call (ng %lld, zp %d)",
                       (long long)ng, zp);
         }
     const char *what[] = {"indices 0 1 3 2", "indices 1 1 2 3", "quant_max 6", "quant_min -7",
@@ -342,7 +363,94 @@ static void check_prepare(void) {
         case 11: a.tix.sizes[0] = 3; break;
         default: break;
         }
-        CHECK_MSG(prep_run(&a) == 0, "prepare accepted %s", what[c]);
+        if (c == 0 || c == 1 || c == 9 || c == 11) /* the scales serve the gather alone */
+            CHECK_MSG(prep_run(&a) > 0 && !prep_linear(&a),
+                      "prepare: %s must give gather-only data", what[c]);
+        else
+            CHECK_MSG(prep_run(&a) == 0, "prepare accepted %s", what[c]);
+    }
+}
+
+/* dequantize_per_channel.out(w int8 [4, 8], scales [4], zp (none or int64 [4]), axis 0,
+ * -127, 127, Char, None, out [4, 8], out) with constants flagged as at load. */
+typedef struct prep8_args {
+    int8_t w[PN * PKP];
+    float s[PN];
+    int64_t z[PN];
+    float out[PN * PKP];
+    etch_tensor tw, ts, tz, tout;
+    etch_value v[10];
+    etch_value *args[10];
+} prep8_args;
+
+static void prep8_init(prep8_args *a, bool zp) {
+    memset(a, 0, sizeof *a);
+    for (int i = 0; i < PN * PKP; i++)
+        a->w[i] = (int8_t)(i * 37);
+    for (int i = 0; i < PN; i++) {
+        a->s[i] = 0.01f * (float)(i + 1);
+        a->z[i] = i - 2;
+    }
+    const int64_t wsz[2] = {PN, PKP}, ssz[1] = {PN};
+    CHECK_OK(etch_tensor_init(&a->tw, ETCH_DTYPE_CHAR, 2, wsz, a->w));
+    CHECK_OK(etch_tensor_init(&a->ts, ETCH_DTYPE_FLOAT, 1, ssz, a->s));
+    CHECK_OK(etch_tensor_init(&a->tz, ETCH_DTYPE_LONG, 1, ssz, a->z));
+    CHECK_OK(etch_tensor_init(&a->tout, ETCH_DTYPE_FLOAT, 2, wsz, a->out));
+    a->tw.flags = a->ts.flags = a->tz.flags = ETCH_TENSOR_CONSTANT;
+    etch_tensor *t[10] = {&a->tw, &a->ts, zp ? &a->tz : NULL, NULL, NULL, NULL, NULL, NULL,
+                          &a->tout, &a->tout};
+    for (int k = 0; k < 10; k++) {
+        a->v[k].tag = t[k] ? ETCH_VALUE_TENSOR : ETCH_VALUE_NONE;
+        a->v[k].u.tensor = t[k];
+        a->args[k] = &a->v[k];
+    }
+    a->v[3].tag = a->v[4].tag = a->v[5].tag = a->v[6].tag = ETCH_VALUE_INT;
+    a->v[3].u.i = 0;
+    a->v[4].u.i = -127;
+    a->v[5].u.i = 127;
+    a->v[6].u.i = ETCH_DTYPE_CHAR;
+}
+
+static size_t prep8_run(prep8_args *a) {
+    static _Alignas(64) unsigned char buf[4096];
+    const size_t want = etch_opt_dequantize_per_channel_prepare(NULL, a->args, 10, NULL, 0);
+    if (!want || want > sizeof buf)
+        return 0;
+    return etch_opt_dequantize_per_channel_prepare(NULL, a->args, 10, buf, sizeof buf);
+}
+
+static void check_prepare8(void) {
+    prep8_args a;
+    for (int zp = 0; zp < 2; zp++) {
+        prep8_init(&a, zp);
+        CHECK_MSG(prep8_run(&a) > 0, "8w prepare refused a valid call (zp %d)", zp);
+    }
+    prep8_init(&a, false);
+    a.v[7].tag = ETCH_VALUE_INT; /* out_dtype Float given */
+    a.v[7].u.i = ETCH_DTYPE_FLOAT;
+    CHECK_MSG(prep8_run(&a) > 0, "8w prepare refused out_dtype Float");
+    const char *what[] = {"axis 1", "a negative scale", "a NaN scale", "a zero point of 128",
+                          "a weight that is no constant", "scales that are no constant",
+                          "dtype Byte", "a uint8 weight", "out_dtype Double", "quant_max 128",
+                          "scales [3]", "a 1-D weight"};
+    for (int c = 0; c < (int)(sizeof what / sizeof what[0]); c++) {
+        prep8_init(&a, c == 3);
+        switch (c) {
+        case 0: a.v[3].u.i = 1; break;
+        case 1: a.s[2] = -0.5f; break;
+        case 2: a.s[1] = NAN; break;
+        case 3: a.z[0] = 128; break;
+        case 4: a.tw.flags = 0; break;
+        case 5: a.ts.flags = 0; break;
+        case 6: a.v[6].u.i = ETCH_DTYPE_BYTE; break;
+        case 7: a.tw.dtype = ETCH_DTYPE_BYTE; a.v[6].u.i = ETCH_DTYPE_BYTE; break;
+        case 8: a.v[7].tag = ETCH_VALUE_INT; a.v[7].u.i = ETCH_DTYPE_DOUBLE; break;
+        case 9: a.v[5].u.i = 128; break;
+        case 10: a.ts.sizes[0] = 3; break;
+        case 11: a.tw.dim = 1; a.tw.sizes[0] = PN * PKP; break;
+        default: break;
+        }
+        CHECK_MSG(prep8_run(&a) == 0, "8w prepare accepted %s", what[c]);
     }
 }
 
@@ -353,6 +461,7 @@ int main(int argc, char **argv) {
     }
     g_dir = argv[1];
     check_prepare();
+    check_prepare8();
     etch_isa isas[KT_N_ISAS];
     const int n_isas = kt_pick_isas(isas);
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)

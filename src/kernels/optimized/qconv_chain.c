@@ -55,13 +55,18 @@
 #define Q8W_MAGIC 0x7738717445ull /* "Etq8w" */
 #define QC_MAX_MULT 0.5f
 
-/* The prepared data: this header, scales[OC] as float, then the packed weight. */
+/* The prepared data (one layout for both chains of the weight's dequantization: this file's
+ * static int8 one and quant_linear.c's 8w one): this header, scales[OC] as float, (has_z)
+ * zeros[OC] as float, then (a convolution's) the packed weight. */
 typedef struct q8w_prep {
     uint64_t magic;
     const void *w, *s; /* the constants it was made from */
     int64_t OC, K;     /* K: the elements of one output channel */
     int64_t isa, nr, kp;
     int64_t panels_off, colsum_off; /* from the buffer's start; 0: not packed (a linear's) */
+    const void *z;                  /* the zero points' constant, or NULL */
+    int64_t has_z;                  /* zero points given (zeros[] stored) */
+    int64_t use_z;                  /* and not all 0 (the static int8 chain refuses those) */
 } q8w_prep;
 
 #define Q8W_HEAD ((sizeof(q8w_prep) + 63) / 64 * 64)
@@ -84,26 +89,37 @@ static bool float_or_none(etch_value **args, size_t nargs, size_t k) {
 }
 
 /* dequantize_per_channel.out(in, scales, zps, axis, qmin, qmax, dtype, out_dtype, out): the
- * checks that read no data; OC and K. */
+ * checks that read no data (an int8 weight [OC, K] or [OC, Cg, KH, KW], axis 0, the range
+ * within int8, floating scales [OC], integer zero points [OC] or None, float out); OC and K. */
 static bool w_shape_ok(etch_value **args, size_t nargs, int64_t *OC, int64_t *K) {
     etch_tensor *w = etch_chain_tensor_arg(args, nargs, 0), *s = etch_chain_tensor_arg(args, nargs, 1);
     etch_tensor *z = etch_chain_tensor_arg(args, nargs, 2), *out = etch_chain_tensor_arg(args, nargs, 8);
-    int64_t axis, dt;
+    int64_t axis, dt, qmin, qmax;
     if (nargs < 9 || !w || !s || !out || (!z && !none_arg(args, nargs, 2)) ||
-        !etch_chain_int_arg(args, nargs, 3, &axis) || axis != 0 || !etch_chain_int_arg(args, nargs, 6, &dt) ||
+        !etch_chain_int_arg(args, nargs, 3, &axis) || !etch_chain_int_arg(args, nargs, 6, &dt) ||
+        !etch_chain_int_arg(args, nargs, 4, &qmin) || !etch_chain_int_arg(args, nargs, 5, &qmax) ||
+        qmin < -128 || qmax > 127 || qmin > qmax ||
         dt != ETCH_DTYPE_CHAR || w->dtype != ETCH_DTYPE_CHAR || !float_or_none(args, nargs, 7) ||
-        out->dtype != ETCH_DTYPE_FLOAT || (w->dim != 2 && w->dim != 4) || s->dim != 1 ||
-        !etch_pk_is_float(s->dtype) || (z && (z->dim != 1 || !etch_pk_dtype_is_real(z->dtype) ||
-                                               etch_pk_is_float(z->dtype))))
+        out->dtype != ETCH_DTYPE_FLOAT || (w->dim != 2 && w->dim != 4) ||
+        (axis != 0 && axis != -(int64_t)w->dim) || s->dim != 1 ||
+        (s->dtype != ETCH_DTYPE_FLOAT && s->dtype != ETCH_DTYPE_DOUBLE) ||
+        (z && (z->dim != 1 || !etch_pk_dtype_is_real(z->dtype) || etch_pk_is_float(z->dtype) ||
+               z->dtype == ETCH_DTYPE_BOOL)))
         return false;
     *OC = w->sizes[0];
     *K = 1;
     for (unsigned d = 1; d < w->dim; d++)
         *K *= w->sizes[d];
-    return *OC > 0 && *K > 0 && *OC <= ETCH_OPT_SIZE_LIMIT && *K <= ETCH_Q8_MAX_K &&
+    return *OC > 0 && *K > 0 && *OC <= ETCH_OPT_SIZE_LIMIT && *K <= ETCH_OPT_SIZE_LIMIT &&
            s->sizes[0] == *OC && (!z || z->sizes[0] == *OC);
 }
 
+/* The prepare function of dequantize_per_channel (both chains'): constants only, finite scales
+ * >= 0 kept as float, zero points within int8 kept as float; a convolution's weight (4-D) only
+ * with zero points all 0 (the static int8 chain alone takes it), packed for the int8 GEMM of
+ * the active ISA. A linear's weight (2-D) is packed at execute by the static int8 chain (the
+ * same dequantize_per_channel -> permute_copy -> mm form is the 8w scheme's, whose weights
+ * must not be doubled). */
 size_t etch_opt_dequantize_per_channel_prepare(etch_kernel_context *ctx, etch_value **args,
                                                size_t nargs, void *buf, size_t cap) {
     (void)ctx;
@@ -115,26 +131,34 @@ size_t etch_opt_dequantize_per_channel_prepare(etch_kernel_context *ctx, etch_va
         return 0;
     const int isa = (int)etch_isa_active();
     const size_t sc = align64((size_t)OC * sizeof(float));
-    /* a convolution's weight packed here; a linear's at execute (the same dequantize_per_channel
-     * -> permute_copy -> mm form is the 8w scheme's, whose weights must not be doubled) */
     const bool pack = w->dim == 4;
-    const size_t need = Q8W_HEAD + sc + (pack ? etch_q8_gemm_packed_size(isa, OC, K) : 0);
+    if (pack && K > ETCH_Q8_MAX_K)
+        return 0;
+    const size_t need = Q8W_HEAD + (z ? 2 : 1) * sc + (pack ? etch_q8_gemm_packed_size(isa, OC, K) : 0);
     if (!buf || !w->data)
         return need;
     if (!s->data || (z && !z->data) || !etch_tensor_is_contiguous(w) || cap < need)
         return 0;
-    float *sf = (float *)((char *)buf + Q8W_HEAD);
+    float *sf = (float *)((char *)buf + Q8W_HEAD), *zf = (float *)((char *)sf + sc);
+    bool nonzero = false;
     for (int64_t i = 0; i < OC; i++) {
         const double v = etch_q_f64_at(s, i);
-        if (!isfinite(v) || v < 0 || (z && etch_q_int_at(z, i) != 0))
-            return 0; /* the portable kernel refuses it, or zero points: not this path */
+        if (!isfinite(v) || v < 0)
+            return 0; /* the portable kernel refuses it: leave it to it */
         sf[i] = (float)v;
+        if (z) {
+            const int64_t zi = etch_q_int_at(z, i);
+            if (zi < -128 || zi > 127 || (pack && zi != 0))
+                return 0; /* refused, or a convolution's zero points: not the static path */
+            zf[i] = (float)zi;
+            nonzero |= zi != 0;
+        }
     }
     q8w_prep h;
     memset(&h, 0, sizeof h);
     if (pack) {
         etch_q8_packed pk;
-        char *pb = (char *)buf + Q8W_HEAD + sc;
+        char *pb = (char *)buf + Q8W_HEAD + (z ? 2 : 1) * sc;
         etch_q8_gemm_pack(isa, (const int8_t *)w->data, OC, K, K, pb, &pk);
         h.nr = pk.nr;
         h.kp = pk.kp;
@@ -144,11 +168,40 @@ size_t etch_opt_dequantize_per_channel_prepare(etch_kernel_context *ctx, etch_va
     h.magic = Q8W_MAGIC;
     h.w = w->data;
     h.s = s->data;
+    h.z = z ? z->data : NULL;
     h.OC = OC;
     h.K = K;
     h.isa = isa;
+    h.has_z = z != NULL;
+    h.use_z = nonzero;
     memcpy(buf, &h, sizeof h);
     return need;
+}
+
+/* The prepared data of dequantize_per_channel call c when it was made from c's constants (the
+ * shape checks, the header, its size), else NULL; *OC, *K. */
+static const q8w_prep *prep_of(const etch_kernel_call *c, int64_t *OC, int64_t *K) {
+    const q8w_prep *h = (const q8w_prep *)c->prepared;
+    etch_tensor *z = etch_chain_tensor_arg(c->args, c->nargs, 2);
+    if (!w_shape_ok(c->args, c->nargs, OC, K) || !etch_chain_no_epilogue(c) || !h ||
+        c->prepared_size < Q8W_HEAD || h->magic != Q8W_MAGIC ||
+        h->w != c->args[0]->u.tensor->data || h->s != c->args[1]->u.tensor->data ||
+        h->OC != *OC || h->K != *K || h->has_z != (z != NULL) || (z && h->z != z->data) ||
+        c->prepared_size < Q8W_HEAD + (h->has_z ? 2 : 1) * align64((size_t)*OC * sizeof(float)) ||
+        (h->panels_off && c->prepared_size < (size_t)h->colsum_off + (size_t)*OC * sizeof(int32_t)))
+        return NULL;
+    return h;
+}
+
+bool etch_opt_dequantize_per_channel_weights(const etch_kernel_call *c, etch_q8w_weights *w) {
+    int64_t OC, K;
+    const q8w_prep *h = prep_of(c, &OC, &K);
+    if (!h || c->args[0]->u.tensor->dim != 2)
+        return false;
+    const float *sf = (const float *)((const char *)h + Q8W_HEAD);
+    const float *zf = (const float *)((const char *)sf + align64((size_t)OC * sizeof(float)));
+    *w = (etch_q8w_weights){OC, K, K, (const int8_t *)h->w, sf, h->use_z ? zf : NULL};
+    return true;
 }
 
 /* ---- the chain ------------------------------------------------------------------------------ */
@@ -290,16 +343,11 @@ static bool int_pair(etch_value *v, int64_t out[2], int64_t dflt) {
     return true;
 }
 
-/* The weight dequantization c, prepared for this ISA: r->wp, sw, pk. */
+/* The weight dequantization c, prepared for this ISA, zero points all 0: r->wp, sw, pk. */
 static bool weight_ok(const etch_kernel_call *c, qrun *r) {
     int64_t OC, K;
-    const q8w_prep *h = (const q8w_prep *)c->prepared;
-    if (!w_shape_ok(c->args, c->nargs, &OC, &K) || !etch_chain_no_epilogue(c) || !h ||
-        c->prepared_size < Q8W_HEAD || h->magic != Q8W_MAGIC ||
-        h->w != c->args[0]->u.tensor->data || h->s != c->args[1]->u.tensor->data ||
-        h->OC != OC || h->K != K || h->isa != (int64_t)etch_isa_active() ||
-        c->prepared_size < Q8W_HEAD + (size_t)OC * sizeof(float) ||
-        (h->panels_off && c->prepared_size < (size_t)h->colsum_off + (size_t)OC * sizeof(int32_t)))
+    const q8w_prep *h = prep_of(c, &OC, &K);
+    if (!h || h->use_z || K > ETCH_Q8_MAX_K || h->isa != (int64_t)etch_isa_active())
         return false;
     r->wp = h;
     r->sw = (const float *)((const char *)h + Q8W_HEAD);
@@ -614,9 +662,8 @@ void etch_opt_qconv_chain_run(etch_kernel_context *ctx) {
  * per-element index and dtype dispatch; only when every argument is one the portable kernel
  * accepts (else it runs and names the problem). */
 static bool dq_channel_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
-    int64_t OC, K, qmin, qmax;
-    if (!w_shape_ok(args, nargs, &OC, &K) || !etch_chain_int_arg(args, nargs, 4, &qmin) ||
-        !etch_chain_int_arg(args, nargs, 5, &qmax) || qmin < -128 || qmax > 127 || qmin > qmax)
+    int64_t OC, K;
+    if (!w_shape_ok(args, nargs, &OC, &K))
         return false;
     etch_tensor *w = args[0]->u.tensor, *s = args[1]->u.tensor, *z = etch_chain_tensor_arg(args, nargs, 2);
     etch_tensor *out = args[8]->u.tensor;
@@ -638,16 +685,41 @@ static bool dq_channel_fast(etch_kernel_context *ctx, etch_value **args, size_t 
     float *o = (float *)out->data;
     for (int64_t c = 0; c < OC; c++) {
         const float sc = (float)etch_q_f64_at(s, c);
-        const int64_t zp = z ? etch_q_int_at(z, c) : 0;
+        const int32_t zp = z ? (int32_t)etch_q_int_at(z, c) : 0;
+        /* etch_q_dequantize's value: q - zp is exact in int32 for int8 q and zero point (the
+         * loop vectorizes) */
         for (int64_t k = 0; k < K; k++)
-            o[c * K + k] = etch_q_dequantize(q[c * K + k], zp, sc);
+            o[c * K + k] = (float)((int32_t)q[c * K + k] - zp) * sc;
     }
     return true;
 }
 
+/* The one chain function of dequantize_per_channel: the static int8 run (a dequantized
+ * activation, ending in a quantization) or else the 8w linear (quant_linear.c: the weight's
+ * dequantization -> permute_copy -> mm | addmm with float activations). The two never match
+ * the same calls. */
+size_t etch_opt_dequantize_per_channel_chain(etch_kernel_context *ctx,
+                                             const etch_kernel_call *calls, size_t n) {
+    const size_t taken = etch_opt_dequantize_chain(ctx, calls, n);
+    return taken ? taken : etch_opt_q8w_linear_chain(ctx, calls, n);
+}
+
+/* Is the chain a static int8 one (a dequantize_per_tensor among its first calls)? */
+static bool static_chain(etch_kernel_context *ctx) {
+    const size_t n = etch_kernel_chain_length(ctx);
+    etch_kernel_call c;
+    for (size_t i = 0; i < n && i < 3; i++)
+        if (etch_kernel_chain_call(ctx, i, &c) && is_dqx(&c))
+            return true;
+    return false;
+}
+
 ETCH_OPT_KERNEL(dequantize_per_channel_out) {
     if (etch_kernel_chain_length(ctx) > 1) {
-        etch_opt_qconv_chain_run(ctx);
+        if (static_chain(ctx))
+            etch_opt_qconv_chain_run(ctx);
+        else
+            etch_opt_q8w_linear_chain_run(ctx);
         return;
     }
     if (!dq_channel_fast(ctx, args, nargs))

@@ -134,7 +134,22 @@ static void q8_ukr_scalar(int mm, int64_t kb, const uint8_t *a, int64_t lda,
         }
 }
 
+static void q8w_f32_scalar(const etch_q8w_job *j, int64_t n0, int64_t n1) {
+    const etch_q8w_weights *w = j->w;
+    for (int64_t n = n0; n < n1; n++) {
+        const int8_t *row = w->data + n * w->ldw;
+        for (int i = 0; i < j->mm; i++) {
+            const float *x = j->x + i * j->ldx;
+            float d = 0.0f;
+            for (int64_t k = 0; k < w->K; k++)
+                d += x[k] * (float)row[k];
+            j->out[i * j->ldo + (n - n0)] = d;
+        }
+    }
+}
+
 void etch_quant_isa_scalar(etch_quant_isa *q) {
+    q->q8w_f32 = q8w_f32_scalar;
     q->q4_f32 = q4_f32_scalar;
     q->q4_8da4w = q4_8da4w_scalar;
     q->q4_act_i8 = false;
@@ -334,6 +349,78 @@ void etch_q4_linear_8da4w_f32(etch_kernel_context *ctx, const etch_q4_weights *w
     etch_q8_choose_qparams_per_token(x, M, K, ldx, scale, zp);
     etch_q8_quantize_per_token(x, M, K, ldx, scale, zp, xq, K);
     etch_q4_linear_8da4w(ctx, w, M, xq, K, scale, zp, bias, y, ldy, work);
+}
+
+/* ---- int8 per-channel weights, float activations ---------------------------------------- */
+
+etch_status etch_q8w_check(const etch_q8w_weights *w) {
+    if (!w || !w->data || !w->scales)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "int8 weights: data or scales missing");
+    if (w->N < 0 || w->K <= 0 || w->ldw < w->K || w->K > ETCH_OPT_SIZE_LIMIT ||
+        w->N > ETCH_OPT_SIZE_LIMIT)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "int8 weights: N = %lld, K = %lld, row stride %lld",
+                        (long long)w->N, (long long)w->K, (long long)w->ldw);
+    return ETCH_OK;
+}
+
+size_t etch_q8w_linear_f32_work_size(int64_t M) {
+    return M > 0 ? align64((size_t)M * sizeof(float)) : 0;
+}
+
+typedef struct q8w_plan {
+    const etch_q8w_weights *w;
+    etch_q8w_rows_fn fn;
+    int64_t M, ldx, ldy;
+    const float *x, *xsum, *bias;
+    float *y;
+} q8w_plan;
+
+static void q8w_task(void *arg, int64_t b, int64_t e) {
+    const q8w_plan *p = arg;
+    const etch_q8w_weights *w = p->w;
+    float out[ETCH_Q4_MR * Q4_NB];
+    for (int64_t n0 = b * Q4_NB; n0 < e * Q4_NB && n0 < w->N; n0 += Q4_NB) {
+        const int64_t n1 = n0 + Q4_NB < w->N ? n0 + Q4_NB : w->N;
+        for (int64_t m0 = 0; m0 < p->M; m0 += ETCH_Q4_MR) {
+            etch_q8w_job j = {w, (int)(p->M - m0 < ETCH_Q4_MR ? p->M - m0 : ETCH_Q4_MR),
+                              p->x + m0 * p->ldx, p->ldx, out, Q4_NB};
+            p->fn(&j, n0, n1);
+            for (int i = 0; i < j.mm; i++) {
+                float *y = p->y + (m0 + i) * p->ldy;
+                for (int64_t n = n0; n < n1; n++) {
+                    float d = out[i * Q4_NB + (n - n0)];
+                    if (w->zeros)
+                        d -= w->zeros[n] * p->xsum[m0 + i];
+                    const float v = w->scales[n] * d;
+                    y[n] = p->bias ? v + p->bias[n] : v;
+                }
+            }
+        }
+    }
+}
+
+void etch_q8w_linear_f32(etch_kernel_context *ctx, const etch_q8w_weights *w, int64_t M,
+                         const float *x, int64_t ldx, const float *bias, float *y, int64_t ldy,
+                         void *work) {
+    float *xsum = work;
+    if (w->zeros)
+        for (int64_t m = 0; m < M; m++) {
+            float s = 0.0f;
+            for (int64_t k = 0; k < w->K; k++)
+                s += x[m * ldx + k];
+            xsum[m] = s;
+        }
+    etch_quant_isa q;
+    quant_isa_for((int)etch_isa_active(), &q);
+    q8w_plan p = {w, q.q8w_f32, M, ldx, ldy, x, xsum, bias, y};
+    const int64_t units = (w->N + Q4_NB - 1) / Q4_NB;
+    if (units <= 0 || M <= 0)
+        return;
+    if (ctx)
+        etch_kernel_parallel_for(ctx, units, 1, q8w_task, &p);
+    else
+        q8w_task(&p, 0, units);
 }
 
 /* ---- per-token quantization (ExecuTorch's choose_qparams_per_token_asymmetric) ------------- */

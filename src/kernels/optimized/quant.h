@@ -18,7 +18,8 @@
  *    Float results: the same value as the double-precision reference within rounding: with
  *    T = sum_k |x(m,k)| |scale| (16 + |zero|) the error is below (G + K / G + 16) FLT_EPSILON T
  *    (+ a few ulps of |bias|: tests/optimized_quant checks that bound); ISAs differ only in
- *    the float summation order.
+ *    the float summation order (AVX-512's float kernel multiplies x by the dequantized
+ *    weights themselves, rounded as embedding_4bit rounds them: a per-group table, vpermps).
  *
  * 2. int8 GEMM with fused requantization: acc[m, n] = sum_k (a[m, k] - za) * (b[n, k] - zb[n])
  *    (+ bias32[n]), a uint8 or int8 [M, K] (row stride lda), b int8 [N, K] packed once
@@ -91,6 +92,28 @@ size_t etch_q4_linear_8da4w_f32_work_size(int64_t M, int64_t K, int64_t G);
 void etch_q4_linear_8da4w_f32(etch_kernel_context *ctx, const etch_q4_weights *w, int64_t M,
                               const float *x, int64_t ldx, const float *bias, float *y,
                               int64_t ldy, void *work);
+
+/* ---- int8 per-channel weights, float activations (8w) --------------------------------------- */
+
+/* y[m, n] = sum_k x[m, k] * W(n, k) (+ bias[n]) with W(n, k) = (q(n, k) - zero[n]) * scale[n],
+ * q int8 [N, K] (row stride ldw), scales and optional zero points [N] float (the weight-only
+ * int8 scheme: dequantize_per_channel along axis 0). The inner loops sum x * q exactly as
+ * converted floats (the bytes widened and converted in registers, never written), the driver
+ * applies y = scale * (D - zero * sum_k x) + bias. With T = sum_k |x(m,k)| |scale| (|q| + |zero|)
+ * the error against the exact value is below (K + 4) FLT_EPSILON T (+ a few ulps of |bias|). */
+typedef struct etch_q8w_weights {
+    int64_t N, K, ldw;
+    const int8_t *data;  /* [N, K], row stride ldw >= K */
+    const float *scales; /* [N] */
+    const float *zeros;  /* [N] or NULL */
+} etch_q8w_weights;
+
+etch_status etch_q8w_check(const etch_q8w_weights *w);
+/* Scratch bytes (64-aligned) for M rows of x. */
+size_t etch_q8w_linear_f32_work_size(int64_t M);
+void etch_q8w_linear_f32(etch_kernel_context *ctx, const etch_q8w_weights *w, int64_t M,
+                         const float *x, int64_t ldx, const float *bias, float *y, int64_t ldy,
+                         void *work);
 
 /* ---- per-token dynamic quantization ------------------------------------------------------- */
 
@@ -211,6 +234,18 @@ typedef struct etch_q4_job {
 } etch_q4_job;
 typedef void (*etch_q4_rows_fn)(const etch_q4_job *j, int64_t n0, int64_t n1);
 
+/* 8w: rows m < mm (<= ETCH_Q4_MR) of x (row stride ldx) against weight rows [n0, n1):
+ * out[i][n - n0] = sum_k x(i, k) * q(n, k) in float. */
+typedef struct etch_q8w_job {
+    const etch_q8w_weights *w;
+    int mm;
+    const float *x;
+    int64_t ldx;
+    float *out; /* [mm][ldo] */
+    int64_t ldo;
+} etch_q8w_job;
+typedef void (*etch_q8w_rows_fn)(const etch_q8w_job *j, int64_t n0, int64_t n1);
+
 /* int8 GEMM microkernel: acc[i][j] = sum_k a'(i, k) * b(k, j) over kb blocks of 4 k, i < mm
  * (<= mr), j < nr (the panel's [kb][nr][4] bytes): a' rows (stride lda, zero-padded to
  * 4 * kb) are the driver's copy of a (x86: uint8, signed inputs flipped by xor 0x80; arm:
@@ -220,6 +255,7 @@ typedef void (*etch_q8_ukr_fn)(int mm, int64_t kb, const uint8_t *a, int64_t lda
 
 typedef struct etch_quant_isa {
     etch_q4_rows_fn q4_f32, q4_8da4w;
+    etch_q8w_rows_fn q8w_f32;
     bool q4_act_i8; /* q4_8da4w reads xq (int8 dot products, the nibble sums for xzp) */
     int q8_mr, q8_nr;
     bool q8_a_signed; /* the microkernel wants int8 activations (arm) */

@@ -1,7 +1,7 @@
 /* AVX2 inner loops of the integer kernels (see quant.h): int4 weights dequantized in
  * registers (nibbles widened, converted, FMA against the deinterleaved activations; 8da4w:
  * nibbles as uint8 against int8 activations, vpmaddubsw + vpmaddwd, exact int32 per group:
- * quant_q4i8_x86.inc), and the int8
+ * quant_q4i8_x86.inc), 8w int8 weights widened and converted in registers, and the int8
  * GEMM microkernel (4 x 8): bytes widened to int16 and vpmaddwd, so no vpmaddubsw
  * saturation. */
 #include <immintrin.h>
@@ -96,6 +96,60 @@ static void q4_f32_avx2(const etch_q4_job *j, int64_t n0, int64_t n1) {
     }
 }
 
+/* 8w: MM activation rows x NN weight rows, 16 k per step: 8 bytes widened to int32 and
+ * converted per FMA, two chains per (row, weight row); the K tail scalar. */
+static inline __attribute__((always_inline)) void q8w_tile(const etch_q8w_job *j, int64_t n,
+                                                           int64_t n0, const int MM,
+                                                           const int NN) {
+    const etch_q8w_weights *w = j->w;
+    const int64_t K = w->K;
+    __m256 a0[ETCH_Q4_MR][2], a1[ETCH_Q4_MR][2];
+    for (int i = 0; i < MM; i++)
+        for (int r = 0; r < NN; r++)
+            a0[i][r] = a1[i][r] = _mm256_setzero_ps();
+    const int8_t *b0 = w->data + n * w->ldw;
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16)
+        for (int r = 0; r < NN; r++) {
+            const __m128i v = _mm_loadu_si128((const __m128i *)(b0 + r * w->ldw + k));
+            const __m256 v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+            const __m256 v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)));
+            for (int i = 0; i < MM; i++) {
+                const float *x = j->x + i * j->ldx + k;
+                a0[i][r] = _mm256_fmadd_ps(v0, _mm256_loadu_ps(x), a0[i][r]);
+                a1[i][r] = _mm256_fmadd_ps(v1, _mm256_loadu_ps(x + 8), a1[i][r]);
+            }
+        }
+    for (int r = 0; r < NN; r++)
+        for (int i = 0; i < MM; i++) {
+            const int8_t *b = b0 + r * w->ldw;
+            const float *x = j->x + i * j->ldx;
+            float t = 0.0f;
+            for (int64_t e = k; e < K; e++)
+                t += x[e] * (float)b[e];
+            j->out[i * j->ldo + (n + r - n0)] = hsum8(_mm256_add_ps(a0[i][r], a1[i][r])) + t;
+        }
+}
+
+static inline __attribute__((always_inline)) void q8w_block(const etch_q8w_job *j, int64_t n0,
+                                                            int64_t n1, const int MM) {
+    const int NN = MM <= 2 ? 2 : 1;
+    int64_t n = n0;
+    for (; n + NN <= n1; n += NN)
+        q8w_tile(j, n, n0, MM, NN);
+    for (; n < n1; n++)
+        q8w_tile(j, n, n0, MM, 1);
+}
+
+static void q8w_f32_avx2(const etch_q8w_job *j, int64_t n0, int64_t n1) {
+    switch (j->mm) {
+    case 1: q8w_block(j, n0, n1, 1); break;
+    case 2: q8w_block(j, n0, n1, 2); break;
+    case 3: q8w_block(j, n0, n1, 3); break;
+    default: q8w_block(j, n0, n1, 4); break;
+    }
+}
+
 #include "kernels/optimized/quant_q4i8_x86.inc"
 #define DOTB_MADD(acc, u, v)                                                                  \
     _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (v)), _mm256_set1_epi16(1)))
@@ -132,6 +186,7 @@ static void q8_ukr_avx2(int mm, int64_t kb, const uint8_t *a, int64_t lda, const
 
 void etch_quant_isa_avx2(etch_quant_isa *q) {
     q->q4_f32 = q4_f32_avx2;
+    q->q8w_f32 = q8w_f32_avx2;
     q->q4_8da4w = q4b_rows;
     q->q4_act_i8 = true;
     q->q8_mr = 4;

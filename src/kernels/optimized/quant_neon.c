@@ -190,7 +190,41 @@ static void q8_ukr_neon(int mm, int64_t kb, const uint8_t *a, int64_t lda, const
     }
 }
 
+/* 8w: one activation row and one weight row at a time, 16 k per step: the bytes widened
+ * (int8 -> int16 -> int32), converted, FMA into four chains; the K tail scalar. */
+static void q8w_f32_neon(const etch_q8w_job *j, int64_t n0, int64_t n1) {
+    const etch_q8w_weights *w = j->w;
+    const int64_t K = w->K;
+    for (int64_t n = n0; n < n1; n++) {
+        const int8_t *b = w->data + n * w->ldw;
+        for (int i = 0; i < j->mm; i++) {
+            const float *x = j->x + i * j->ldx;
+            float32x4_t a[4];
+            for (int t = 0; t < 4; t++)
+                a[t] = vdupq_n_f32(0.0f);
+            int64_t k = 0;
+            for (; k + 16 <= K; k += 16) {
+                const int8x16_t v = vld1q_s8(b + k);
+                const int16x8_t lo = vmovl_s8(vget_low_s8(v)), hi = vmovl_s8(vget_high_s8(v));
+                a[0] = vfmaq_f32(a[0], vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))),
+                                 vld1q_f32(x + k));
+                a[1] = vfmaq_f32(a[1], vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))),
+                                 vld1q_f32(x + k + 4));
+                a[2] = vfmaq_f32(a[2], vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))),
+                                 vld1q_f32(x + k + 8));
+                a[3] = vfmaq_f32(a[3], vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi))),
+                                 vld1q_f32(x + k + 12));
+            }
+            float t = vaddvq_f32(vaddq_f32(vaddq_f32(a[0], a[1]), vaddq_f32(a[2], a[3])));
+            for (; k < K; k++)
+                t += x[k] * (float)b[k];
+            j->out[i * j->ldo + (n - n0)] = t;
+        }
+    }
+}
+
 void etch_quant_isa_neon(etch_quant_isa *q, unsigned features) {
+    q->q8w_f32 = q8w_f32_neon;
     q->q4_f32 = q4_f32_neon;
     q->q4_8da4w = q4_8da4w_neon;
     q->q4_act_i8 = false;

@@ -115,17 +115,22 @@ etch_status etch_kernels_register_optimized(void) {
     if ((st = etch_kernels_register_chain(etch_opt_convolution_out,
                                           etch_opt_convolution_chain)) != ETCH_OK)
         return st;
-    /* 4w linears from the packed int4 weight (quant_linear.c) */
+    /* 4w linears from the packed int4 weight, the 8da4w / int8-dynamic activation chain
+     * (quant_linear.c) */
     if ((st = etch_kernels_register_chain(etch_opt_embedding_4bit_out,
                                           etch_opt_embedding_4bit_chain)) != ETCH_OK ||
         (st = etch_kernels_register_chain(etch_opt_embedding_4bit_dtype_out,
-                                          etch_opt_embedding_4bit_chain)) != ETCH_OK)
+                                          etch_opt_embedding_4bit_chain)) != ETCH_OK ||
+        (st = etch_kernels_register_chain(etch_opt_choose_qparams_per_token_asymmetric_out,
+                                          etch_opt_choose_qparams_per_token_asymmetric_chain)) !=
+            ETCH_OK)
         return st;
-    /* static int8: dequantize -> op -> quantize as integer kernels (qconv_chain.c) */
+    /* static int8: dequantize -> op -> quantize as integer kernels (qconv_chain.c); the weight's
+     * dequantize_per_channel also starts the 8w linears (one chain function taking either) */
     if ((st = etch_kernels_register_chain(etch_opt_dequantize_per_tensor_out,
                                           etch_opt_dequantize_chain)) != ETCH_OK ||
         (st = etch_kernels_register_chain(etch_opt_dequantize_per_channel_out,
-                                          etch_opt_dequantize_chain)) != ETCH_OK)
+                                          etch_opt_dequantize_per_channel_chain)) != ETCH_OK)
         return st;
     /* channel-blocked tensors between layers (etch_method_options.no_blocked_layout) */
     return etch_opt_register_layouts();
