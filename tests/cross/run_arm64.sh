@@ -25,6 +25,6 @@ if [ -z "$targets" ]; then
   exit 1
 fi
 cmake --build "$build" -j"${JOBS:-2}" --target $TARGETS
-file "$build/etch" | grep -q aarch64 || { echo "FAIL: $build/etch is not an arm64 binary" >&2; exit 1; }
+file "$build/etch" | grep aarch64 >/dev/null || { echo "FAIL: $build/etch is not an arm64 binary" >&2; exit 1; }
 echo "arm64 build ok; running under qemu-aarch64: $(echo $targets | tr '\n' ' ')"
 ctest --test-dir "$build" --output-on-failure -R "$regex"

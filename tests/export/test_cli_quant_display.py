@@ -44,8 +44,9 @@ class BenchIntegerMarks(unittest.TestCase):
                     for o in ops:
                         if not o["op"].startswith(_Q):
                             self.assertIsNone(o["integer"], o)
-                        elif o["op"].startswith(_Q + "embedding_4bit") and \
-                                o["chained_calls"] > 1:
+                        elif scheme in ("4w", "8da4w") and o["chained_calls"] > 1:
+                            # the run holds the 4-bit weight's embedding_4bit: from it (4w) or
+                            # from the activation's choose_qparams (8da4w)
                             self.assertEqual(o["integer"], "int4", o)
                         else:
                             self.assertEqual(o["integer"], "int", o)

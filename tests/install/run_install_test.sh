@@ -15,6 +15,8 @@
 # SANITIZE=ON (the ASan + UBSan build): the consumers are built with the same flags, since the
 # installed libraries need the sanitizer runtimes.
 set -euo pipefail
+# (no `producer | grep -q` below: grep -q exits at the first match, the producer may then die
+# of SIGPIPE, and pipefail makes a match a failure)
 mode=$1 build=$2 src=$3 fixtures=$4 work=$5 cc=$6 sanitize=$7 libdir_rel=$8 incdir_rel=$9
 version=${10}
 prefix=$work/prefix
@@ -68,7 +70,7 @@ tree)
   echo "ok: libetch.so.$version, SONAME $soname"
   # no path of the build tree left in the installed library or CLI
   for b in "$lib/libetch.so.$version" "$prefix/bin/etch"; do
-    if readelf -d "$b" | grep -E '\((RPATH|RUNPATH)\)' | grep -qF "$build"; then
+    if readelf -d "$b" | grep -E '\((RPATH|RUNPATH)\)' | grep -F "$build" >/dev/null; then
       fail "$b keeps a run path into the build tree"
     fi
   done
@@ -78,7 +80,7 @@ tree)
   [ "$(pkg-config --variable=includedir etch)" = "$prefix/$incdir_rel" ] || fail "etch.pc includedir=$(pkg-config --variable=includedir etch)"
   [ "$(pkg-config --modversion etch)" = "$version" ] || fail "etch.pc version $(pkg-config --modversion etch), project $version"
   for w in -lm -pthread; do
-    pkg-config --static --libs etch | tr ' ' '\n' | grep -qx -- "$w" || fail "pkg-config --static --libs etch lacks $w: $(pkg-config --static --libs etch)"
+    pkg-config --static --libs etch | tr ' ' '\n' | grep -x -- "$w" >/dev/null || fail "pkg-config --static --libs etch lacks $w: $(pkg-config --static --libs etch)"
   done
   echo "ok: etch.pc: $(pkg-config --cflags --libs etch) | --static: $(pkg-config --static --libs etch)"
   expect_output "installed etch CLI" "$version" sh -c "'$prefix/bin/etch' --version | sed -n 's/^etch //p'"
@@ -103,9 +105,9 @@ consumers)
     expect_output "cmake $target consumer" "etch $version
 3" "$b/consumer" "$add_pte"
     if [ "$target" = etch::etch ]; then
-      needed "$b/consumer" | grep -qx "libetch.so.$major" || fail "$target consumer does not link libetch.so.$major: $(needed "$b/consumer" | tr '\n' ' ')"
+      needed "$b/consumer" | grep -x "libetch.so.$major" >/dev/null || fail "$target consumer does not link libetch.so.$major: $(needed "$b/consumer" | tr '\n' ' ')"
     else
-      ! needed "$b/consumer" | grep -q '^libetch' || fail "$target consumer links a shared libetch"
+      ! needed "$b/consumer" | grep '^libetch' >/dev/null || fail "$target consumer links a shared libetch"
     fi
   done
   # the package's version check: another major version is refused
@@ -125,8 +127,8 @@ consumers)
         $(pkg-config --cflags --libs etch) -Wl,-rpath,"$lib" -o "$exe"
   expect_output "pkg-config shared consumer" "etch $version
 3" "$exe" "$add_pte"
-  needed "$exe" | grep -qx "libetch.so.$major" || fail "pkg-config shared consumer does not link libetch.so.$major"
-  ldd "$exe" | grep -qF "libetch.so.$major => $lib/libetch.so.$major" || fail "pkg-config shared consumer resolves libetch elsewhere: $(ldd "$exe" | grep libetch)"
+  needed "$exe" | grep -x "libetch.so.$major" >/dev/null || fail "pkg-config shared consumer does not link libetch.so.$major"
+  ldd "$exe" | grep -F "libetch.so.$major => $lib/libetch.so.$major" >/dev/null || fail "pkg-config shared consumer resolves libetch elsewhere: $(ldd "$exe" | grep libetch)"
   echo "ok: pkg-config shared consumer: $(ldd "$exe" | grep libetch | tr -s ' \t' ' ')"
 
   # pkg-config --static: a self-contained binary (-static). The sanitizer runtimes cannot be
@@ -137,11 +139,11 @@ consumers)
     "$cc" -std=c11 -Wall -Wextra -Werror "${san[@]}" "$src/tests/install/consumer/consumer.c" \
           $(pkg-config --static --cflags --libs etch |
             sed 's/\(^\| \)-letch\( \|$\)/ -Wl,-Bstatic -letch -Wl,-Bdynamic /') -o "$exe"
-    ! needed "$exe" | grep -q '^libetch' || fail "pkg-config static consumer links a shared libetch"
+    ! needed "$exe" | grep '^libetch' >/dev/null || fail "pkg-config static consumer links a shared libetch"
   else
     "$cc" -std=c11 -Wall -Wextra -Werror -static "$src/tests/install/consumer/consumer.c" \
           $(pkg-config --static --cflags --libs etch) -o "$exe"
-    readelf -d "$exe" | grep -q 'There is no dynamic section' || fail "pkg-config -static consumer is not static: $(needed "$exe" | tr '\n' ' ')"
+    readelf -d "$exe" | grep 'There is no dynamic section' >/dev/null || fail "pkg-config -static consumer is not static: $(needed "$exe" | tr '\n' ' ')"
   fi
   expect_output "pkg-config static consumer" "etch $version
 3" "$exe" "$add_pte"

@@ -29,8 +29,8 @@ void cmd_bench_usage(FILE *out) {
             "when it runs the N kernel calls from it on as one, e.g. a 1x1 -> depthwise ->\n"
             "1x1 convolution block or a 4w linear (embedding_4bit -> permute_copy -> mm), and\n"
             "'/chained' on the calls it runs, whose time it holds; '/int' on a quantized\n"
-            "operator (quantized_decomposed::*: integer data in or out), '/int4' on a 4w\n"
-            "linear chain, which runs as one int4 kernel from the packed weight), calls per\n"
+            "operator (quantized_decomposed::*: integer data in or out), '/int4' on a chained\n"
+            "run with a 4-bit weight (4w / 8da4w: one kernel from the packed weight), calls per\n"
             "run, time per\n"
             "run and share of the time, and a '(total)' row.\n"
             "An operator's time in a run is the time between the observer callbacks around\n"
@@ -126,6 +126,7 @@ typedef struct prof_row {
     size_t chain, pc; /* the instruction (--per-instruction), or its first one */
     int64_t *runs;    /* [iterations] ns in each timed run (a slice of profile.runs) */
     double median_ms; /* over the timed runs */
+    bool int4;        /* a chained run with an embedding_4bit call: an int4 weight's linear */
 } prof_row;
 
 /* Everything the observer touches is allocated before the timed runs: it only indexes. */
@@ -196,17 +197,30 @@ static int profile_init(profile *p, const etch_method *m, bool per_instruction,
                 return cli_fail(st);
             }
             prof_row key = {info.op_name, info.impl, info.fused, info.blocked_args != 0,
-                            info.chain, 0, 0, c, pc, NULL, 0};
+                            info.chain, 0, 0, c, pc, NULL, 0, false};
             /* a call run by an earlier one keeps its row (marked), its time is that one's */
             if (!info.op_name || !info.impl || (info.skipped && info.chain != 0))
                 key = (prof_row){"(other instructions)", "runtime", NULL, false, 1, 0, 0, c, pc,
-                                 NULL, 0};
+                                 NULL, 0, false};
+            /* the calls a chained run takes are the next ones marked chain 0 */
+            for (size_t q = pc + 1, left = info.chain > 1 ? info.chain - 1 : 0;
+                 left && q < p->chain_start[c + 1] - p->chain_start[c]; q++) {
+                etch_instruction_info qi;
+                if (etch_method_instruction_info(m, c, q, &qi) != ETCH_OK || qi.chain != 0)
+                    continue;
+                left--;
+                key.int4 |= qi.op_name &&
+                            strncmp(qi.op_name, "quantized_decomposed::embedding_4bit", 36) == 0;
+            }
+            key.int4 |= info.chain > 1 && info.op_name &&
+                        strncmp(info.op_name, "quantized_decomposed::embedding_4bit", 36) == 0;
             size_t r = per_instruction ? p->nrows : 0;
             while (r < p->nrows && !(same(p->rows[r].op, key.op) &&
                                      same(p->rows[r].impl, key.impl) &&
                                      same(p->rows[r].fused, key.fused) &&
                                      p->rows[r].blocked == key.blocked &&
-                                     p->rows[r].calls_run == key.calls_run))
+                                     p->rows[r].calls_run == key.calls_run &&
+                                     p->rows[r].int4 == key.int4))
                 r++;
             if (r == p->nrows)
                 p->rows[p->nrows++] = key;
@@ -283,15 +297,14 @@ static const char *time_str(char *buf, size_t cap, double ms) {
     return buf;
 }
 
-/* The integer kernel a row runs: "int4" for a 4w linear chain (embedding_4bit -> ... -> mm,
- * one int4 kernel from the packed weight), "int" for any other quantized_decomposed
- * operator (integer tensors in or out); NULL for a float one. */
-static const char *integer_kind(const char *op, uint32_t calls_run) {
+/* The integer kernel a row runs: "int4" for a chained run with an int4 weight (4w / 8da4w:
+ * embedding_4bit -> ... -> mm, one kernel from the packed weight), "int" for any other
+ * quantized_decomposed operator (integer tensors in or out); NULL for a float one. */
+static const char *integer_kind(const prof_row *row) {
     static const char q[] = "quantized_decomposed::";
-    if (!op || strncmp(op, q, sizeof q - 1) != 0)
+    if (!row->op || strncmp(row->op, q, sizeof q - 1) != 0)
         return NULL;
-    return calls_run > 1 && strncmp(op + sizeof q - 1, "embedding_4bit", 14) == 0 ? "int4"
-                                                                                  : "int";
+    return row->calls_run > 1 && row->int4 ? "int4" : "int";
 }
 
 /* "aten::relu.out" -> "relu" (for the impl column). */
@@ -338,7 +351,7 @@ static void print_human(const bench_opts *o, const bench_result *r, const profil
             snprintf(chained, sizeof chained, "/chain%u", (unsigned)row->calls_run);
         else if (row->calls_run == 0)
             snprintf(chained, sizeof chained, "/chained");
-        const char *ik = integer_kind(row->op, row->calls_run);
+        const char *ik = integer_kind(row);
         snprintf(impl, sizeof impl, "%s%s%s%s%s%s", row->impl, fused, row->blocked ? "/8c" : "",
                  chained, ik ? "/" : "", ik ? ik : "");
         if (o->per_instruction) {
@@ -378,7 +391,7 @@ static void print_json(const bench_opts *o, const char *method, const bench_resu
         printf(", \"blocked\": %s, \"chained_calls\": %u", row->blocked ? "true" : "false",
                (unsigned)row->calls_run);
         fputs(", \"integer\": ", stdout);
-        cli_json_string(stdout, integer_kind(row->op, row->calls_run));
+        cli_json_string(stdout, integer_kind(row));
         if (o->per_instruction)
             printf(", \"chain\": %zu, \"pc\": %zu", row->chain, row->pc);
         printf(", \"calls\": %.6g, \"ms_per_run\": %.6f, \"pct\": %.4f, \"times_ms\": [",
