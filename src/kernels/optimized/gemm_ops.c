@@ -11,15 +11,7 @@
 #include "kernels/portable/portable.h"
 #include "kernels/portable/portable_nn.h"
 
-/* A Float tensor the fast paths may load from: naturally aligned (a memory plan may place a
- * tensor at any offset; the portable kernels take the others). */
-static etch_tensor *float_tensor(etch_value *v) {
-    return v && v->tag == ETCH_VALUE_TENSOR && v->u.tensor &&
-                   v->u.tensor->dtype == ETCH_DTYPE_FLOAT && v->u.tensor->dim <= ETCH_MAX_DIMS &&
-                   (uintptr_t)v->u.tensor->data % sizeof(float) == 0
-               ? v->u.tensor
-               : NULL;
-}
+static etch_tensor *float_tensor(etch_value *v) { return etch_opt_float_arg(v); }
 
 /* After a portable fallback: the fused activation over a Float out of any layout and
  * alignment (elements copied in and out). */

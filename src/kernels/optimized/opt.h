@@ -30,6 +30,11 @@ etch_status etch_opt_select_isa_from_env(void);
  * caller takes the portable path). */
 #define ETCH_OPT_SIZE_LIMIT 0x3fffffffLL /* as the portable kernels: larger sizes go there */
 etch_tensor *etch_opt_fast_tensor(etch_value *v, int dtype, bool contiguous);
+/* The Float tensor behind `v` (rank <= ETCH_MAX_DIMS) whose data, when bound, is naturally
+ * aligned, as the matmul kernels' fast paths and prepare functions take it (its data may be
+ * unbound at load; a memory plan may place a tensor at any offset: the portable kernels take
+ * the others); NULL otherwise. */
+etch_tensor *etch_opt_float_arg(etch_value *v);
 
 #define ETCH_OPT_KERNEL(name) \
     void etch_opt_##name(etch_kernel_context *ctx, etch_value **args, size_t nargs)

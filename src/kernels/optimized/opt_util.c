@@ -1,6 +1,14 @@
 /* Helpers shared by the optimized kernels. */
 #include "kernels/optimized/opt.h"
 
+etch_tensor *etch_opt_float_arg(etch_value *v) {
+    return v && v->tag == ETCH_VALUE_TENSOR && v->u.tensor &&
+                   v->u.tensor->dtype == ETCH_DTYPE_FLOAT && v->u.tensor->dim <= ETCH_MAX_DIMS &&
+                   (uintptr_t)v->u.tensor->data % sizeof(float) == 0
+               ? v->u.tensor
+               : NULL;
+}
+
 etch_tensor *etch_opt_fast_tensor(etch_value *v, int dtype, bool contiguous) {
     if (!v || v->tag != ETCH_VALUE_TENSOR || !v->u.tensor)
         return NULL;

@@ -147,15 +147,8 @@ typedef struct sp_prep {
 } sp_prep;
 _Static_assert(sizeof(sp_prep) <= SP_DATA, "sp_prep header larger than SP_DATA");
 
-/* As gemm_ops.c's: a Float tensor the kernels may load from, naturally aligned (else the
- * dense path, which hands it to the portable kernels). */
-static etch_tensor *float_tensor(etch_value *v) {
-    return v && v->tag == ETCH_VALUE_TENSOR && v->u.tensor &&
-                   v->u.tensor->dtype == ETCH_DTYPE_FLOAT && v->u.tensor->dim <= ETCH_MAX_DIMS &&
-                   (uintptr_t)v->u.tensor->data % sizeof(float) == 0
-               ? v->u.tensor
-               : NULL;
-}
+/* gemm_ops.c's test (else the dense path, which hands the tensor to the portable kernels) */
+static etch_tensor *float_tensor(etch_value *v) { return etch_opt_float_arg(v); }
 
 /* rows of x (all leading dims, or dim 0 of a 2-d x): the stored shape is an upper bound */
 static int64_t rows_of(etch_value *xv, bool all_leading) {
