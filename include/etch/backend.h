@@ -14,6 +14,12 @@
  * open), the compile specs, and an allocator over the method pool for its own state; it
  * returns an opaque handle. execute() receives the DelegateCall's values: the delegated
  * subgraph's inputs, then its outputs. destroy() runs when the method is freed.
+ *
+ * Memory: each delegate gets ETCH_DELEGATE_POOL_RESERVE bytes of the method pool for what
+ * init() allocates, unless the backend has a pool_size() function, which says (from the
+ * blob alone, before any init) how many bytes the delegate will allocate: its weights packed
+ * once, its intermediates. etch_method_meta_pool_size counts them, so a caller sizing the
+ * pool from the metadata never sees init fail for lack of pool.
  */
 #ifndef ETCH_BACKEND_H
 #define ETCH_BACKEND_H
@@ -35,7 +41,16 @@ typedef struct etch_backend_init_context {
     /* Allocate from the method pool (lives as long as the method); NULL when exhausted. */
     void *(*alloc)(void *alloc_self, size_t size, size_t align);
     void *alloc_self;
+    /* Look up data the payload names by key: the program's named_data first, then the
+     * method's external data map (.ptd). ETCH_OK with the bytes (borrowed: valid while the
+     * program / data map is open), ETCH_ERR_NOT_FOUND when no entry has that key. */
+    etch_status (*named_data)(void *named_self, const char *key, size_t key_len,
+                              const void **data, size_t *size);
+    void *named_self;
 } etch_backend_init_context;
+
+/* Pool bytes a delegate gets when its backend has no pool_size() function. */
+#define ETCH_DELEGATE_POOL_RESERVE 16384
 
 typedef struct etch_backend {
     const char *name;
@@ -47,6 +62,10 @@ typedef struct etch_backend {
                            etch_value **args, size_t nargs);
     void (*destroy)(void *user_data, void *handle); /* may be NULL */
     void *user_data;
+    /* May be NULL (then ETCH_DELEGATE_POOL_RESERVE). The pool bytes init() of this blob will
+     * allocate at most, alignment padding included; 0 when the blob is unusable (init then
+     * fails with the reason). Must not read named data. */
+    size_t (*pool_size)(void *user_data, const void *processed, size_t processed_size);
 } etch_backend;
 
 /* Only the pointer is kept; a later registration of the same name replaces the earlier. */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "etch/backends.h"
 #include "etch/kernels.h"
 #include "etch/module.h"
 #include "etch/threadpool.h"
@@ -66,6 +67,11 @@ static bool optimized_registered(void) {
 }
 
 static etch_status register_kernels(etch_module_kernels kernels) {
+    if (kernels != ETCH_MODULE_KERNELS_REGISTERED) {
+        etch_status st = etch_backends_register_builtin();
+        if (st)
+            return st;
+    }
     switch (kernels) {
     case ETCH_MODULE_KERNELS_OPTIMIZED:
         return etch_kernels_register_optimized();

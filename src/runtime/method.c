@@ -9,8 +9,6 @@
 #ifndef ETCH_MAX_INSTRUCTIONS
 #define ETCH_MAX_INSTRUCTIONS 10000000ull /* guard against malformed infinite loops */
 #endif
-/* Pool bytes reserved for each delegate's own state (allocated in init). */
-#define ETCH_DELEGATE_POOL_RESERVE 16384
 
 void *etch_pool_alloc(etch_pool *pool, size_t size, size_t align) {
     uintptr_t cur = (uintptr_t)pool->base + pool->used;
@@ -168,6 +166,32 @@ static bool allocate(etch_pool *pool, const plan_view *v, etch_method *m) {
 
 static size_t prepare_measure(const plan_view *v);
 
+/* Pool bytes the delegates' init functions may take (etch_backend.pool_size); a backend that
+ * is not registered counts the default reserve (its load fails anyway). */
+static size_t delegates_reserve(const etch_program *p, const plan_view *v) {
+    size_t total = 0;
+    for (uint32_t i = 0; i < v->delegates.len; i++) {
+        fb_table del;
+        const char *id;
+        uint32_t len;
+        fb_vec_table(&v->delegates, i, &del);
+        fb_str_field(&del, DELEGATE_ID, &id, &len);
+        const etch_backend *b = etch_backends_find(id, len);
+        size_t need = ETCH_DELEGATE_POOL_RESERVE;
+        if (b && b->pool_size) {
+            const uint8_t *blob;
+            size_t blob_size;
+            bool is_inline;
+            etch_delegate_blob(p, &del, &blob, &blob_size, &is_inline);
+            need = b->pool_size(b->user_data, blob, blob_size);
+            if (need < ETCH_DELEGATE_POOL_RESERVE)
+                need = ETCH_DELEGATE_POOL_RESERVE;
+        }
+        total = total > SIZE_MAX - need ? SIZE_MAX : total + need;
+    }
+    return total;
+}
+
 size_t etch_method_meta_pool_size(const etch_method_meta *meta) {
     plan_view v;
     view_plan(meta->program, meta->index, &v);
@@ -178,8 +202,9 @@ size_t etch_method_meta_pool_size(const etch_method_meta *meta) {
      * delegates' share */
     const size_t fuse = etch_method_fuse_scratch(v.values.len),
                  layout = etch_method_layout_scratch(v.values.len);
-    return pool.used + 64 + (fuse > layout ? fuse : layout) + prepare_measure(&v) +
-           (size_t)v.delegates.len * ETCH_DELEGATE_POOL_RESERVE;
+    size_t total = pool.used + 64 + (fuse > layout ? fuse : layout) + prepare_measure(&v),
+           dels = delegates_reserve(meta->program, &v);
+    return total > SIZE_MAX - dels ? SIZE_MAX : total + dels;
 }
 
 /* ---- values ----------------------------------------------------------------------------- */
@@ -535,6 +560,38 @@ static void *pool_alloc_cb(void *self, size_t size, size_t align) {
     return etch_pool_alloc((etch_pool *)self, size, align);
 }
 
+/* Named data for a backend: the program's named_data entries, then the external data map. */
+static etch_status named_data_cb(void *self, const char *key, size_t key_len, const void **data,
+                                 size_t *size) {
+    const etch_method *m = (const etch_method *)self;
+    const etch_pte *pte = &m->program->pte;
+    for (uint32_t i = 0; i < pte->named_data.len; i++) {
+        fb_table nd;
+        const char *k;
+        uint32_t len;
+        fb_vec_table(&pte->named_data, i, &nd);
+        if (!fb_str_field(&nd, NAMED_DATA_KEY, &k, &len) || len != key_len ||
+            memcmp(k, key, key_len) != 0)
+            continue;
+        etch_range r = etch_pte_segment(pte, (uint32_t)fb_u(&nd, NAMED_DATA_SEGMENT_INDEX, 4, 0));
+        *data = r.data;
+        *size = (size_t)r.size;
+        return ETCH_OK;
+    }
+    if (m->external_data && key_len < 1024) {
+        char buf[1024];
+        memcpy(buf, key, key_len);
+        buf[key_len] = 0;
+        etch_data_entry e;
+        if (etch_data_map_find(m->external_data, buf, &e) == ETCH_OK) {
+            *data = e.data;
+            *size = e.size;
+            return ETCH_OK;
+        }
+    }
+    return ETCH_ERR_NOT_FOUND;
+}
+
 static void destroy_delegates(etch_method *m) {
     for (uint32_t i = 0; i < m->ndelegates; i++) {
         etch_delegate_rt *d = &m->delegates[i];
@@ -583,12 +640,14 @@ static etch_status init_delegates(etch_method *m, const plan_view *v) {
             cs[s].value = val.pos ? fb_vec_ptr(&val) : NULL;
             cs[s].value_size = val.len;
         }
-        etch_backend_init_context ictx = {m->name, pool_alloc_cb, &m->pool};
+        etch_backend_init_context ictx = {m->name, pool_alloc_cb, &m->pool, named_data_cb, m};
         void *handle = NULL;
         etch_status st = b->init(b->user_data, &ictx, blob, blob_size, cs, nspecs, &handle);
-        if (st != ETCH_OK)
-            return etch_err(st, "method '%s': backend '%s' failed to initialise delegate %u (%s)",
+        if (st != ETCH_OK) {
+            etch_err_prefix("method '%s': backend '%s' failed to initialise delegate %u (%s)",
                             m->name, id, i, etch_status_str(st));
+            return st;
+        }
         m->delegates[i].backend = b;
         m->delegates[i].handle = handle;
         m->delegates[i].initialized = true;
@@ -893,7 +952,7 @@ etch_status etch_method_load(const etch_program *p, const char *name,
         etch_method_choose_layout(m, &scratch);
     }
     if (!(opts && opts->no_prepack))
-        prepare_calls(m, (size_t)v.delegates.len * ETCH_DELEGATE_POOL_RESERVE);
+        prepare_calls(m, delegates_reserve(m->program, &v));
     if (!(opts && opts->no_fusion)) {
         etch_pool scratch = m->pool;
         etch_method_chain_calls(m, &scratch);

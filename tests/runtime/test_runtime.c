@@ -315,9 +315,9 @@ static bool never_available(void *user_data) {
 }
 
 static const etch_backend test_backend = {"TestBackend", NULL, tb_init, tb_execute, tb_destroy,
-                                          NULL};
+                                          NULL, NULL};
 static const etch_backend unavailable_backend = {"UnavailableBackend", never_available, tb_init,
-                                                 tb_execute, NULL, NULL};
+                                                 tb_execute, NULL, NULL, NULL};
 
 /* ---- loading helpers ------------------------------------------------------------------- */
 

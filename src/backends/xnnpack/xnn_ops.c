@@ -1,0 +1,1494 @@
+/*
+ * XNNPACK node semantics on etch's kernels. Tensors are NHWC as XNNPACK's; every node computes
+ * in float32: quantized and fp16 operands are converted to float (scratch) on the way in, a
+ * quantized output is rounded back (to nearest even, clamped) on the way out, which is what
+ * XNNPACK's fp32-requantizing integer kernels compute up to float rounding. Weights that are not
+ * float32 are converted once at load. Matrix products go through etch's optimized SGEMM.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backends/xnnpack/xnn_ops.h"
+#include "kernels/optimized/opt_gemm.h"
+#include "runtime/error.h"
+
+#define XNN_FLAG_TRANSPOSE_WEIGHTS 1u
+#define XNN_FLAG_TRANSPOSE_B 1u
+#define XNN_FLAG_TENSORFLOW_SAME_PADDING 4u
+#define XNN_FLAG_ALIGN_CORNERS 8u
+#define XNN_FLAG_TENSORFLOW_LEGACY_MODE 4u
+/* im2col tiles hold at most this many floats */
+#define XNN_TILE_FLOATS ((int64_t)1 << 20)
+
+#define NODE_ERR(st, n, ...)                                                                 \
+    etch_err(st, "XnnpackBackend: node %u (%s): " __VA_ARGS__)
+#define NKN(n) (n)->index, xnn_node_kind_name((n)->kind)
+
+static inline xnn_value *IN(xnn_graph *g, const xnn_node *n, uint32_t k) {
+    return n->in[k] == XNN_INVALID_ID ? NULL : &g->values[n->in[k]];
+}
+static inline xnn_value *OUT(xnn_graph *g, const xnn_node *n, uint32_t k) {
+    return &g->values[n->out[k]];
+}
+
+/* ---- element conversion ----------------------------------------------------------------- */
+
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else {
+            int e = -1;
+            do {
+                e++;
+                man <<= 1;
+            } while (!(man & 0x400));
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static uint16_t float_to_half(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, e = (x >> 23) & 0xff, m = x & 0x7fffff;
+    if (e == 0xff)
+        return (uint16_t)(sign | 0x7c00 | (m ? 0x200 : 0));
+    int32_t ne = (int32_t)e - 127 + 15;
+    if (ne >= 31)
+        return (uint16_t)(sign | 0x7c00);
+    if (ne <= 0) {
+        if (ne < -10)
+            return (uint16_t)sign;
+        m |= 0x800000;
+        uint32_t shift = (uint32_t)(14 - ne), half = m >> shift, rem = m & ((1u << shift) - 1),
+                 mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1)))
+            half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t h = sign | ((uint32_t)ne << 10) | (m >> 13), rem = m & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
+        h++;
+    return (uint16_t)h;
+}
+
+/* Elements per channel-dim step and channel count, for per-channel scales. */
+static void channel_layout(const xnn_value *v, int64_t *inner, int64_t *channels) {
+    int64_t in = 1;
+    for (uint32_t d = (uint32_t)v->q.channel_dim + 1; d < v->rank; d++)
+        in *= v->dims[d];
+    *inner = in;
+    *channels = v->dims[v->q.channel_dim];
+}
+
+/* Elements per row of a per-token (qdint8) value. */
+static int64_t token_row(const xnn_value *v) {
+    int64_t r = 1;
+    for (uint32_t d = v->rank - (uint32_t)v->q.num_nonbatch_dims; d < v->rank; d++)
+        r *= v->dims[d];
+    return r;
+}
+
+/* Value `v` (its current shape, bytes at src) as float32 into dst. */
+static void to_float(const xnn_value *v, const void *src, float *dst) {
+    int64_t n = xnn_numel(v->dims, v->rank);
+    const xnn_quant *q = &v->q;
+    switch (v->dtype) {
+    case XDT_FP32:
+        memcpy(dst, src, (size_t)n * 4);
+        return;
+    case XDT_FP16: {
+        const uint8_t *s = (const uint8_t *)src;
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = half_to_float((uint16_t)(s[2 * i] | (s[2 * i + 1] << 8)));
+        return;
+    }
+    case XDT_QINT8: {
+        const int8_t *s = (const int8_t *)src;
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = (float)((int32_t)s[i] - q->zero_point) * q->scale;
+        return;
+    }
+    case XDT_QUINT8: {
+        const uint8_t *s = (const uint8_t *)src;
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = (float)((int32_t)s[i] - q->zero_point) * q->scale;
+        return;
+    }
+    case XDT_QINT32: {
+        const uint8_t *s = (const uint8_t *)src;
+        for (int64_t i = 0; i < n; i++) {
+            int32_t x;
+            memcpy(&x, s + 4 * i, 4);
+            dst[i] = (float)((double)x - q->zero_point) * q->scale;
+        }
+        return;
+    }
+    case XDT_QCINT8: case XDT_QCINT32: {
+        int64_t inner, ch;
+        channel_layout(v, &inner, &ch);
+        const uint8_t *s = (const uint8_t *)src;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t c = (i / inner) % ch;
+            int32_t x;
+            if (v->dtype == XDT_QCINT8)
+                x = ((const int8_t *)src)[i];
+            else
+                memcpy(&x, s + 4 * i, 4);
+            dst[i] = (float)x * q->scales[c];
+        }
+        return;
+    }
+    case XDT_QCINT4: case XDT_QBINT4: {
+        /* 2-D [rows, cols], two per byte along cols (low nibble first), each row padded to a
+         * whole byte, stored with zero point 8 */
+        int64_t rows = v->dims[0], cols = v->dims[1], rb = (cols + 1) / 2;
+        const uint8_t *s = (const uint8_t *)src;
+        int64_t groups = v->dtype == XDT_QBINT4 ? cols / q->group_size : 1;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) {
+                uint8_t b = s[r * rb + c / 2];
+                int32_t x = (int32_t)((c & 1) ? b >> 4 : b & 15) - 8;
+                float sc;
+                if (v->dtype == XDT_QBINT4)
+                    sc = q->channel_dim == 0 ? q->scales[r * groups + c / q->group_size]
+                                             : q->scales[c * (rows / q->group_size) +
+                                                         r / q->group_size];
+                else
+                    sc = q->channel_dim == 0 ? q->scales[r] : q->scales[c];
+                dst[r * cols + c] = (float)x * sc;
+            }
+        return;
+    }
+    case XDT_QDINT8: {
+        int64_t row = token_row(v), rows = row ? n / row : 0;
+        const int8_t *s = (const int8_t *)src;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t i = 0; i < row; i++)
+                dst[r * row + i] =
+                    (float)((int32_t)s[r * row + i] - v->row_zp[r]) * v->row_scale[r];
+        return;
+    }
+    default:
+        memset(dst, 0, (size_t)n * 4);
+    }
+}
+
+static inline int32_t q_round(float x, float inv_scale, int32_t zp, int32_t lo, int32_t hi) {
+    float y = nearbyintf(x * inv_scale);
+    if (!(y >= -2147483520.0f))
+        y = -2147483520.0f;
+    if (y > 2147483520.0f)
+        y = 2147483520.0f;
+    int64_t r = (int64_t)y + zp;
+    return (int32_t)(r < lo ? lo : r > hi ? hi : r);
+}
+
+/* Per-token parameters as choose_qparams_per_token_asymmetric (int8, range including 0). */
+static void token_params(const float *x, int64_t n, float *scale, int32_t *zp) {
+    float lo = 0.0f, hi = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        if (x[i] < lo) lo = x[i];
+        if (x[i] > hi) hi = x[i];
+    }
+    float s = (hi - lo) / 255.0f;
+    if (!(s > 1.1920929e-07f))
+        s = 1.1920929e-07f; /* torch.finfo(float32).eps */
+    float dmin = lo / s, dmax = hi / s;
+    float zmin_err = -128.0f + dmin, zmax_err = 127.0f + dmax;
+    float z = (zmin_err + zmax_err > 0) ? -128.0f - dmin : 127.0f - dmax;
+    z = nearbyintf(z);
+    if (z < -128.0f) z = -128.0f;
+    if (z > 127.0f) z = 127.0f;
+    *scale = s;
+    *zp = (int32_t)z;
+}
+
+/* float32 src (v's current shape) into v's bytes. */
+static void from_float(xnn_value *v, const float *src, void *dst) {
+    int64_t n = xnn_numel(v->dims, v->rank);
+    const xnn_quant *q = &v->q;
+    switch (v->dtype) {
+    case XDT_FP32:
+        if (dst != src)
+            memcpy(dst, src, (size_t)n * 4);
+        return;
+    case XDT_FP16: {
+        uint8_t *d = (uint8_t *)dst;
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h = float_to_half(src[i]);
+            d[2 * i] = (uint8_t)h;
+            d[2 * i + 1] = (uint8_t)(h >> 8);
+        }
+        return;
+    }
+    case XDT_QINT8: case XDT_QUINT8: {
+        float inv = 1.0f / q->scale;
+        int32_t lo = v->dtype == XDT_QINT8 ? -128 : 0, hi = v->dtype == XDT_QINT8 ? 127 : 255;
+        for (int64_t i = 0; i < n; i++) {
+            int32_t r = q_round(src[i], inv, q->zero_point, lo, hi);
+            if (v->dtype == XDT_QINT8)
+                ((int8_t *)dst)[i] = (int8_t)r;
+            else
+                ((uint8_t *)dst)[i] = (uint8_t)r;
+        }
+        return;
+    }
+    case XDT_QINT32: {
+        float inv = 1.0f / q->scale;
+        for (int64_t i = 0; i < n; i++) {
+            int32_t r = q_round(src[i], inv, q->zero_point, INT32_MIN, INT32_MAX);
+            memcpy((uint8_t *)dst + 4 * i, &r, 4);
+        }
+        return;
+    }
+    case XDT_QDINT8: {
+        int64_t row = token_row(v), rows = row ? n / row : 0;
+        for (int64_t r = 0; r < rows; r++) {
+            token_params(src + r * row, row, &v->row_scale[r], &v->row_zp[r]);
+            float inv = 1.0f / v->row_scale[r];
+            for (int64_t i = 0; i < row; i++)
+                ((int8_t *)dst)[r * row + i] =
+                    (int8_t)q_round(src[r * row + i], inv, v->row_zp[r], -128, 127);
+        }
+        return;
+    }
+    default:
+        return; /* weights-only types are never written (checked at load) */
+    }
+}
+
+/* ---- shapes ----------------------------------------------------------------------------- */
+
+static etch_status set_dims(xnn_node *n, xnn_value *o, uint32_t rank, const int64_t *dims,
+                            bool at_load) {
+    if (rank != o->rank)
+        return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n,
+                        "output has rank %u, the node computes rank %u", NKN(n), o->rank, rank);
+    int64_t numel = 1;
+    for (uint32_t d = 0; d < rank; d++) {
+        if (dims[d] < 0 || dims[d] > ((int64_t)1 << 40))
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "output dim %u is %lld", NKN(n), d,
+                            (long long)dims[d]);
+        numel *= dims[d];
+        if (numel > ((int64_t)1 << 40))
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "output too large", NKN(n));
+        o->dims[d] = dims[d];
+    }
+    size_t bytes = xnn_dtype_bytes(o->dtype, numel);
+    if (at_load) {
+        size_t bound = xnn_dtype_bytes(o->dtype, xnn_numel(o->bound, o->rank));
+        if (bytes < bound)
+            bytes = bound;
+        if (bytes > o->capacity)
+            o->capacity = bytes;
+        if (o->dtype == XDT_QDINT8) {
+            int64_t row = token_row(o), rows = row ? numel / row : 0;
+            if (rows > o->max_rows)
+                o->max_rows = rows;
+        }
+    } else if (o->flags & XNN_FLAG_EXTERNAL_OUTPUT) {
+        /* checked by the caller against the output tensor */
+    } else if (bytes > o->capacity ||
+               (o->dtype == XDT_QDINT8 && token_row(o) && numel / token_row(o) > o->max_rows)) {
+        return NODE_ERR(ETCH_ERR_INVALID_ARGUMENT, n,
+                        "output needs %zu bytes at these input shapes, planned for %zu (the "
+                        "inputs exceed the graph's bounds)",
+                        NKN(n), bytes, o->capacity);
+    }
+    return ETCH_OK;
+}
+
+static bool same_dims(const xnn_value *a, const xnn_value *b) {
+    if (a->rank != b->rank)
+        return false;
+    for (uint32_t d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
+
+static etch_status conv_out(const xnn_node *n, int64_t in, uint32_t k, uint32_t s, uint32_t d,
+                            uint32_t p0, uint32_t p1, int64_t *out) {
+    int64_t eff = (int64_t)d * ((int64_t)k - 1) + 1, padded = in + p0 + p1;
+    if (padded < eff) {
+        *out = 0;
+        return NODE_ERR(ETCH_ERR_INVALID_ARGUMENT, n,
+                        "input extent %lld (+%u+%u padding) is smaller than the %lld-wide window",
+                        NKN(n), (long long)in, p0, p1, (long long)eff);
+    }
+    *out = (padded - eff) / s + 1;
+    return ETCH_OK;
+}
+
+static bool is_float_like(int dt) { return dt == XDT_FP32 || dt == XDT_FP16; }
+static bool is_act_q(int dt) { return dt == XDT_QINT8 || dt == XDT_QUINT8; }
+
+/* Operand checks and the output shape of node n from its inputs' current dims. */
+static etch_status reshape_node(xnn_graph *g, xnn_node *n, bool at_load) {
+    xnn_value *x = IN(g, n, 0), *o = OUT(g, n, 0);
+    int64_t dims[XNN_MAX_DIMS];
+    uint32_t rank = x->rank;
+    memcpy(dims, x->dims, sizeof dims);
+    switch (n->kind) {
+    case XN_ADD: case XN_SUBTRACT: case XN_MULTIPLY: case XN_DIV: case XN_MINIMUM:
+    case XN_MAXIMUM: case XN_PRELU: {
+        xnn_value *y = IN(g, n, 1);
+        rank = x->rank > y->rank ? x->rank : y->rank;
+        for (uint32_t d = 0; d < rank; d++) {
+            int64_t a = d + x->rank >= rank ? x->dims[d + x->rank - rank] : 1;
+            int64_t b = d + y->rank >= rank ? y->dims[d + y->rank - rank] : 1;
+            if (a != b && a != 1 && b != 1)
+                return NODE_ERR(ETCH_ERR_INVALID_ARGUMENT, n,
+                                "inputs of sizes %lld and %lld at dim %u do not broadcast",
+                                NKN(n), (long long)a, (long long)b, d);
+            dims[d] = a == 1 ? b : a;
+        }
+        if (n->kind == XN_PRELU && !same_dims(x, o) && o->rank == x->rank)
+            memcpy(dims, x->dims, sizeof dims), rank = x->rank;
+        break;
+    }
+    case XN_FULLY_CONNECTED: {
+        xnn_value *w = IN(g, n, 1), *b = IN(g, n, 2);
+        if (w->rank != 2)
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "filter has rank %u, not 2", NKN(n),
+                            w->rank);
+        bool tw = n->flags & XNN_FLAG_TRANSPOSE_WEIGHTS;
+        int64_t N = tw ? w->dims[1] : w->dims[0], K = tw ? w->dims[0] : w->dims[1];
+        if (x->rank < 1)
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "input is a scalar", NKN(n));
+        int64_t numel = xnn_numel(x->dims, x->rank);
+        if (K == 0 || numel % K != 0 || (o->rank != 2 && x->dims[x->rank - 1] != K))
+            return NODE_ERR(ETCH_ERR_INVALID_ARGUMENT, n,
+                            "input of %lld elements (last dim %lld) does not match the filter's "
+                            "%lld input channels",
+                            NKN(n), (long long)numel, (long long)x->dims[x->rank - 1],
+                            (long long)K);
+        if (b && xnn_numel(b->dims, b->rank) != N)
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "bias has %lld elements for %lld outputs",
+                            NKN(n), (long long)xnn_numel(b->dims, b->rank), (long long)N);
+        if (o->rank == 2 && x->rank != 2) {
+            rank = 2;
+            dims[0] = numel / K;
+        }
+        dims[rank - 1] = N;
+        break;
+    }
+    case XN_CONV2D: case XN_DEPTHWISE_CONV2D: case XN_CONV_TRANSPOSE2D: {
+        xnn_value *w = IN(g, n, 1), *b = IN(g, n, 2);
+        if (x->rank != 4 || w->rank != 4)
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "input rank %u / filter rank %u, not 4",
+                            NKN(n), x->rank, w->rank);
+        if (n->flags & XNN_FLAG_TENSORFLOW_SAME_PADDING)
+            return NODE_ERR(ETCH_ERR_NOT_SUPPORTED, n, "TensorFlow SAME padding", NKN(n));
+        if (!n->kh || !n->kw || !n->sh || !n->sw || !n->dh || !n->dw || !n->groups ||
+            !n->gic || !n->goc || n->kh > 1024 || n->kw > 1024 || n->dh > 1024 ||
+            n->dw > 1024 || n->groups > (1u << 20) || n->gic > (1u << 20) || n->goc > (1u << 20))
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n,
+                            "kernel %ux%u, stride %ux%u, dilation %ux%u, groups %u x %u -> %u",
+                            NKN(n), n->kh, n->kw, n->sh, n->sw, n->dh, n->dw, n->groups, n->gic,
+                            n->goc);
+        int64_t O = (int64_t)n->groups * n->goc;
+        bool dw = n->kind == XN_DEPTHWISE_CONV2D;
+        int64_t cin = dw ? n->groups : (int64_t)n->groups * n->gic;
+        bool wok = dw ? (w->dims[0] == 1 && w->dims[1] == n->kh && w->dims[2] == n->kw &&
+                         w->dims[3] == O)
+                      : (w->dims[0] == O && w->dims[1] == n->kh && w->dims[2] == n->kw &&
+                         w->dims[3] == n->gic);
+        if (!wok || x->dims[3] != cin || (dw && n->gic != 1))
+            return NODE_ERR(ETCH_ERR_INVALID_ARGUMENT, n,
+                            "input channels %lld / filter [%lld, %lld, %lld, %lld] do not match "
+                            "%u groups of %u -> %u channels, kernel %ux%u",
+                            NKN(n), (long long)x->dims[3], (long long)w->dims[0],
+                            (long long)w->dims[1], (long long)w->dims[2], (long long)w->dims[3],
+                            n->groups, n->gic, n->goc, n->kh, n->kw);
+        if (b && xnn_numel(b->dims, b->rank) != O)
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "bias has %lld elements for %lld outputs",
+                            NKN(n), (long long)xnn_numel(b->dims, b->rank), (long long)O);
+        etch_status st;
+        if (n->kind == XN_CONV_TRANSPOSE2D) {
+            int64_t eh = (int64_t)n->dh * (n->kh - 1) + 1, ew = (int64_t)n->dw * (n->kw - 1) + 1;
+            dims[1] = (int64_t)n->sh * (x->dims[1] - 1) + n->adj_h + eh - n->pad[0] - n->pad[2];
+            dims[2] = (int64_t)n->sw * (x->dims[2] - 1) + n->adj_w + ew - n->pad[3] - n->pad[1];
+            if (x->dims[1] == 0 || x->dims[2] == 0 || dims[1] < 0 || dims[2] < 0)
+                return NODE_ERR(ETCH_ERR_INVALID_ARGUMENT, n, "empty output", NKN(n));
+        } else if ((st = conv_out(n, x->dims[1], n->kh, n->sh, n->dh, n->pad[0], n->pad[2],
+                                  &dims[1])) ||
+                   (st = conv_out(n, x->dims[2], n->kw, n->sw, n->dw, n->pad[3], n->pad[1],
+                                  &dims[2]))) {
+            return st;
+        }
+        dims[3] = O;
+        break;
+    }
+    case XN_AVG_POOL: case XN_MAX_POOL: {
+        if (x->rank != 4)
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "input rank %u, not 4", NKN(n), x->rank);
+        if (n->flags & XNN_FLAG_TENSORFLOW_SAME_PADDING)
+            return NODE_ERR(ETCH_ERR_NOT_SUPPORTED, n, "TensorFlow SAME padding", NKN(n));
+        if (!n->kh || !n->kw || !n->sh || !n->sw || n->kh > 4096 || n->kw > 4096 ||
+            n->dh > 4096 || n->dw > 4096)
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "window %ux%u stride %ux%u", NKN(n),
+                            n->kh, n->kw, n->sh, n->sw);
+        etch_status st;
+        if ((st = conv_out(n, x->dims[1], n->kh, n->sh, n->dh, n->pad[0], n->pad[2], &dims[1])) ||
+            (st = conv_out(n, x->dims[2], n->kw, n->sw, n->dw, n->pad[3], n->pad[1], &dims[2])))
+            return st;
+        break;
+    }
+    case XN_GLOBAL_AVG_POOL:
+        if (x->rank < 3)
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "input rank %u below 3", NKN(n), x->rank);
+        if (o->rank == x->rank) {
+            dims[x->rank - 3] = 1;
+            dims[x->rank - 2] = 1;
+        } else {
+            rank = x->rank - 2;
+            dims[rank - 1] = x->dims[x->rank - 1];
+        }
+        break;
+    case XN_STATIC_TRANSPOSE: {
+        if (n->num_dims != x->rank)
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "%u-entry perm for rank %u", NKN(n),
+                            n->num_dims, x->rank);
+        uint32_t seen = 0;
+        for (uint32_t d = 0; d < rank; d++) {
+            if (n->perm[d] >= rank || (seen >> n->perm[d] & 1))
+                return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "perm is not a permutation",
+                                NKN(n));
+            seen |= 1u << n->perm[d];
+            dims[d] = x->dims[n->perm[d]];
+        }
+        break;
+    }
+    case XN_STATIC_RESHAPE: {
+        rank = n->num_dims;
+        int64_t known = 1, total = xnn_numel(x->dims, x->rank);
+        int infer = -1;
+        for (uint32_t d = 0; d < rank; d++) {
+            dims[d] = n->shape[d];
+            if (dims[d] == 0) {
+                if (infer >= 0)
+                    return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "two inferred dims", NKN(n));
+                infer = (int)d;
+            } else {
+                known *= dims[d];
+                if (known > ((int64_t)1 << 40))
+                    return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "shape too large", NKN(n));
+            }
+        }
+        if (infer >= 0) {
+            if (known == 0 || total % known)
+                return NODE_ERR(ETCH_ERR_INVALID_ARGUMENT, n,
+                                "%lld elements do not reshape with %lld per inferred step",
+                                NKN(n), (long long)total, (long long)known);
+            dims[infer] = total / known;
+        } else if (known != total) {
+            return NODE_ERR(ETCH_ERR_INVALID_ARGUMENT, n,
+                            "input of %lld elements cannot take a shape of %lld", NKN(n),
+                            (long long)total, (long long)known);
+        }
+        break;
+    }
+    case XN_STATIC_SLICE:
+        if (n->num_dims != x->rank)
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "%u offsets for rank %u", NKN(n),
+                            n->num_dims, x->rank);
+        for (uint32_t d = 0; d < rank; d++) {
+            int64_t off = n->offsets[d], sz = n->shape[d] ? n->shape[d] : x->dims[d] - off;
+            if (off > x->dims[d] || sz < 0 || off + sz > x->dims[d])
+                return NODE_ERR(ETCH_ERR_INVALID_ARGUMENT, n,
+                                "slice [%lld, +%lld) of dim %u outside its %lld", NKN(n),
+                                (long long)off, (long long)sz, d, (long long)x->dims[d]);
+            dims[d] = sz;
+        }
+        break;
+    case XN_CONSTANT_PAD:
+        if (n->num_dims != x->rank)
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "%u paddings for rank %u", NKN(n),
+                            n->num_dims, x->rank);
+        for (uint32_t d = 0; d < rank; d++) {
+            if (n->pre[d] > (1u << 24) || n->post[d] > (1u << 24))
+                return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "padding too large", NKN(n));
+            dims[d] = x->dims[d] + n->pre[d] + n->post[d];
+        }
+        break;
+    case XN_RESIZE_BILINEAR:
+        if (x->rank != 4 || !n->new_h || !n->new_w || n->new_h > (1u << 24) ||
+            n->new_w > (1u << 24))
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "rank %u, new size %ux%u", NKN(n),
+                            x->rank, n->new_h, n->new_w);
+        dims[1] = n->new_h;
+        dims[2] = n->new_w;
+        break;
+    case XN_CONCAT2: case XN_CONCAT3: case XN_CONCAT4: case XN_CONCAT5: {
+        if (n->axis >= x->rank)
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "axis %u for rank %u", NKN(n), n->axis,
+                            x->rank);
+        int64_t sum = 0;
+        for (uint32_t k = 0; k < n->nin; k++) {
+            xnn_value *y = IN(g, n, k);
+            bool ok = y->rank == x->rank;
+            for (uint32_t d = 0; ok && d < rank; d++)
+                ok = d == n->axis || y->dims[d] == x->dims[d];
+            if (!ok)
+                return NODE_ERR(ETCH_ERR_INVALID_ARGUMENT, n,
+                                "input %u's shape does not match input 1's off axis %u", NKN(n),
+                                k + 1, n->axis);
+            sum += y->dims[n->axis];
+        }
+        dims[n->axis] = sum;
+        break;
+    }
+    case XN_BMM: {
+        xnn_value *y = IN(g, n, 1);
+        if (x->rank < 2 || y->rank < 2)
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "inputs of rank %u and %u", NKN(n),
+                            x->rank, y->rank);
+        bool tb = n->flags & XNN_FLAG_TRANSPOSE_B;
+        int64_t K = x->dims[x->rank - 1];
+        int64_t yk = tb ? y->dims[y->rank - 1] : y->dims[y->rank - 2],
+                yn = tb ? y->dims[y->rank - 2] : y->dims[y->rank - 1];
+        if (yk != K)
+            return NODE_ERR(ETCH_ERR_INVALID_ARGUMENT, n, "inner sizes %lld and %lld differ",
+                            NKN(n), (long long)K, (long long)yk);
+        rank = x->rank > y->rank ? x->rank : y->rank;
+        for (uint32_t d = 0; d + 2 < rank; d++) {
+            int64_t a = d + x->rank >= rank ? x->dims[d + x->rank - rank] : 1;
+            int64_t b = d + y->rank >= rank ? y->dims[d + y->rank - rank] : 1;
+            if (a != b && a != 1 && b != 1)
+                return NODE_ERR(ETCH_ERR_INVALID_ARGUMENT, n, "batch dims do not broadcast",
+                                NKN(n));
+            dims[d] = a == 1 ? b : a;
+        }
+        dims[rank - 2] = x->dims[x->rank - 2];
+        dims[rank - 1] = yn;
+        break;
+    }
+    case XN_SDPA: {
+        xnn_value *k = IN(g, n, 1), *v = IN(g, n, 2), *s = IN(g, n, 3), *m = IN(g, n, 4);
+        if (x->rank < 2 || k->rank != x->rank || v->rank != x->rank)
+            return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "query/key/value ranks differ", NKN(n));
+        uint32_t r = x->rank;
+        int64_t T = x->dims[r - 2], D = x->dims[r - 1], S = k->dims[r - 2];
+        bool ok = k->dims[r - 1] == D && v->dims[r - 2] == S &&
+                  xnn_numel(s->dims, s->rank) == D &&
+                  (m->rank == 2 && m->dims[0] == T && m->dims[1] == S);
+        for (uint32_t d = 0; ok && d + 2 < r; d++)
+            ok = k->dims[d] == x->dims[d] && v->dims[d] == x->dims[d];
+        if (!ok)
+            return NODE_ERR(ETCH_ERR_INVALID_ARGUMENT, n,
+                            "query [.., %lld, %lld], key, value, scale or mask do not match",
+                            NKN(n), (long long)T, (long long)D);
+        dims[r - 1] = v->dims[r - 1];
+        break;
+    }
+    case XN_ARGMAX_POOL:
+        return NODE_ERR(ETCH_ERR_NOT_SUPPORTED, n, "argmax pooling is not supported", NKN(n));
+    default:
+        break; /* unary: same shape */
+    }
+    return set_dims(n, o, rank, dims, at_load);
+}
+
+/* ---- load-time checks and preparation --------------------------------------------------- */
+
+static etch_status check_types(xnn_graph *g, xnn_node *n) {
+    for (uint32_t k = 0; k < n->nin; k++) {
+        xnn_value *v = IN(g, n, k);
+        if (!v)
+            continue;
+        bool weight = (n->kind == XN_FULLY_CONNECTED || n->kind == XN_CONV2D ||
+                       n->kind == XN_DEPTHWISE_CONV2D || n->kind == XN_CONV_TRANSPOSE2D) &&
+                      k >= 1;
+        bool ok = is_float_like(v->dtype) || is_act_q(v->dtype) || v->dtype == XDT_QINT32 ||
+                  (v->dtype == XDT_QDINT8 && k == 0) ||
+                  (weight && (v->dtype == XDT_QCINT8 || v->dtype == XDT_QCINT32)) ||
+                  (n->kind == XN_FULLY_CONNECTED && k == 1 &&
+                   (v->dtype == XDT_QCINT4 || v->dtype == XDT_QBINT4));
+        if (!ok)
+            return NODE_ERR(ETCH_ERR_NOT_SUPPORTED, n, "input %u has datatype %s, not supported "
+                            "there", NKN(n), k + 1, xnn_datatype_name(v->dtype));
+        if ((v->dtype == XDT_QCINT8 || v->dtype == XDT_QCINT32 || v->dtype == XDT_QCINT4 ||
+             v->dtype == XDT_QBINT4) && !v->is_constant)
+            return NODE_ERR(ETCH_ERR_NOT_SUPPORTED, n, "input %u: %s must be a constant", NKN(n),
+                            k + 1, xnn_datatype_name(v->dtype));
+    }
+    for (uint32_t k = 0; k < n->nout; k++) {
+        xnn_value *o = OUT(g, n, k);
+        if (!(is_float_like(o->dtype) || is_act_q(o->dtype) || o->dtype == XDT_QINT32 ||
+              (o->dtype == XDT_QDINT8 && n->kind == XN_CONVERT)))
+            return NODE_ERR(ETCH_ERR_NOT_SUPPORTED, n, "output has datatype %s", NKN(n),
+                            xnn_datatype_name(o->dtype));
+    }
+    return ETCH_OK;
+}
+
+static bool needs_float_copy(const xnn_value *v) {
+    return v && v->is_constant &&
+           (v->dtype != XDT_FP32 || ((uintptr_t)v->constant & 3) != 0);
+}
+
+static etch_status prepare_weight(xnn_value *v, xnn_alloc *a, float **out) {
+    *out = NULL;
+    if (!needs_float_copy(v))
+        return ETCH_OK;
+    int64_t n = xnn_numel(v->bound, v->rank);
+    float *f = (float *)xnn_alloc_bytes(a, (size_t)n * 4, 64);
+    if (!f)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED,
+                        "XnnpackBackend: method pool too small for a %lld-element weight",
+                        (long long)n);
+    if (v->constant)
+        to_float(v, v->constant, f);
+    *out = f;
+    return ETCH_OK;
+}
+
+static size_t fbytes(const xnn_value *v) {
+    return v ? ((size_t)xnn_numel(v->dims, v->rank) * 4 + 63) & ~(size_t)63 : 0;
+}
+
+/* Scratch bytes of node n at its current shapes (after reshape_node). */
+static size_t node_scratch(xnn_graph *g, xnn_node *n) {
+    size_t s = 0;
+    for (uint32_t k = 0; k < n->nin; k++) {
+        xnn_value *v = IN(g, n, k);
+        if (!v || v->dtype == XDT_FP32)
+            continue;
+        if (k == 1 && n->wf) continue;
+        if (k == 2 && n->bf) continue;
+        s += fbytes(v);
+    }
+    for (uint32_t k = 0; k < n->nout; k++)
+        if (OUT(g, n, k)->dtype != XDT_FP32)
+            s += fbytes(OUT(g, n, k));
+    xnn_value *x = IN(g, n, 0), *o = OUT(g, n, 0);
+    switch (n->kind) {
+    case XN_CONV2D: {
+        int64_t K = (int64_t)n->kh * n->kw * n->gic;
+        int64_t P = o->dims[0] * o->dims[1] * o->dims[2];
+        int64_t rows = K ? XNN_TILE_FLOATS / K : 1;
+        if (rows < 1) rows = 1;
+        if (rows > P) rows = P;
+        s += (size_t)(rows * K) * 4 + 64;
+        break;
+    }
+    case XN_SDPA: {
+        uint32_t r = x->rank;
+        int64_t T = x->dims[r - 2], D = x->dims[r - 1], S = IN(g, n, 1)->dims[r - 2];
+        s += (size_t)(T * D + T * S) * 4 + 128;
+        break;
+    }
+    case XN_DEPTHWISE_CONV2D: case XN_CONV_TRANSPOSE2D:
+        s += (size_t)o->dims[3] * 4 * 64 + 64; /* per-thread accumulators (64 threads max) */
+        break;
+    default:
+        break;
+    }
+    return s;
+}
+
+etch_status xnn_ops_prepare(xnn_graph *g, xnn_alloc *a) {
+    etch_status st;
+    for (uint32_t i = 0; i < g->nvalues; i++)
+        memcpy(g->values[i].dims, g->values[i].bound, sizeof g->values[i].dims);
+    size_t scratch = 0;
+    for (uint32_t i = 0; i < g->nnodes; i++) {
+        xnn_node *n = &g->nodes[i];
+        if ((st = check_types(g, n)) || (st = reshape_node(g, n, true)))
+            return st;
+        if (n->kind == XN_FULLY_CONNECTED || n->kind == XN_CONV2D ||
+            n->kind == XN_DEPTHWISE_CONV2D || n->kind == XN_CONV_TRANSPOSE2D) {
+            if ((st = prepare_weight(IN(g, n, 1), a, &n->wf)) ||
+                (st = prepare_weight(IN(g, n, 2), a, &n->bf)))
+                return st;
+        }
+        n->scratch = node_scratch(g, n);
+        if (n->scratch > scratch)
+            scratch = n->scratch;
+    }
+    for (uint32_t i = 0; i < g->nvalues; i++) {
+        xnn_value *v = &g->values[i];
+        if (v->dtype == XDT_QDINT8) {
+            if (v->max_rows == 0) {
+                int64_t row = token_row(v), n = xnn_numel(v->bound, v->rank);
+                v->max_rows = row ? n / row : 0;
+            }
+            v->row_scale = (float *)xnn_alloc_bytes(a, (size_t)(v->max_rows + 1) * 4, 16);
+            v->row_zp = (int32_t *)xnn_alloc_bytes(a, (size_t)(v->max_rows + 1) * 4, 16);
+            if (!v->row_scale || !v->row_zp)
+                return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED,
+                                "XnnpackBackend: method pool too small");
+        }
+        /* external values take their caller's shapes at execute; start from the bounds */
+        memcpy(v->dims, v->bound, sizeof v->dims);
+    }
+    g->scratch_size = scratch + 64;
+    return ETCH_OK;
+}
+
+/* ---- execution -------------------------------------------------------------------------- */
+
+typedef struct run {
+    xnn_graph *g;
+    etch_kernel_context *ctx;
+    uint8_t *sp;
+    size_t left;
+} run;
+
+static float *scratch_floats(run *r, int64_t n) {
+    size_t bytes = ((size_t)n * 4 + 63) & ~(size_t)63;
+    if (bytes > r->left)
+        return NULL; /* sized at load for the bounds: cannot happen within them */
+    float *p = (float *)r->sp;
+    r->sp += bytes;
+    r->left -= bytes;
+    return p;
+}
+
+/* Input k as float32 (the data itself when already fp32). */
+static const float *fin(run *r, xnn_node *n, uint32_t k) {
+    xnn_value *v = IN(r->g, n, k);
+    if (!v)
+        return NULL;
+    if (k == 1 && n->wf)
+        return n->wf;
+    if (k == 2 && n->bf)
+        return n->bf;
+    if (v->dtype == XDT_FP32)
+        return (const float *)v->data;
+    float *f = scratch_floats(r, xnn_numel(v->dims, v->rank));
+    if (f)
+        to_float(v, v->data, f);
+    return f;
+}
+
+static float *fout(run *r, xnn_node *n, uint32_t k) {
+    xnn_value *o = OUT(r->g, n, k);
+    if (o->dtype == XDT_FP32)
+        return (float *)o->data;
+    return scratch_floats(r, xnn_numel(o->dims, o->rank));
+}
+
+typedef struct span_args {
+    const float *x, *y;
+    float *o;
+    int op;
+    float a, lo, hi;
+} span_args;
+
+static inline float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+
+static void unary_span(void *arg, int64_t b, int64_t e) {
+    const span_args *s = (const span_args *)arg;
+    const float *x = s->x;
+    float *o = s->o;
+    switch (s->op) {
+    case XN_CLAMP: case XN_CONVERT: case XN_STATIC_RESHAPE:
+        if (o != x)
+            memcpy(o + b, x + b, (size_t)(e - b) * 4);
+        break;
+    case XN_SIGMOID:
+        for (int64_t i = b; i < e; i++) o[i] = 1.0f / (1.0f + expf(-x[i]));
+        break;
+    case XN_FLOOR: for (int64_t i = b; i < e; i++) o[i] = floorf(x[i]); break;
+    case XN_CEILING: for (int64_t i = b; i < e; i++) o[i] = ceilf(x[i]); break;
+    case XN_SQRT: for (int64_t i = b; i < e; i++) o[i] = sqrtf(x[i]); break;
+    case XN_RSQRT: for (int64_t i = b; i < e; i++) o[i] = 1.0f / sqrtf(x[i]); break;
+    case XN_LOG: for (int64_t i = b; i < e; i++) o[i] = logf(x[i]); break;
+    case XN_ABS: for (int64_t i = b; i < e; i++) o[i] = fabsf(x[i]); break;
+    case XN_NEGATE: for (int64_t i = b; i < e; i++) o[i] = -x[i]; break;
+    case XN_SQUARE: for (int64_t i = b; i < e; i++) o[i] = x[i] * x[i]; break;
+    case XN_GELU: for (int64_t i = b; i < e; i++) o[i] = gelu(x[i]); break;
+    case XN_HARDSWISH:
+        for (int64_t i = b; i < e; i++) {
+            float t = x[i] + 3.0f;
+            t = t < 0 ? 0 : t > 6 ? 6 : t;
+            o[i] = x[i] * t * (1.0f / 6.0f);
+        }
+        break;
+    case XN_LEAKY_RELU:
+        for (int64_t i = b; i < e; i++) o[i] = x[i] >= 0 ? x[i] : x[i] * s->a;
+        break;
+    case XN_ELU:
+        for (int64_t i = b; i < e; i++) o[i] = x[i] > 0 ? x[i] : s->a * expm1f(x[i]);
+        break;
+    default:
+        break;
+    }
+    if (s->lo > -INFINITY || s->hi < INFINITY)
+        for (int64_t i = b; i < e; i++)
+            o[i] = o[i] < s->lo ? s->lo : o[i] > s->hi ? s->hi : o[i];
+}
+
+static inline float binop(int op, float a, float b) {
+    switch (op) {
+    case XN_ADD: return a + b;
+    case XN_SUBTRACT: return a - b;
+    case XN_MULTIPLY: return a * b;
+    case XN_DIV: return a / b;
+    case XN_MINIMUM: return a < b ? a : (b < a ? b : (isnan(a) ? a : b));
+    case XN_MAXIMUM: return a > b ? a : (b > a ? b : (isnan(a) ? a : b));
+    case XN_PRELU: return a >= 0 ? a : a * b;
+    default: return 0;
+    }
+}
+
+typedef struct bin_args {
+    const float *x, *y;
+    float *o;
+    int op;
+    float lo, hi;
+    uint32_t rank;
+    int64_t dims[XNN_MAX_DIMS], sx[XNN_MAX_DIMS], sy[XNN_MAX_DIMS];
+} bin_args;
+
+/* rows: every index but the last dim */
+static void binary_rows(void *arg, int64_t b, int64_t e) {
+    const bin_args *s = (const bin_args *)arg;
+    uint32_t r = s->rank;
+    int64_t inner = r ? s->dims[r - 1] : 1, ix = r ? s->sx[r - 1] : 0, iy = r ? s->sy[r - 1] : 0;
+    for (int64_t row = b; row < e; row++) {
+        int64_t rem = row, ox = 0, oy = 0;
+        for (int32_t d = (int32_t)r - 2; d >= 0; d--) {
+            int64_t c = rem % s->dims[d];
+            rem /= s->dims[d];
+            ox += c * s->sx[d];
+            oy += c * s->sy[d];
+        }
+        const float *x = s->x + ox, *y = s->y + oy;
+        float *o = s->o + row * inner;
+        if (ix == 1 && iy == 1) {
+            switch (s->op) {
+            case XN_ADD: for (int64_t i = 0; i < inner; i++) o[i] = x[i] + y[i]; break;
+            case XN_MULTIPLY: for (int64_t i = 0; i < inner; i++) o[i] = x[i] * y[i]; break;
+            case XN_SUBTRACT: for (int64_t i = 0; i < inner; i++) o[i] = x[i] - y[i]; break;
+            default: for (int64_t i = 0; i < inner; i++) o[i] = binop(s->op, x[i], y[i]);
+            }
+        } else {
+            for (int64_t i = 0; i < inner; i++)
+                o[i] = binop(s->op, x[i * ix], y[i * iy]);
+        }
+        if (s->lo > -INFINITY || s->hi < INFINITY)
+            for (int64_t i = 0; i < inner; i++)
+                o[i] = o[i] < s->lo ? s->lo : o[i] > s->hi ? s->hi : o[i];
+    }
+}
+
+static void run_binary(run *r, xnn_node *n, const float *x, const float *y, float *o) {
+    xnn_value *vx = IN(r->g, n, 0), *vy = IN(r->g, n, 1), *vo = OUT(r->g, n, 0);
+    bin_args s;
+    memset(&s, 0, sizeof s);
+    s.x = x, s.y = y, s.o = o, s.op = n->kind, s.lo = n->out_min, s.hi = n->out_max;
+    s.rank = vo->rank;
+    int64_t stx = 1, sty = 1;
+    for (int32_t d = (int32_t)vo->rank - 1; d >= 0; d--) {
+        int32_t dx = d - (int32_t)(vo->rank - vx->rank), dy = d - (int32_t)(vo->rank - vy->rank);
+        int64_t ex = dx >= 0 ? vx->dims[dx] : 1, ey = dy >= 0 ? vy->dims[dy] : 1;
+        s.dims[d] = vo->dims[d];
+        s.sx[d] = ex == 1 ? 0 : stx;
+        s.sy[d] = ey == 1 ? 0 : sty;
+        stx *= ex;
+        sty *= ey;
+    }
+    if (n->kind == XN_PRELU && vy->rank == 1 && vo->rank >= 1 && vy->dims[0] == vo->dims[vo->rank - 1]) {
+        /* slope per channel (last dim) */
+    }
+    int64_t inner = vo->rank ? vo->dims[vo->rank - 1] : 1;
+    int64_t rows = inner ? xnn_numel(vo->dims, vo->rank) / inner : 0;
+    if (vo->rank == 0) {
+        o[0] = binop(n->kind, x[0], y[0]);
+        return;
+    }
+    etch_kernel_parallel_for(r->ctx, rows, inner >= 4096 ? 1 : 4096 / (inner ? inner : 1),
+                             binary_rows, &s);
+}
+
+/* ---- matrix products -------------------------------------------------------------------- */
+
+static etch_epilogue clamp_epi(const xnn_node *n, const xnn_value *o, bool *use) {
+    etch_epilogue e = {ETCH_ACT_CLAMP, n->out_min, n->out_max};
+    *use = o->dtype == XDT_FP32 && (n->out_min > -INFINITY || n->out_max < INFINITY);
+    return e;
+}
+
+static void clamp_floats(float *o, int64_t cnt, float lo, float hi) {
+    if (lo > -INFINITY || hi < INFINITY)
+        for (int64_t i = 0; i < cnt; i++)
+            o[i] = o[i] < lo ? lo : o[i] > hi ? hi : o[i];
+}
+
+static void run_fc(run *r, xnn_node *n, const float *x, const float *w, const float *b,
+                   float *o) {
+    xnn_value *vw = IN(r->g, n, 1), *vo = OUT(r->g, n, 0);
+    bool tw = n->flags & XNN_FLAG_TRANSPOSE_WEIGHTS;
+    int64_t N = tw ? vw->dims[1] : vw->dims[0], K = tw ? vw->dims[0] : vw->dims[1];
+    int64_t M = N ? xnn_numel(vo->dims, vo->rank) / N : 0;
+    bool use;
+    etch_epilogue epi = clamp_epi(n, vo, &use);
+    etch_sgemm_desc d;
+    memset(&d, 0, sizeof d);
+    d.M = M, d.N = N, d.K = K;
+    d.a = x, d.a_rs = K, d.a_cs = 1;
+    d.b = w;
+    d.b_rs = tw ? N : 1;
+    d.b_cs = tw ? 1 : K;
+    d.c = o, d.ldc = N;
+    d.bias = b, d.bias_rs = 0, d.bias_cs = 1;
+    d.alpha = 1.0f, d.beta = b ? 1.0f : 0.0f;
+    d.epilogue = use ? &epi : NULL;
+    etch_opt_sgemm(r->ctx, &d);
+    if (!use)
+        clamp_floats(o, M * N, n->out_min, n->out_max);
+}
+
+typedef struct im2col_args {
+    const float *x;
+    float *col;
+    int64_t p0, H, W, C, OH, OW, K;
+    const xnn_node *n;
+    uint32_t g;
+} im2col_args;
+
+static void im2col_rows(void *arg, int64_t b, int64_t e) {
+    const im2col_args *s = (const im2col_args *)arg;
+    const xnn_node *n = s->n;
+    int64_t gic = n->gic;
+    for (int64_t p = b; p < e; p++) {
+        int64_t q = s->p0 + p, ox = q % s->OW, oy = (q / s->OW) % s->OH, bi = q / (s->OW * s->OH);
+        float *dst = s->col + p * s->K;
+        for (uint32_t ky = 0; ky < n->kh; ky++) {
+            int64_t iy = oy * n->sh + (int64_t)ky * n->dh - n->pad[0];
+            for (uint32_t kx = 0; kx < n->kw; kx++, dst += gic) {
+                int64_t ix = ox * n->sw + (int64_t)kx * n->dw - n->pad[3];
+                if (iy < 0 || iy >= s->H || ix < 0 || ix >= s->W)
+                    memset(dst, 0, (size_t)gic * 4);
+                else
+                    memcpy(dst, s->x + ((bi * s->H + iy) * s->W + ix) * s->C + s->g * gic,
+                           (size_t)gic * 4);
+            }
+        }
+    }
+}
+
+static void run_conv(run *r, xnn_node *n, const float *x, const float *w, const float *b,
+                     float *o) {
+    xnn_value *vx = IN(r->g, n, 0), *vo = OUT(r->g, n, 0);
+    int64_t H = vx->dims[1], W = vx->dims[2], C = vx->dims[3];
+    int64_t OH = vo->dims[1], OW = vo->dims[2], O = vo->dims[3];
+    int64_t P = vo->dims[0] * OH * OW, K = (int64_t)n->kh * n->kw * n->gic;
+    bool use;
+    etch_epilogue epi = clamp_epi(n, vo, &use);
+    bool pointwise = n->kh == 1 && n->kw == 1 && n->sh == 1 && n->sw == 1 && !n->pad[0] &&
+                     !n->pad[1] && !n->pad[2] && !n->pad[3];
+    int64_t rows = K ? XNN_TILE_FLOATS / K : 1;
+    if (rows < 1) rows = 1;
+    if (rows > P) rows = P;
+    float *col = pointwise ? NULL : scratch_floats(r, rows * K);
+    for (uint32_t g = 0; g < n->groups; g++) {
+        for (int64_t p0 = 0; p0 < P; p0 += pointwise ? P : rows) {
+            int64_t m = pointwise ? P : (P - p0 < rows ? P - p0 : rows);
+            etch_sgemm_desc d;
+            memset(&d, 0, sizeof d);
+            if (pointwise) {
+                d.a = x + g * n->gic, d.a_rs = C, d.a_cs = 1;
+            } else {
+                im2col_args ia = {x, col, p0, H, W, C, OH, OW, K, n, g};
+                etch_kernel_parallel_for(r->ctx, m, 16, im2col_rows, &ia);
+                d.a = col, d.a_rs = K, d.a_cs = 1;
+            }
+            d.M = m, d.N = n->goc, d.K = K;
+            d.b = w + (int64_t)g * n->goc * K, d.b_rs = 1, d.b_cs = K;
+            d.c = o + p0 * O + (int64_t)g * n->goc, d.ldc = O;
+            d.bias = b ? b + (int64_t)g * n->goc : NULL, d.bias_rs = 0, d.bias_cs = 1;
+            d.alpha = 1.0f, d.beta = b ? 1.0f : 0.0f;
+            d.epilogue = use ? &epi : NULL;
+            etch_opt_sgemm(r->ctx, &d);
+        }
+    }
+    if (!use)
+        clamp_floats(o, P * O, n->out_min, n->out_max);
+}
+
+typedef struct spatial_args {
+    const float *x, *w, *b;
+    float *o;
+    const xnn_node *n;
+    int64_t H, W, C, OH, OW, O;
+} spatial_args;
+
+/* depthwise: one output row (batch, oy) per item */
+static void dw_rows(void *arg, int64_t b0, int64_t e0) {
+    const spatial_args *s = (const spatial_args *)arg;
+    const xnn_node *n = s->n;
+    int64_t O = s->O, goc = n->goc;
+    for (int64_t row = b0; row < e0; row++) {
+        int64_t oy = row % s->OH, bi = row / s->OH;
+        for (int64_t ox = 0; ox < s->OW; ox++) {
+            float *acc = s->o + ((bi * s->OH + oy) * s->OW + ox) * O;
+            if (s->b)
+                memcpy(acc, s->b, (size_t)O * 4);
+            else
+                memset(acc, 0, (size_t)O * 4);
+            for (uint32_t ky = 0; ky < n->kh; ky++) {
+                int64_t iy = oy * n->sh + (int64_t)ky * n->dh - n->pad[0];
+                if (iy < 0 || iy >= s->H)
+                    continue;
+                for (uint32_t kx = 0; kx < n->kw; kx++) {
+                    int64_t ix = ox * n->sw + (int64_t)kx * n->dw - n->pad[3];
+                    if (ix < 0 || ix >= s->W)
+                        continue;
+                    const float *in = s->x + ((bi * s->H + iy) * s->W + ix) * s->C;
+                    const float *wt = s->w + ((int64_t)ky * n->kw + kx) * O;
+                    if (goc == 1)
+                        for (int64_t c = 0; c < O; c++)
+                            acc[c] += in[c] * wt[c];
+                    else
+                        for (int64_t c = 0; c < O; c++)
+                            acc[c] += in[c / goc] * wt[c];
+                }
+            }
+            if (n->out_min > -INFINITY || n->out_max < INFINITY)
+                for (int64_t c = 0; c < O; c++)
+                    acc[c] = acc[c] < n->out_min ? n->out_min
+                                                 : acc[c] > n->out_max ? n->out_max : acc[c];
+        }
+    }
+}
+
+/* transposed convolution, gathered per output pixel */
+static void deconv_rows(void *arg, int64_t b0, int64_t e0) {
+    const spatial_args *s = (const spatial_args *)arg;
+    const xnn_node *n = s->n;
+    int64_t O = s->O, gic = n->gic, goc = n->goc;
+    for (int64_t row = b0; row < e0; row++) {
+        int64_t oy = row % s->OH, bi = row / s->OH;
+        for (int64_t ox = 0; ox < s->OW; ox++) {
+            float *acc = s->o + ((bi * s->OH + oy) * s->OW + ox) * O;
+            if (s->b)
+                memcpy(acc, s->b, (size_t)O * 4);
+            else
+                memset(acc, 0, (size_t)O * 4);
+            for (uint32_t ky = 0; ky < n->kh; ky++) {
+                int64_t ty = oy + n->pad[0] - (int64_t)ky * n->dh;
+                if (ty < 0 || ty % n->sh)
+                    continue;
+                int64_t iy = ty / n->sh;
+                if (iy >= s->H)
+                    continue;
+                for (uint32_t kx = 0; kx < n->kw; kx++) {
+                    int64_t tx = ox + n->pad[3] - (int64_t)kx * n->dw;
+                    if (tx < 0 || tx % n->sw)
+                        continue;
+                    int64_t ix = tx / n->sw;
+                    if (ix >= s->W)
+                        continue;
+                    const float *in = s->x + ((bi * s->H + iy) * s->W + ix) * s->C;
+                    for (int64_t oc = 0; oc < O; oc++) {
+                        int64_t g = oc / goc;
+                        const float *wt = s->w + ((oc * n->kh + ky) * n->kw + kx) * gic;
+                        const float *ig = in + g * gic;
+                        float sum = 0;
+                        for (int64_t c = 0; c < gic; c++)
+                            sum += ig[c] * wt[c];
+                        acc[oc] += sum;
+                    }
+                }
+            }
+            if (n->out_min > -INFINITY || n->out_max < INFINITY)
+                for (int64_t c = 0; c < O; c++)
+                    acc[c] = acc[c] < n->out_min ? n->out_min
+                                                 : acc[c] > n->out_max ? n->out_max : acc[c];
+        }
+    }
+}
+
+static void pool_rows(void *arg, int64_t b0, int64_t e0) {
+    const spatial_args *s = (const spatial_args *)arg;
+    const xnn_node *n = s->n;
+    int64_t C = s->C;
+    bool maxp = n->kind == XN_MAX_POOL;
+    for (int64_t row = b0; row < e0; row++) {
+        int64_t oy = row % s->OH, bi = row / s->OH;
+        for (int64_t ox = 0; ox < s->OW; ox++) {
+            float *acc = s->o + ((bi * s->OH + oy) * s->OW + ox) * C;
+            for (int64_t c = 0; c < C; c++)
+                acc[c] = maxp ? -INFINITY : 0.0f;
+            int64_t count = 0;
+            for (uint32_t ky = 0; ky < n->kh; ky++) {
+                int64_t iy = oy * n->sh + (int64_t)ky * n->dh - n->pad[0];
+                if (iy < 0 || iy >= s->H)
+                    continue;
+                for (uint32_t kx = 0; kx < n->kw; kx++) {
+                    int64_t ix = ox * n->sw + (int64_t)kx * n->dw - n->pad[3];
+                    if (ix < 0 || ix >= s->W)
+                        continue;
+                    const float *in = s->x + ((bi * s->H + iy) * s->W + ix) * C;
+                    count++;
+                    if (maxp)
+                        for (int64_t c = 0; c < C; c++)
+                            acc[c] = in[c] > acc[c] || isnan(in[c]) ? in[c] : acc[c];
+                    else
+                        for (int64_t c = 0; c < C; c++)
+                            acc[c] += in[c];
+                }
+            }
+            if (!maxp) {
+                float inv = count ? 1.0f / (float)count : 0.0f;
+                for (int64_t c = 0; c < C; c++)
+                    acc[c] *= inv;
+            }
+            if (n->out_min > -INFINITY || n->out_max < INFINITY)
+                for (int64_t c = 0; c < C; c++)
+                    acc[c] = acc[c] < n->out_min ? n->out_min
+                                                 : acc[c] > n->out_max ? n->out_max : acc[c];
+        }
+    }
+}
+
+static void resize_rows(void *arg, int64_t b0, int64_t e0) {
+    const spatial_args *s = (const spatial_args *)arg;
+    const xnn_node *n = s->n;
+    int64_t C = s->C;
+    bool ac = n->flags & XNN_FLAG_ALIGN_CORNERS, legacy = n->flags & XNN_FLAG_TENSORFLOW_LEGACY_MODE;
+    float sy = ac ? (s->OH > 1 ? (float)(s->H - 1) / (float)(s->OH - 1) : 0.0f)
+                  : (float)s->H / (float)s->OH;
+    float sx = ac ? (s->OW > 1 ? (float)(s->W - 1) / (float)(s->OW - 1) : 0.0f)
+                  : (float)s->W / (float)s->OW;
+    for (int64_t row = b0; row < e0; row++) {
+        int64_t oy = row % s->OH, bi = row / s->OH;
+        float fy = ac || legacy ? (float)oy * sy : ((float)oy + 0.5f) * sy - 0.5f;
+        if (fy < 0) fy = 0;
+        int64_t y0 = (int64_t)fy;
+        if (y0 > s->H - 1) y0 = s->H - 1;
+        int64_t y1 = y0 + 1 < s->H ? y0 + 1 : s->H - 1;
+        float ly = fy - (float)y0;
+        for (int64_t ox = 0; ox < s->OW; ox++) {
+            float fx = ac || legacy ? (float)ox * sx : ((float)ox + 0.5f) * sx - 0.5f;
+            if (fx < 0) fx = 0;
+            int64_t x0 = (int64_t)fx;
+            if (x0 > s->W - 1) x0 = s->W - 1;
+            int64_t x1 = x0 + 1 < s->W ? x0 + 1 : s->W - 1;
+            float lx = fx - (float)x0;
+            const float *p00 = s->x + ((bi * s->H + y0) * s->W + x0) * C,
+                        *p01 = s->x + ((bi * s->H + y0) * s->W + x1) * C,
+                        *p10 = s->x + ((bi * s->H + y1) * s->W + x0) * C,
+                        *p11 = s->x + ((bi * s->H + y1) * s->W + x1) * C;
+            float *dst = s->o + ((bi * s->OH + oy) * s->OW + ox) * C;
+            for (int64_t c = 0; c < C; c++) {
+                float top = p00[c] + (p01[c] - p00[c]) * lx;
+                float bot = p10[c] + (p11[c] - p10[c]) * lx;
+                dst[c] = top + (bot - top) * ly;
+            }
+        }
+    }
+}
+
+static void run_spatial(run *r, xnn_node *n, const float *x, const float *w, const float *b,
+                        float *o, etch_parallel_fn fn) {
+    xnn_value *vx = IN(r->g, n, 0), *vo = OUT(r->g, n, 0);
+    spatial_args s = {x, w, b, o, n, vx->dims[1], vx->dims[2], vx->dims[3],
+                      vo->dims[1], vo->dims[2], vo->dims[3]};
+    etch_kernel_parallel_for(r->ctx, vo->dims[0] * vo->dims[1], 1, fn, &s);
+}
+
+static void run_global_pool(run *r, xnn_node *n, const float *x, float *o) {
+    xnn_value *vx = IN(r->g, n, 0);
+    uint32_t k = vx->rank;
+    int64_t C = vx->dims[k - 1], HW = vx->dims[k - 2] * vx->dims[k - 3];
+    int64_t N = xnn_numel(vx->dims, k - 3);
+    (void)r;
+    for (int64_t b = 0; b < N; b++) {
+        float *dst = o + b * C;
+        memset(dst, 0, (size_t)C * 4);
+        for (int64_t p = 0; p < HW; p++) {
+            const float *src = x + (b * HW + p) * C;
+            for (int64_t c = 0; c < C; c++)
+                dst[c] += src[c];
+        }
+        float inv = HW ? 1.0f / (float)HW : 0.0f;
+        for (int64_t c = 0; c < C; c++)
+            dst[c] *= inv;
+        clamp_floats(dst, C, n->out_min, n->out_max);
+    }
+}
+
+static void softmax_rows(void *arg, int64_t b, int64_t e) {
+    const span_args *s = (const span_args *)arg;
+    int64_t C = (int64_t)s->a;
+    for (int64_t row = b; row < e; row++) {
+        const float *x = s->x + row * C;
+        float *o = s->o + row * C, m = -INFINITY, sum = 0;
+        for (int64_t c = 0; c < C; c++)
+            m = x[c] > m ? x[c] : m;
+        for (int64_t c = 0; c < C; c++) {
+            o[c] = expf(x[c] - m);
+            sum += o[c];
+        }
+        float inv = 1.0f / sum;
+        for (int64_t c = 0; c < C; c++)
+            o[c] *= inv;
+        if (s->lo > -INFINITY || s->hi < INFINITY)
+            for (int64_t c = 0; c < C; c++)
+                o[c] = o[c] < s->lo ? s->lo : o[c] > s->hi ? s->hi : o[c];
+    }
+}
+
+/* Copy with an arbitrary index map: out[i0..] = in[map(i0..)], via strides. */
+static void strided_copy(const float *x, float *o, uint32_t rank, const int64_t *odims,
+                         const int64_t *istride, int64_t ibase) {
+    int64_t total = xnn_numel(odims, rank), idx[XNN_MAX_DIMS] = {0};
+    int64_t inner = rank ? odims[rank - 1] : 1, is = rank ? istride[rank - 1] : 0;
+    if (total == 0)
+        return;
+    for (int64_t done = 0; done < total; done += inner) {
+        int64_t off = ibase;
+        for (uint32_t d = 0; d + 1 < rank; d++)
+            off += idx[d] * istride[d];
+        if (is == 1)
+            memcpy(o + done, x + off, (size_t)inner * 4);
+        else
+            for (int64_t i = 0; i < inner; i++)
+                o[done + i] = x[off + i * is];
+        for (int32_t d = (int32_t)rank - 2; d >= 0; d--) {
+            if (++idx[d] < odims[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+static void contiguous_strides(const int64_t *dims, uint32_t rank, int64_t *st) {
+    int64_t s = 1;
+    for (int32_t d = (int32_t)rank - 1; d >= 0; d--) {
+        st[d] = s;
+        s *= dims[d];
+    }
+}
+
+static void run_bmm(run *r, xnn_node *n, const float *x, const float *y, float *o) {
+    xnn_value *vx = IN(r->g, n, 0), *vy = IN(r->g, n, 1), *vo = OUT(r->g, n, 0);
+    bool tb = n->flags & XNN_FLAG_TRANSPOSE_B;
+    uint32_t R = vo->rank;
+    int64_t M = vo->dims[R - 2], N = vo->dims[R - 1], K = vx->dims[vx->rank - 1];
+    int64_t batches = xnn_numel(vo->dims, R - 2);
+    for (int64_t bi = 0; bi < batches; bi++) {
+        int64_t rem = bi, ox = 0, oy = 0, sx = 1, sy = 1;
+        for (int32_t d = (int32_t)R - 3; d >= 0; d--) {
+            int64_t c = rem % vo->dims[d];
+            rem /= vo->dims[d];
+            int32_t dx = d - (int32_t)(R - vx->rank), dy = d - (int32_t)(R - vy->rank);
+            int64_t ex = dx >= 0 ? vx->dims[dx] : 1, ey = dy >= 0 ? vy->dims[dy] : 1;
+            if (ex != 1) ox += c * sx;
+            if (ey != 1) oy += c * sy;
+            sx *= ex;
+            sy *= ey;
+        }
+        etch_sgemm_desc d;
+        memset(&d, 0, sizeof d);
+        d.M = M, d.N = N, d.K = K;
+        d.a = x + ox * M * K, d.a_rs = K, d.a_cs = 1;
+        d.b = y + oy * K * N;
+        d.b_rs = tb ? 1 : N;
+        d.b_cs = tb ? K : 1;
+        d.c = o + bi * M * N, d.ldc = N;
+        d.alpha = 1.0f;
+        etch_opt_sgemm(r->ctx, &d);
+    }
+    clamp_floats(o, batches * M * N, n->out_min, n->out_max);
+}
+
+static void run_sdpa(run *r, xnn_node *n, const float *q, const float *k, const float *v,
+                     const float *scale, const float *mask, float *o) {
+    xnn_value *vq = IN(r->g, n, 0), *vk = IN(r->g, n, 1), *vv = IN(r->g, n, 2);
+    uint32_t R = vq->rank;
+    int64_t T = vq->dims[R - 2], D = vq->dims[R - 1], S = vk->dims[R - 2], DV = vv->dims[R - 1];
+    int64_t B = xnn_numel(vq->dims, R - 2);
+    float *qs = scratch_floats(r, T * D), *p = scratch_floats(r, T * S);
+    if (!qs || !p)
+        return;
+    for (int64_t b = 0; b < B; b++) {
+        const float *qb = q + b * T * D, *kb = k + b * S * D, *vb = v + b * S * DV;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t d = 0; d < D; d++)
+                qs[t * D + d] = qb[t * D + d] * scale[d];
+        etch_sgemm_desc d;
+        memset(&d, 0, sizeof d);
+        d.M = T, d.N = S, d.K = D;
+        d.a = qs, d.a_rs = D, d.a_cs = 1;
+        d.b = kb, d.b_rs = 1, d.b_cs = D;
+        d.c = p, d.ldc = S;
+        d.bias = mask, d.bias_rs = S, d.bias_cs = 1;
+        d.alpha = 1.0f, d.beta = 1.0f;
+        etch_opt_sgemm(r->ctx, &d);
+        span_args sa = {p, NULL, p, XN_SOFTMAX, (float)S, -INFINITY, INFINITY};
+        softmax_rows(&sa, 0, T);
+        memset(&d, 0, sizeof d);
+        d.M = T, d.N = DV, d.K = S;
+        d.a = p, d.a_rs = S, d.a_cs = 1;
+        d.b = vb, d.b_rs = DV, d.b_cs = 1;
+        d.c = o + b * T * DV, d.ldc = DV;
+        d.alpha = 1.0f;
+        etch_opt_sgemm(r->ctx, &d);
+    }
+    clamp_floats(o, B * T * DV, n->out_min, n->out_max);
+}
+
+static etch_status run_node(run *r, xnn_node *n) {
+    xnn_graph *g = r->g;
+    xnn_value *vx = IN(g, n, 0), *vo = OUT(g, n, 0);
+    const float *x = fin(r, n, 0);
+    float *o = fout(r, n, 0);
+    int64_t on = xnn_numel(vo->dims, vo->rank);
+    if (!o || !x)
+        return NODE_ERR(ETCH_ERR_MEMORY_ALLOCATION_FAILED, n, "scratch exhausted", NKN(n));
+    switch (n->kind) {
+    case XN_ADD: case XN_SUBTRACT: case XN_MULTIPLY: case XN_DIV: case XN_MINIMUM:
+    case XN_MAXIMUM: case XN_PRELU: {
+        const float *y = fin(r, n, 1);
+        if (!y)
+            return NODE_ERR(ETCH_ERR_MEMORY_ALLOCATION_FAILED, n, "scratch exhausted", NKN(n));
+        run_binary(r, n, x, y, o);
+        break;
+    }
+    case XN_FULLY_CONNECTED: case XN_CONV2D: case XN_DEPTHWISE_CONV2D:
+    case XN_CONV_TRANSPOSE2D: {
+        const float *w = fin(r, n, 1), *b = fin(r, n, 2);
+        if (!w || (n->in[2] != XNN_INVALID_ID && !b))
+            return NODE_ERR(ETCH_ERR_MEMORY_ALLOCATION_FAILED, n, "scratch exhausted", NKN(n));
+        if (n->kind == XN_FULLY_CONNECTED)
+            run_fc(r, n, x, w, b, o);
+        else if (n->kind == XN_CONV2D)
+            run_conv(r, n, x, w, b, o);
+        else
+            run_spatial(r, n, x, w, b, o,
+                        n->kind == XN_DEPTHWISE_CONV2D ? dw_rows : deconv_rows);
+        break;
+    }
+    case XN_AVG_POOL: case XN_MAX_POOL:
+        run_spatial(r, n, x, NULL, NULL, o, pool_rows);
+        break;
+    case XN_RESIZE_BILINEAR:
+        run_spatial(r, n, x, NULL, NULL, o, resize_rows);
+        break;
+    case XN_GLOBAL_AVG_POOL:
+        run_global_pool(r, n, x, o);
+        break;
+    case XN_SOFTMAX: {
+        int64_t C = vx->rank ? vx->dims[vx->rank - 1] : 1;
+        span_args s = {x, NULL, o, n->kind, (float)C, n->out_min, n->out_max};
+        if (C > 0)
+            etch_kernel_parallel_for(r->ctx, on / C, 8, softmax_rows, &s);
+        break;
+    }
+    case XN_STATIC_TRANSPOSE: {
+        int64_t ist[XNN_MAX_DIMS] = {0}, st[XNN_MAX_DIMS] = {0};
+        contiguous_strides(vx->dims, vx->rank, ist);
+        for (uint32_t d = 0; d < vo->rank; d++)
+            st[d] = ist[n->perm[d]];
+        strided_copy(x, o, vo->rank, vo->dims, st, 0);
+        clamp_floats(o, on, n->out_min, n->out_max);
+        break;
+    }
+    case XN_STATIC_SLICE: {
+        int64_t st[XNN_MAX_DIMS] = {0}, base = 0;
+        contiguous_strides(vx->dims, vx->rank, st);
+        for (uint32_t d = 0; d < vx->rank; d++)
+            base += n->offsets[d] * st[d];
+        strided_copy(x, o, vo->rank, vo->dims, st, base);
+        clamp_floats(o, on, n->out_min, n->out_max);
+        break;
+    }
+    case XN_CONSTANT_PAD: {
+        for (int64_t i = 0; i < on; i++)
+            o[i] = n->alpha;
+        int64_t ost[XNN_MAX_DIMS] = {0}, base = 0;
+        contiguous_strides(vo->dims, vo->rank, ost);
+        for (uint32_t d = 0; d < vo->rank; d++)
+            base += (int64_t)n->pre[d] * ost[d];
+        /* scatter the input rows into the padded output */
+        int64_t inner = vx->rank ? vx->dims[vx->rank - 1] : 1;
+        int64_t rows = inner ? xnn_numel(vx->dims, vx->rank) / inner : 0;
+        for (int64_t row = 0; row < rows; row++) {
+            int64_t rem = row, off = base;
+            for (int32_t d = (int32_t)vx->rank - 2; d >= 0; d--) {
+                off += (rem % vx->dims[d]) * ost[d];
+                rem /= vx->dims[d];
+            }
+            memcpy(o + off, x + row * inner, (size_t)inner * 4);
+        }
+        clamp_floats(o, on, n->out_min, n->out_max);
+        break;
+    }
+    case XN_CONCAT2: case XN_CONCAT3: case XN_CONCAT4: case XN_CONCAT5: {
+        int64_t outer = xnn_numel(vo->dims, n->axis);
+        int64_t inner = xnn_numel(vo->dims + n->axis + 1, vo->rank - n->axis - 1);
+        int64_t orow = vo->dims[n->axis] * inner, at = 0;
+        for (uint32_t k = 0; k < n->nin; k++) {
+            xnn_value *vk = IN(g, n, k);
+            const float *xk = k == 0 ? x : fin(r, n, k);
+            if (!xk)
+                return NODE_ERR(ETCH_ERR_MEMORY_ALLOCATION_FAILED, n, "scratch exhausted",
+                                NKN(n));
+            int64_t chunk = vk->dims[n->axis] * inner;
+            for (int64_t b = 0; b < outer; b++)
+                memcpy(o + b * orow + at, xk + b * chunk, (size_t)chunk * 4);
+            at += chunk;
+        }
+        clamp_floats(o, on, n->out_min, n->out_max);
+        break;
+    }
+    case XN_BMM: {
+        const float *y = fin(r, n, 1);
+        if (!y)
+            return NODE_ERR(ETCH_ERR_MEMORY_ALLOCATION_FAILED, n, "scratch exhausted", NKN(n));
+        run_bmm(r, n, x, y, o);
+        break;
+    }
+    case XN_SDPA: {
+        const float *k = fin(r, n, 1), *v = fin(r, n, 2), *s = fin(r, n, 3), *m = fin(r, n, 4);
+        if (!k || !v || !s || !m)
+            return NODE_ERR(ETCH_ERR_MEMORY_ALLOCATION_FAILED, n, "scratch exhausted", NKN(n));
+        run_sdpa(r, n, x, k, v, s, m, o);
+        break;
+    }
+    default: {
+        span_args s = {x, NULL, o, n->kind, n->alpha, n->out_min, n->out_max};
+        etch_kernel_parallel_for(r->ctx, on, 16384, unary_span, &s);
+        break;
+    }
+    }
+    if (etch_kernel_failed(r->ctx))
+        return ETCH_ERR_INTERNAL;
+    if (vo->dtype != XDT_FP32)
+        from_float(vo, o, vo->data);
+    return ETCH_OK;
+}
+
+etch_status xnn_ops_reshape(xnn_graph *g) {
+    etch_status st;
+    for (uint32_t i = 0; i < g->nnodes; i++)
+        if ((st = reshape_node(g, &g->nodes[i], false)))
+            return st;
+    return ETCH_OK;
+}
+
+etch_status xnn_ops_execute(xnn_graph *g, etch_kernel_context *ctx) {
+    etch_status st;
+    for (uint32_t i = 0; i < g->nnodes; i++) {
+        run r = {g, ctx, g->scratch, g->scratch_size};
+        if ((st = run_node(&r, &g->nodes[i])))
+            return st;
+    }
+    return ETCH_OK;
+}
