@@ -6,7 +6,8 @@
  * See etch/program.h for the lifecycle (open → meta → load → set inputs → execute → read
  * outputs → free → close), etch/kernel.h for custom operators, etch/backend.h for delegates.
  * The conveniences that allocate for you live in etch/module.h; .npy files in etch/npy.h;
- * bundled-program checks in etch/bundled.h; the built-in kernels in etch/kernels.h.
+ * bundled-program checks in etch/bundled.h; the built-in kernels in etch/kernels.h, the
+ * built-in backends (XnnpackBackend) in etch/backends.h.
  */
 #ifndef ETCH_ETCH_H
 #define ETCH_ETCH_H

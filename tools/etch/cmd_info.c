@@ -5,6 +5,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "etch/backends.h"
 #include "etch/bundled.h"
 #include "etch/kernels.h"
 
@@ -383,6 +384,7 @@ static int info_json(const char *path, bool data_map) {
     if (data_map) {
         st = json_data_map(j, path);
     } else if ((st = etch_kernels_register_portable()) == ETCH_OK &&
+               (st = etch_backends_register_builtin()) == ETCH_OK &&
                (st = etch_program_open_file(path, NULL, &prog)) == ETCH_OK) {
         etch_program_header h;
         etch_program_get_header(prog, &h);
@@ -436,6 +438,8 @@ int cmd_info(int argc, char **argv) {
         return print_data_map(path);
 
     etch_status st = etch_kernels_register_portable();
+    if (st == ETCH_OK)
+        st = etch_backends_register_builtin();
     if (st != ETCH_OK)
         return cli_fail(st);
     etch_program *prog;

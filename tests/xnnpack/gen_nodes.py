@@ -1,0 +1,468 @@
+"""Per-node XnnpackBackend cases: small XNNPACK payloads laid out as ExecuTorch's serializer lays
+them out (XH00 header, XN01 XNNGraph, 16-aligned constant section), each in a .pte with one
+DelegateCall, with inputs and the outputs xnn_ref.py (torch) computes.
+
+    python3 gen_nodes.py OUT_DIR
+
+writes OUT_DIR/<case>.pte, <case>.in<k>.f32, <case>.out.f32 and OUT_DIR/cases.txt: one line per
+case: name tolerance ninputs then, per input, rank and dims.
+"""
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import xnn_ref  # noqa: E402
+from etch.serialize.flatbuffers import Builder  # noqa: E402
+from etch.serialize.program_builder import ProgramBuilder  # noqa: E402
+from etch.serialize.pte import serialize_program  # noqa: E402
+
+K = {n: i for i, n in enumerate(xnn_ref.KINDS)}
+FP32, FP16, QINT8, QUINT8, QINT32, QCINT8, QCINT32, QCINT4, QDINT8, QBINT4 = range(1, 11)
+INPUT, OUTPUT = 1, 2
+
+
+class G:
+    """An XNNGraph under construction."""
+
+    def __init__(self):
+        self.values = []  # dicts
+        self.nodes = []   # (kind, fields, minmax)
+        self.consts = [b""]
+
+    def value(self, dims, dtype=FP32, flags=0, ext=None, const=None, q=None):
+        cidx = 0
+        if const is not None:
+            self.consts.append(bytes(const))
+            cidx = len(self.consts) - 1
+        vid = len(self.values)
+        self.values.append(dict(dims=list(dims), dtype=dtype, flags=flags,
+                                ext=0xffffffff if ext is None else ext, cidx=cidx, id=vid, q=q))
+        return vid
+
+    def node(self, kind, fields, lo=None, hi=None):
+        """fields: {slot: ('I', v) | ('f', v) | ('IV', [..])}"""
+        self.nodes.append((K[kind], fields, (lo, hi) if lo is not None else None))
+
+    def blob(self):
+        b = Builder(4096)
+        cdo = []
+        offs, at = [], 0
+        for c in self.consts:
+            offs.append(at)
+            at += (len(c) + 15) // 16 * 16
+        for c, o in zip(self.consts, offs):
+            b.start_table()
+            b.add_scalar(0, "Q", o, default=0)
+            b.add_scalar(1, "Q", len(c), default=0)
+            cdo.append(b.end_table())
+        xvals = []
+        for v in self.values:
+            dims = b.create_scalar_vector("I", v["dims"], 4)
+            b.start_table()
+            b.add_scalar(0, "h", v["dtype"], default=0)
+            b.add_scalar(1, "I", len(v["dims"]), default=0)
+            b.add_offset(2, dims)
+            b.add_scalar(3, "I", v["cidx"], default=0)
+            b.add_scalar(4, "I", v["ext"], default=None)
+            b.add_scalar(5, "I", v["flags"], default=0)
+            b.add_scalar(6, "I", v["id"], default=0)
+            tv = b.end_table()
+            if v["q"] is None:
+                kind, u = 1, tv
+            else:
+                q = v["q"]
+                if q[0] == "tensor":
+                    b.start_table()
+                    b.add_scalar(0, "f", q[1], default=None)
+                    b.add_scalar(1, "i", q[2], default=0)
+                    qt, qp = 2, b.end_table()
+                elif q[0] == "channel":
+                    sc = b.create_scalar_vector("f", q[1], 4)
+                    b.start_table()
+                    b.add_offset(0, sc)
+                    b.add_scalar(1, "i", q[2], default=0)
+                    qt, qp = 1, b.end_table()
+                elif q[0] == "token":
+                    b.start_table()
+                    b.add_scalar(0, "i", q[1], default=0)
+                    qt, qp = 3, b.end_table()
+                else:  # block: scales as bf16
+                    bf = [struct.unpack("<I", struct.pack("<f", s))[0] >> 16 for s in q[1]]
+                    sc = b.create_scalar_vector("H", bf, 4)
+                    b.start_table()
+                    b.add_scalar(1, "i", q[2], default=0)
+                    b.add_scalar(2, "i", q[3], default=0)
+                    b.add_offset(3, sc)
+                    qt, qp = 4, b.end_table()
+                b.start_table()
+                b.add_offset(0, tv)
+                b.add_scalar(1, "B", qt, default=0)
+                b.add_offset(2, qp)
+                kind, u = 2, b.end_table()
+            b.start_table()
+            b.add_scalar(0, "B", kind, default=0)
+            b.add_offset(1, u)
+            xvals.append(b.end_table())
+        xnodes = []
+        for kind, fields, mm in self.nodes:
+            vecs = {s: b.create_scalar_vector("I", v, 4) for s, (t, v) in fields.items()
+                    if t == "IV"}
+            b.start_table()
+            for s, (t, v) in fields.items():
+                if t == "IV":
+                    b.add_offset(s, vecs[s])
+                else:
+                    b.add_scalar(s, t, v, default=None)
+            tbl = b.end_table()
+            mmt = None
+            if mm is not None:
+                b.start_table()
+                b.add_scalar(0, "f", mm[0], default=None)
+                b.add_scalar(1, "f", mm[1], default=None)
+                mmt = b.end_table()
+            b.start_table()
+            b.add_scalar(0, "B", kind, default=0)
+            b.add_offset(1, tbl)
+            if mmt is not None:
+                b.add_offset(3, mmt)
+            xnodes.append(b.end_table())
+        ins = [v["id"] for v in self.values if v["flags"] & INPUT]
+        outs = [v["id"] for v in self.values if v["flags"] & OUTPUT]
+        vn = b.create_offset_vector(xnodes)
+        vv = b.create_offset_vector(xvals)
+        vi = b.create_scalar_vector("I", ins, 4)
+        vo = b.create_scalar_vector("I", outs, 4)
+        vc = b.create_offset_vector(cdo)
+        ver = b.create_string("0")
+        b.start_table()
+        b.add_offset(0, ver)
+        b.add_offset(1, vn)
+        b.add_offset(2, vv)
+        b.add_scalar(3, "I", len(ins) + len(outs), default=0)
+        b.add_offset(4, vi)
+        b.add_offset(5, vo)
+        b.add_offset(8, vc)
+        fb = b.finish(b.end_table(), b"XN01")
+        consts = b"".join(c + b"\0" * ((len(c) + 15) // 16 * 16 - len(c)) for c in self.consts)
+        fo = 32
+        co = (fo + len(fb) + 15) // 16 * 16
+        hdr = struct.pack("<I4sHIIIQ", 0, b"XH00", 30, fo, len(fb), co, len(consts))
+        out = hdr + b"\0" * (fo - len(hdr)) + fb
+        out += b"\0" * (co - len(out)) + consts
+        return out
+
+
+def program(g, in_dims, out_dims):
+    pb = ProgramBuilder()
+    m = pb.method("forward")
+    ins = [m.tensor(6, d) for d in in_dims]
+    outs = [m.tensor(6, d) for d in out_dims]
+    m.delegate("XnnpackBackend", g.blob(), ins + outs)
+    m.inputs, m.outputs = ins, outs
+    prog, data = pb.build()
+    return serialize_program(prog, data)
+
+
+def f32b(a):
+    return np.ascontiguousarray(a, np.float32).tobytes()
+
+
+rng = np.random.RandomState(7)
+
+
+def rnd(*shape, scale=1.0):
+    return (rng.randn(*shape) * scale).astype(np.float32)
+
+
+def U(v):
+    return ("I", v)
+
+
+def F(v):
+    return ("f", v)
+
+
+def V(v):
+    return ("IV", list(v))
+
+
+CASES = []
+
+
+def case(name, g, inputs, tol=1e-4):
+    CASES.append((name, g, inputs, tol))
+
+
+def unary(kind, x, extra=None, lo=None, hi=None, dt_in=FP32):
+    g = G()
+    a = g.value(x.shape, flags=INPUT, ext=0)
+    o = g.value(x.shape, flags=OUTPUT, ext=1)
+    if kind in ("LeakyReLU", "ELU"):
+        g.node(kind, {0: F(extra), 1: U(a), 2: U(o)})
+    else:
+        g.node(kind, {0: U(a), 1: U(o)}, lo, hi)
+    return g
+
+
+def binary(kind, xs, ys, lo=None, hi=None):
+    g = G()
+    a = g.value(xs, flags=INPUT, ext=0)
+    b = g.value(ys, flags=INPUT, ext=1)
+    if kind == "BatchMatrixMultiply":
+        os_ = list(xs[:-1]) + [ys[-1]]
+    else:
+        os_ = list(np.broadcast_shapes(tuple(xs), tuple(ys)))
+    o = g.value(os_, flags=OUTPUT, ext=2)
+    g.node(kind, {0: U(a), 1: U(b), 2: U(o)}, lo, hi)
+    return g
+
+
+def build_cases():
+    x = rnd(2, 5, 7, 3)
+    pos = np.abs(x) + 0.1
+    for kind in ("Sigmoid", "Floor", "Ceiling", "Hardswish", "Negate", "Square", "Abs", "Gelu",
+                 "Softmax"):
+        case("u_" + kind, unary(kind, x), [x])
+    for kind in ("SquareRoot", "ReciprocalSquareRoot", "Log"):
+        case("u_" + kind, unary(kind, pos), [pos])
+    case("u_Clamp", unary("Clamp", x, lo=-0.5, hi=0.75), [x])
+    case("u_LeakyReLU", unary("LeakyReLU", x, 0.2), [x])
+    case("u_ELU", unary("ELU", x, 0.7), [x])
+    for kind in ("Add", "Subtract", "Multiply", "Div", "Minimum", "Maximum"):
+        a, b = rnd(2, 1, 4, 6), rnd(3, 1, 6) + (3.0 if kind == "Div" else 0.0)
+        case("b_" + kind, binary(kind, a.shape, b.shape, lo=-2.0, hi=2.5), [a, b])
+    a, s = rnd(1, 3, 4, 6), rnd(6)
+    case("b_PReLU", binary("PReLU", a.shape, s.shape), [a, s])
+    a, b = rnd(2, 3, 5, 4), rnd(2, 3, 4, 6)
+    case("b_BMM", binary("BatchMatrixMultiply", a.shape, b.shape), [a, b])
+
+    # fully connected: bias, transposed weights, rank-3 input, output clamp
+    for tw in (0, 1):
+        g = G()
+        xin = rnd(2, 3, 20)
+        w = rnd(12, 20, scale=0.3)
+        wstore = w.T.copy() if tw else w
+        a = g.value(xin.shape, flags=INPUT, ext=0)
+        wv = g.value(wstore.shape, const=f32b(wstore))
+        bv = g.value([12], const=f32b(rnd(12)))
+        o = g.value([2, 3, 12], flags=OUTPUT, ext=1)
+        g.node("FullyConnected", {0: U(a), 1: U(wv), 2: U(bv), 3: U(o), 4: U(tw)}, -1.0, 1.5)
+        case("fc_tw%d" % tw, g, [xin])
+
+    # conv2d: groups, stride, dilation, asymmetric padding
+    for name, (N, H, W, C, O, kh, kw, sh, sw, dh, dw, pads, groups) in {
+            "conv_3x3": (1, 9, 11, 4, 8, 3, 3, 1, 1, 1, 1, (1, 1, 1, 1), 1),
+            "conv_s2_pad": (2, 10, 7, 3, 5, 3, 2, 2, 1, 1, 1, (2, 0, 1, 1), 1),
+            "conv_dil_grp": (1, 12, 12, 6, 4, 3, 3, 1, 2, 2, 1, (2, 1, 2, 1), 2),
+            "conv_1x1": (1, 6, 5, 16, 24, 1, 1, 1, 1, 1, 1, (0, 0, 0, 0), 1)}.items():
+        g = G()
+        gic, goc = C // groups, O // groups
+        xin = rnd(N, H, W, C)
+        w = rnd(O, kh, kw, gic, scale=0.3)
+        a = g.value(xin.shape, flags=INPUT, ext=0)
+        wv = g.value(w.shape, const=f32b(w))
+        bv = g.value([O], const=f32b(rnd(O)))
+        pt, pr, pb_, pl = pads
+        OH = (H + pt + pb_ - dh * (kh - 1) - 1) // sh + 1
+        OW = (W + pl + pr - dw * (kw - 1) - 1) // sw + 1
+        o = g.value([N, OH, OW, O], flags=OUTPUT, ext=1)
+        g.node("Conv2d", {0: U(pt), 1: U(pr), 2: U(pb_), 3: U(pl), 4: U(kh), 5: U(kw),
+                          6: U(sh), 7: U(sw), 8: U(dh), 9: U(dw), 10: U(gic), 11: U(goc),
+                          12: U(groups), 15: U(a), 16: U(wv), 17: U(bv), 18: U(o)}, 0.0, 6.0)
+        case(name, g, [xin])
+
+    # depthwise (multiplier 1 and 2)
+    for mult in (1, 2):
+        g = G()
+        xin = rnd(1, 8, 9, 5)
+        O = 5 * mult
+        w = rnd(1, 3, 3, O, scale=0.5)
+        a = g.value(xin.shape, flags=INPUT, ext=0)
+        wv = g.value(w.shape, const=f32b(w))
+        bv = g.value([O], const=f32b(rnd(O)))
+        o = g.value([1, 4, 5, O], flags=OUTPUT, ext=1)
+        g.node("DepthwiseConv2d", {0: U(1), 1: U(1), 2: U(1), 3: U(1), 4: U(3), 5: U(3),
+                                   6: U(2), 7: U(2), 8: U(1), 9: U(1), 10: U(1), 11: U(mult),
+                                   12: U(5), 15: U(a), 16: U(wv), 17: U(bv), 18: U(o)})
+        case("dwconv_m%d" % mult, g, [xin])
+
+    # transposed conv
+    g = G()
+    xin = rnd(1, 4, 5, 3)
+    w = rnd(6, 3, 3, 3, scale=0.4)
+    a = g.value(xin.shape, flags=INPUT, ext=0)
+    wv = g.value(w.shape, const=f32b(w))
+    bv = g.value([6], const=f32b(rnd(6)))
+    OH, OW = 2 * 3 + 1 + 3 - 1 - 1, 2 * 4 + 1 + 3 - 1 - 1
+    o = g.value([1, OH, OW, 6], flags=OUTPUT, ext=1)
+    g.node("ConvTranspose2d", {0: U(1), 1: U(1), 2: U(1), 3: U(1), 4: U(3), 5: U(3), 6: U(2),
+                               7: U(2), 8: U(1), 9: U(1), 10: U(3), 11: U(6), 12: U(1),
+                               13: U(1), 14: U(1), 15: U(a), 16: U(wv), 17: U(bv), 18: U(o)})
+    case("deconv", g, [xin])
+
+    # pooling
+    for kind in ("MaxPooling2d", "AvgPooling2d"):
+        g = G()
+        xin = rnd(2, 9, 8, 3)
+        a = g.value(xin.shape, flags=INPUT, ext=0)
+        o = g.value([2, 5, 4, 3], flags=OUTPUT, ext=1)
+        g.node(kind, {0: U(1), 1: U(0), 2: U(1), 3: U(1), 4: U(3), 5: U(3), 6: U(2), 7: U(2),
+                      8: U(1), 9: U(1), 10: U(a), 11: U(o)})
+        case("pool_" + kind, g, [xin])
+    g = G()
+    xin = rnd(2, 6, 7, 5)
+    a = g.value(xin.shape, flags=INPUT, ext=0)
+    o = g.value([2, 1, 1, 5], flags=OUTPUT, ext=1)
+    g.node("GlobalAvgPooling2d", {0: U(a), 1: U(o)})
+    case("global_avg", g, [xin])
+
+    # data movement
+    xin = rnd(2, 3, 4, 5)
+    g = G()
+    a = g.value(xin.shape, flags=INPUT, ext=0)
+    o = g.value([4, 2, 5, 3], flags=OUTPUT, ext=1)
+    g.node("StaticTranspose", {0: U(4), 1: V([2, 0, 3, 1]), 2: U(a), 3: U(o)})
+    case("transpose", g, [xin])
+    g = G()
+    a = g.value(xin.shape, flags=INPUT, ext=0)
+    o = g.value([6, 20], flags=OUTPUT, ext=1)
+    g.node("StaticReshape", {0: U(2), 1: V([6, 0]), 2: U(a), 3: U(o)})
+    case("reshape", g, [xin])
+    g = G()
+    a = g.value(xin.shape, flags=INPUT, ext=0)
+    o = g.value([1, 2, 2, 3], flags=OUTPUT, ext=1)
+    g.node("StaticSlice", {0: U(4), 1: V([1, 1, 2, 1]), 2: V([1, 2, 2, 3]), 3: U(a), 4: U(o)})
+    case("slice", g, [xin])
+    g = G()
+    a = g.value(xin.shape, flags=INPUT, ext=0)
+    o = g.value([2, 6, 5, 7], flags=OUTPUT, ext=1)
+    g.node("StaticConstantPad", {0: V([0, 1, 0, 2]), 1: V([0, 2, 1, 0]), 2: F(-1.5), 3: U(a),
+                                 4: U(o)})
+    case("pad", g, [xin])
+    for ac in (0, 8):
+        g = G()
+        xr = rnd(1, 4, 5, 3)
+        a = g.value(xr.shape, flags=INPUT, ext=0)
+        o = g.value([1, 7, 9, 3], flags=OUTPUT, ext=1)
+        g.node("StaticResizeBilinear2D", {0: U(7), 1: U(9), 2: U(a), 3: U(o), 4: U(ac)})
+        case("resize_ac%d" % ac, g, [xr])
+    for n in (2, 3, 5):
+        g = G()
+        parts = [rnd(2, k + 1, 3) for k in range(n)]
+        ids = [g.value(p.shape, flags=INPUT, ext=k) for k, p in enumerate(parts)]
+        o = g.value([2, sum(p.shape[1] for p in parts), 3], flags=OUTPUT, ext=n)
+        slots = [1, 2, 3, 4, 7]
+        fields = {0: U(1), 5: U(o)}
+        for k, vid in enumerate(ids):
+            fields[slots[k]] = U(vid)
+        g.node("Concatenate%d" % n, fields)
+        case("concat%d" % n, g, parts)
+
+    # attention
+    g = G()
+    q, k_, v = rnd(1, 2, 5, 8), rnd(1, 2, 7, 8), rnd(1, 2, 7, 8)
+    mask = np.triu(np.full((5, 7), -1e4, np.float32), 3)
+    ids = [g.value(t.shape, flags=INPUT, ext=i) for i, t in enumerate((q, k_, v))]
+    sc = g.value([8], const=f32b(np.full(8, 1 / math.sqrt(8), np.float32)))
+    mk = g.value([5, 7], const=f32b(mask))
+    o = g.value([1, 2, 5, 8], flags=OUTPUT, ext=3)
+    g.node("ScaledDotProductAttention", {0: U(ids[0]), 1: U(ids[1]), 2: U(ids[2]), 3: U(sc),
+                                         4: U(mk), 5: U(o)})
+    case("sdpa", g, [q, k_, v])
+
+    # quantized: fp32 -> qint8 -> conv (qcint8 weights) -> qint8 -> fp32
+    g = G()
+    xin = rnd(1, 6, 6, 4)
+    a = g.value(xin.shape, flags=INPUT, ext=0)
+    xq = g.value(xin.shape, dtype=QINT8, q=("tensor", 0.03, 3))
+    w = rng.randint(-127, 128, size=(8, 3, 3, 4)).astype(np.int8)
+    ws = (rng.rand(8) * 0.01 + 0.002).astype(np.float32)
+    wv = g.value(w.shape, dtype=QCINT8, const=w.tobytes(), q=("channel", list(ws), 0))
+    bias = rng.randint(-500, 500, size=8).astype(np.int32)
+    bv = g.value([8], dtype=QCINT32, const=bias.tobytes(), q=("channel", list(ws * 0.03), 0))
+    yq = g.value([1, 4, 4, 8], dtype=QINT8, q=("tensor", 0.05, -4))
+    o = g.value([1, 4, 4, 8], flags=OUTPUT, ext=1)
+    g.node("Convert", {0: U(a), 1: U(xq)})
+    g.node("Conv2d", {4: U(3), 5: U(3), 6: U(1), 7: U(1), 8: U(1), 9: U(1), 10: U(4), 11: U(8),
+                      12: U(1), 15: U(xq), 16: U(wv), 17: U(bv), 18: U(yq)})
+    g.node("Convert", {0: U(yq), 1: U(o)})
+    case("q_conv", g, [xin], tol=0.0501)
+
+    # quantized add on quint8
+    g = G()
+    xa, xb = rnd(2, 16), rnd(2, 16)
+    a = g.value(xa.shape, flags=INPUT, ext=0)
+    b = g.value(xb.shape, flags=INPUT, ext=1)
+    qa = g.value(xa.shape, dtype=QUINT8, q=("tensor", 0.02, 128))
+    qb = g.value(xb.shape, dtype=QUINT8, q=("tensor", 0.025, 120))
+    qo = g.value(xa.shape, dtype=QUINT8, q=("tensor", 0.04, 125))
+    o = g.value(xa.shape, flags=OUTPUT, ext=2)
+    g.node("Convert", {0: U(a), 1: U(qa)})
+    g.node("Convert", {0: U(b), 1: U(qb)})
+    g.node("Add", {0: U(qa), 1: U(qb), 2: U(qo)})
+    g.node("Convert", {0: U(qo), 1: U(o)})
+    case("q_add", g, [xa, xb], tol=0.0401)
+
+    # dynamic int8 activations x int4 weights (8da4w): per-channel and blockwise
+    for dt in (QCINT4, QBINT4):
+        g = G()
+        xin = rnd(3, 64)
+        a = g.value(xin.shape, flags=INPUT, ext=0)
+        xd = g.value(xin.shape, dtype=QDINT8, q=("token", 1))
+        w = rng.randint(-8, 8, size=(10, 64))
+        packed = ((w[:, 0::2] + 8) | ((w[:, 1::2] + 8) << 4)).astype(np.uint8)
+        if dt == QCINT4:
+            sc = (rng.rand(10) * 0.05 + 0.01).astype(np.float32)
+            q = ("channel", list(sc), 0)
+        else:
+            sc = (rng.rand(10 * 2) * 0.05 + 0.01).astype(np.float32)
+            sc = np.frombuffer((sc.view(np.uint32) & 0xffff0000).astype(np.uint32).tobytes(),
+                               np.float32)
+            q = ("block", list(sc), 0, 32)
+        wv = g.value([10, 64], dtype=dt, const=packed.tobytes(), q=q)
+        bv = g.value([10], const=f32b(rnd(10)))
+        o = g.value([3, 10], flags=OUTPUT, ext=1)
+        g.node("Convert", {0: U(a), 1: U(xd)})
+        g.node("FullyConnected", {0: U(xd), 1: U(wv), 2: U(bv), 3: U(o)})
+        case("q_8da4w_%s" % ("qc4" if dt == QCINT4 else "qb4"), g, [xin], tol=2e-3)
+
+    # fp16 weights
+    g = G()
+    xin = rnd(4, 9)
+    w = rnd(5, 9).astype(np.float16)
+    a = g.value(xin.shape, flags=INPUT, ext=0)
+    wv = g.value(w.shape, dtype=FP16, const=w.tobytes())
+    o = g.value([4, 5], flags=OUTPUT, ext=1)
+    g.node("FullyConnected", {0: U(a), 1: U(wv), 2: U(0xffffffff), 3: U(o)})
+    case("fc_fp16_nobias", g, [xin])
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    build_cases()
+    import torch
+    lines = []
+    for name, g, inputs, tol in CASES:
+        blob = g.blob()
+        graph = xnn_ref.Graph(blob, {})
+        y = graph.run([torch.tensor(x) for x in inputs])[0].numpy().astype(np.float32)
+        ins = [v for v in g.values if v["flags"] & INPUT]
+        outs = [v for v in g.values if v["flags"] & OUTPUT]
+        with open(os.path.join(out, name + ".pte"), "wb") as f:
+            f.write(program(g, [v["dims"] for v in ins], [v["dims"] for v in outs]))
+        for k, x in enumerate(inputs):
+            x.astype(np.float32).tofile(os.path.join(out, "%s.in%d.f32" % (name, k)))
+        y.tofile(os.path.join(out, name + ".out.f32"))
+        dims = " ".join("%d %s" % (x.ndim, " ".join(map(str, x.shape))) for x in inputs)
+        lines.append("%s %g %d %s" % (name, tol, len(inputs), dims))
+    with open(os.path.join(out, "cases.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
