@@ -3,6 +3,7 @@
  * robustness corpus runs them (tests/robustness/rob_case.c): etch_program_open_buffer (with
  * full verification) -> every method loaded with memory sized from its metadata -> inputs set
  * to ones -> two executes -> every output byte read; for a .bpte also the bundled-program API.
+ * The built-in backends are registered, so XNNPACK payloads are parsed, verified and run.
  *
  * A sanitizer report, a leak, or a "violation" (a status that is not a known error, a failure
  * without a message, an out-parameter written on failure, a malformed output) is a crash.
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "etch/backends.h"
 #include "etch/kernels.h"
 #include "rob_case.h"
 
@@ -29,7 +31,7 @@ static size_t g_ptd_size;
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    if (etch_kernels_register_portable() != ETCH_OK)
+    if (etch_kernels_register_portable() != ETCH_OK || etch_backends_register_builtin() != ETCH_OK)
         abort();
     const char *ptd = getenv("ETCH_FUZZ_PTD");
     if (ptd && *ptd) {

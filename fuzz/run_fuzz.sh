@@ -6,8 +6,9 @@
 # Builds fuzz_program with clang in its own build directory (build-fuzz, or $ETCH_FUZZ_BUILD),
 # makes a seed corpus there from ../shared/fixtures (every .pte/.bpte, the program inside each
 # .bpte), tests/robustness/regressions (raw inputs, and *.mut recipes applied to their
-# fixture) and the quantized-operator programs of tests/quant/gen_quant_programs.py (written
-# into the build directory; the ones whose parameters lie included), then runs until 100000 executions or SECONDS seconds, whichever comes first.
+# fixture), the quantized-operator programs of tests/quant/gen_quant_programs.py (written
+# into the build directory; the ones whose parameters lie included) and the XNNPACK-delegated
+# single-node programs of tests/xnnpack/gen_nodes.py, then runs until 100000 executions or SECONDS seconds, whichever comes first.
 # Exits non-zero on a crash, leak, timeout or violation; the input is saved in
 # build-fuzz/fuzz-artifacts/ (minimize it with `-minimize_crash=1 -runs=10000 FILE` and add it
 # to tests/robustness/regressions/).
@@ -121,6 +122,14 @@ quant=$build/quant-programs
 "$python" -W ignore "$root/tests/quant/gen_quant_programs.py" "$quant/manifest.json"
 for f in "$quant"/*.pte; do
   cp "$f" "$seeds/quant-$(basename "$f")"
+done
+
+# XNNPACK-delegated single-node programs (payload headers, graphs, quantization parameters and
+# constant ranges for the mutator to lie about): generated, never committed.
+nodes=$build/xnnpack-nodes
+PYTHONPATH="$root/python" "$python" "$root/tests/xnnpack/gen_nodes.py" "$nodes"
+for f in "$nodes"/*.pte; do
+  cp "$f" "$seeds/xnnpack-$(basename "$f")"
 done
 
 export ETCH_FUZZ_PTD=$fixtures/pte/addmul_external.ptd

@@ -452,6 +452,42 @@ static etch_status check_signature(const etch_method *m, const etch_op_rt *op, u
     return ETCH_OK;
 }
 
+/* "backend 'X' (delegate 0) is not registered in this build, backend 'Y' (delegate 2) is not
+ * available here" for the
+ * distinct backend ids the method names that are absent or unavailable; how many. */
+static unsigned missing_backends(const plan_view *v, char *out, size_t size) {
+    unsigned n = 0;
+    size_t o = 0;
+    out[0] = 0;
+    for (uint32_t i = 0; i < v->delegates.len; i++) {
+        fb_table del;
+        const char *id;
+        uint32_t len;
+        fb_vec_table(&v->delegates, i, &del);
+        fb_str_field(&del, DELEGATE_ID, &id, &len);
+        const etch_backend *b = etch_backends_find(id, len);
+        if (b && (!b->is_available || b->is_available(b->user_data)))
+            continue;
+        bool seen = false; /* one mention per id */
+        for (uint32_t j = 0; j < i && !seen; j++) {
+            fb_table d2;
+            const char *id2;
+            uint32_t len2;
+            fb_vec_table(&v->delegates, j, &d2);
+            fb_str_field(&d2, DELEGATE_ID, &id2, &len2);
+            seen = len2 == len && memcmp(id2, id, len) == 0;
+        }
+        if (seen)
+            continue;
+        n++;
+        if (o < size)
+            o += (size_t)snprintf(out + o, size - o, "%sbackend '%.*s' (delegate %u) %s",
+                                  n > 1 ? ", " : "", (int)(len < 100 ? len : 100), id, i,
+                                  b ? "is not available here" : "is not registered in this build");
+    }
+    return n;
+}
+
 static etch_status resolve_operators(etch_method *m, const plan_view *v) {
     char missing[720];
     size_t o = 0;
@@ -474,15 +510,23 @@ static etch_status resolve_operators(etch_method *m, const plan_view *v) {
             nlisted++;
         }
     }
+    /* backends too, so that one message names everything this build lacks */
+    char backs[400];
+    unsigned nback = missing_backends(v, backs, sizeof backs);
+    char tail[440] = "";
+    if (nback)
+        snprintf(tail, sizeof tail, "; and %s", backs);
     if (nmissing > nlisted)
         return etch_err(ETCH_ERR_OPERATOR_MISSING,
                         "method '%s': %u operators are missing from this build: %s and %u more "
-                        "('etch info' lists them all)",
-                        m->name, nmissing, missing, nmissing - nlisted);
+                        "('etch info' lists them all)%s",
+                        m->name, nmissing, missing, nmissing - nlisted, tail);
     if (nmissing)
         return etch_err(ETCH_ERR_OPERATOR_MISSING,
-                        "method '%s': %u operator%s missing from this build: %s", m->name,
-                        nmissing, nmissing == 1 ? " is" : "s are", missing);
+                        "method '%s': %u operator%s missing from this build: %s%s", m->name,
+                        nmissing, nmissing == 1 ? " is" : "s are", missing, tail);
+    if (nback)
+        return etch_err(ETCH_ERR_NOT_FOUND, "method '%s': %s", m->name, backs);
     return ETCH_OK;
 }
 

@@ -188,7 +188,7 @@ etch_status etch_backends_register(const etch_backend *b) {
 const etch_backend *etch_backends_find(const char *name, size_t len) {
     for (size_t i = 0; i < num_backends; i++) {
         const char *n = backends[i]->name;
-        if (strncmp(n, name, len) == 0 && n[len] == 0)
+        if (strlen(n) == len && memcmp(n, name, len) == 0)
             return backends[i];
     }
     return NULL;

@@ -16,7 +16,7 @@ static etch_status xnn_init(void *user_data, const etch_backend_init_context *ct
                             const void *processed, size_t processed_size,
                             const etch_compile_spec *specs, size_t num_specs, void **handle) {
     (void)user_data, (void)specs, (void)num_specs;
-    xnn_alloc a = {ctx, 0};
+    xnn_alloc a = {ctx, 0, false};
     xnn_graph *g = (xnn_graph *)xnn_alloc_zeroed(&a, sizeof(xnn_graph), 16);
     if (!g)
         return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "XnnpackBackend: method pool full");
@@ -57,7 +57,7 @@ static size_t xnn_pool_size(void *user_data, const void *processed, size_t proce
     ctx.method_name = "";
     ctx.alloc = heap_alloc;
     ctx.alloc_self = &head;
-    xnn_alloc a = {&ctx, 0};
+    xnn_alloc a = {&ctx, 0, true};
     xnn_graph g;
     etch_status st = xnn_graph_load((const uint8_t *)processed, processed_size, &ctx, &a, &g);
     while (head) {
@@ -100,6 +100,12 @@ static etch_status bind_arg(xnn_value *v, etch_value *arg, size_t i, bool input)
     if (!etch_tensor_is_contiguous(t))
         return etch_err(ETCH_ERR_NOT_SUPPORTED,
                         "XnnpackBackend: argument %zu is not contiguous", i);
+    size_t align = etch_dtype_size(t->dtype);
+    if (align > 1 && ((uintptr_t)t->data & (align - 1)))
+        return etch_err(ETCH_ERR_NOT_SUPPORTED,
+                        "XnnpackBackend: argument %zu's data is not aligned to its %zu-byte "
+                        "elements (its memory plan places it at an odd offset)",
+                        i, align);
     if (input) {
         if (t->dim != v->rank)
             return etch_err(ETCH_ERR_INVALID_ARGUMENT,
@@ -150,9 +156,29 @@ static etch_status xnn_execute(void *user_data, void *handle, etch_kernel_contex
                             "(its capacity is %lld elements)",
                             i, v->rank, (long long)t->capacity);
         v->data = (uint8_t *)t->data;
+        if (etch_dtype_size(t->dtype) > 1 && ((uintptr_t)t->data & (etch_dtype_size(t->dtype) - 1)))
+            return etch_err(ETCH_ERR_NOT_SUPPORTED,
+                            "XnnpackBackend: output %u's data is not aligned to its elements", i);
         if (xnn_numel(v->dims, v->rank) && !v->data)
             return etch_err(ETCH_ERR_INVALID_ARGUMENT, "XnnpackBackend: output %u has no data",
                             i);
+    }
+    /* the graph reads its inputs while writing its outputs: their bytes must not meet */
+    for (uint32_t i = 0; i < g->noutputs; i++) {
+        const xnn_value *o = &g->values[g->outputs[i]];
+        size_t on = xnn_dtype_bytes(o->dtype, xnn_numel(o->dims, o->rank));
+        for (uint32_t j = 0; j < g->ninputs + g->noutputs; j++) {
+            const xnn_value *x = &g->values[j < g->ninputs ? g->inputs[j] : g->outputs[j - g->ninputs]];
+            if (x == o)
+                continue;
+            size_t xn = xnn_dtype_bytes(x->dtype, xnn_numel(x->dims, x->rank));
+            if (on && xn && o->data < x->data + xn && x->data < o->data + on)
+                return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                                "XnnpackBackend: output %u shares bytes with %s %u (the memory "
+                                "plan overlaps them)",
+                                i, j < g->ninputs ? "input" : "output",
+                                j < g->ninputs ? j : j - g->ninputs);
+        }
     }
     return xnn_ops_execute(g, ctx);
 }

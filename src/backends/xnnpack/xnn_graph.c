@@ -56,6 +56,14 @@ void *xnn_alloc_bytes(xnn_alloc *a, size_t size, size_t align) {
     return p;
 }
 
+void *xnn_alloc_bulk(xnn_alloc *a, size_t size, size_t align) {
+    if (a->measure) {
+        a->used = size > SIZE_MAX / 2 - a->used ? SIZE_MAX / 2 : a->used + size + align - 1;
+        return (void *)(uintptr_t)align;
+    }
+    return xnn_alloc_bytes(a, size, align);
+}
+
 void *xnn_alloc_zeroed(xnn_alloc *a, size_t size, size_t align) {
     void *p = xnn_alloc_bytes(a, size, align);
     if (p)
@@ -746,14 +754,14 @@ etch_status xnn_graph_load(const uint8_t *blob, size_t size, const etch_backend_
     if ((st = xnn_ops_prepare(g, a)))
         return st;
     g->arena_size = plan_arena(g, order);
-    g->arena = (uint8_t *)xnn_alloc_bytes(a, g->arena_size, 64);
-    g->scratch = (uint8_t *)xnn_alloc_bytes(a, g->scratch_size, 64);
+    g->arena = (uint8_t *)xnn_alloc_bulk(a, g->arena_size, 64);
+    g->scratch = (uint8_t *)xnn_alloc_bulk(a, g->scratch_size, 64);
     if (!g->arena || !g->scratch)
         return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED,
                         "XnnpackBackend: method pool too small for the graph's %zu bytes of "
                         "intermediates and %zu of scratch",
                         g->arena_size, g->scratch_size);
-    for (uint32_t i = 0; i < g->nvalues; i++) {
+    for (uint32_t i = 0; i < g->nvalues && !a->measure; i++) {
         xnn_value *v = &g->values[i];
         if (v->offset >= 0)
             v->data = g->arena + v->offset;

@@ -134,8 +134,12 @@ typedef struct xnn_graph {
 typedef struct xnn_alloc {
     const etch_backend_init_context *ctx;
     size_t used;
+    bool measure; /* pool_size: bulk buffers are only counted */
 } xnn_alloc;
 void *xnn_alloc_bytes(xnn_alloc *a, size_t size, size_t align);
+/* The arena, scratch and converted weights: when measuring, counted and not allocated (the
+ * pointer returned is not to be dereferenced). */
+void *xnn_alloc_bulk(xnn_alloc *a, size_t size, size_t align);
 void *xnn_alloc_zeroed(xnn_alloc *a, size_t size, size_t align);
 
 /* Parse and verify the payload, prepare weights, plan memory, all from a->ctx's allocator.

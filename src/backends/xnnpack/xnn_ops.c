@@ -643,12 +643,12 @@ static etch_status prepare_weight(xnn_value *v, xnn_alloc *a, float **out) {
     if (!needs_float_copy(v))
         return ETCH_OK;
     int64_t n = xnn_numel(v->bound, v->rank);
-    float *f = (float *)xnn_alloc_bytes(a, (size_t)n * 4, 64);
+    float *f = (float *)xnn_alloc_bulk(a, (size_t)n * 4, 64);
     if (!f)
         return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED,
                         "XnnpackBackend: method pool too small for a %lld-element weight",
                         (long long)n);
-    if (v->constant)
+    if (v->constant && !a->measure)
         to_float(v, v->constant, f);
     *out = f;
     return ETCH_OK;
@@ -663,7 +663,7 @@ static size_t node_scratch(xnn_graph *g, xnn_node *n) {
     size_t s = 0;
     for (uint32_t k = 0; k < n->nin; k++) {
         xnn_value *v = IN(g, n, k);
-        if (!v || v->dtype == XDT_FP32)
+        if (!v || (v->dtype == XDT_FP32 && ((uintptr_t)v->constant & 3) == 0))
             continue;
         if (k == 1 && n->wf) continue;
         if (k == 2 && n->bf) continue;
@@ -724,8 +724,8 @@ etch_status xnn_ops_prepare(xnn_graph *g, xnn_alloc *a) {
                 int64_t row = token_row(v), n = xnn_numel(v->bound, v->rank);
                 v->max_rows = row ? n / row : 0;
             }
-            v->row_scale = (float *)xnn_alloc_bytes(a, (size_t)(v->max_rows + 1) * 4, 16);
-            v->row_zp = (int32_t *)xnn_alloc_bytes(a, (size_t)(v->max_rows + 1) * 4, 16);
+            v->row_scale = (float *)xnn_alloc_bulk(a, (size_t)(v->max_rows + 1) * 4, 16);
+            v->row_zp = (int32_t *)xnn_alloc_bulk(a, (size_t)(v->max_rows + 1) * 4, 16);
             if (!v->row_scale || !v->row_zp)
                 return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED,
                                 "XnnpackBackend: method pool too small");
@@ -765,7 +765,7 @@ static const float *fin(run *r, xnn_node *n, uint32_t k) {
         return n->wf;
     if (k == 2 && n->bf)
         return n->bf;
-    if (v->dtype == XDT_FP32)
+    if (v->dtype == XDT_FP32 && ((uintptr_t)v->data & 3) == 0)
         return (const float *)v->data;
     float *f = scratch_floats(r, xnn_numel(v->dims, v->rank));
     if (f)
