@@ -49,6 +49,8 @@ typedef struct etch_module_options {
     bool no_fusion;              /* load methods without activation fusion (default false) */
     bool no_prepack;             /* load methods without prepacking constant weights */
     bool no_blocked_layout;      /* keep every tensor in its dim order (no channel blocking) */
+    bool quiet_fallback;         /* no note on stderr when a method runs its CPU twin because
+                                    a backend it delegates to is missing (etch_method_meta) */
 } etch_module_options;
 
 etch_module_options etch_module_default_options(void);

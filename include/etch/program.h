@@ -128,7 +128,17 @@ etch_status etch_data_map_find(const etch_data_map *map, const char *key, etch_d
 typedef struct etch_method_meta {
     const etch_program *program;
     uint32_t index;
+    /* CPU fallback: when the method asked for delegates to a backend this build lacks (or
+     * whose is_available says no) and the program carries its CPU twin (a method named
+     * NAME ETCH_CPU_TWIN_SUFFIX, "forward__cpu", whose own backends are all here), the meta
+     * (and a load by NAME) is the twin's and this is the requested NAME (borrowed from the
+     * program); NULL otherwise. Callers say so to the user (the CLI and module API do, once). */
+    const char *fallback_from;
 } etch_method_meta;
+
+/* Suffix of a method's CPU twin (the same computation without delegate calls). To
+ * ExecuTorch's runtime the twin is one more method. */
+#define ETCH_CPU_TWIN_SUFFIX "__cpu"
 
 typedef struct etch_value_info {
     uint32_t tag;    /* etch_value_tag */
@@ -159,8 +169,11 @@ typedef struct etch_delegate_info {
     size_t num_compile_specs;
 } etch_delegate_info;
 
+/* The method's metadata, or its CPU twin's (see fallback_from). */
 etch_status etch_program_method_meta(const etch_program *program, const char *name,
                                      etch_method_meta *out);
+/* Is every backend method `meta` delegates to registered and available? */
+bool etch_method_meta_backends_available(const etch_method_meta *meta);
 const char *etch_method_meta_name(const etch_method_meta *meta);
 size_t etch_method_meta_num_inputs(const etch_method_meta *meta);
 size_t etch_method_meta_num_outputs(const etch_method_meta *meta);

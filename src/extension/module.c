@@ -221,6 +221,11 @@ etch_status etch_module_load_method(etch_module *mod, const char *name, etch_met
     etch_status st = etch_program_method_meta(mod->program, name, &meta);
     if (st != ETCH_OK)
         return st;
+    if (meta.fallback_from && !mod->opts.quiet_fallback)
+        fprintf(stderr,
+                "etch: method '%s' delegates to a backend this build lacks or cannot use here; "
+                "running its CPU twin '%s' instead\n",
+                meta.fallback_from, etch_method_meta_name(&meta));
     if (etch_method_meta_needs_external_data(&meta) && !mod->data_map)
         return etch_err(ETCH_ERR_NOT_FOUND,
                         "method '%s' needs external tensor data (a .ptd file) and the module "

@@ -2,27 +2,67 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "etch/backend.h"
 #include "runtime/error.h"
 #include "runtime/program_impl.h"
+
+static bool plan_backends_available(const etch_program *p, uint32_t index) {
+    fb_table plan, del;
+    fb_vec dels;
+    etch_program_plan(p, index, &plan);
+    if (!fb_vec_field(&plan, PLAN_DELEGATES, 4, 4, &dels))
+        return true;
+    for (uint32_t i = 0; i < dels.len; i++) {
+        const char *id;
+        uint32_t len;
+        fb_vec_table(&dels, i, &del);
+        fb_str_field(&del, DELEGATE_ID, &id, &len);
+        const etch_backend *b = etch_backends_find(id, len);
+        if (!b || (b->is_available && !b->is_available(b->user_data)))
+            return false;
+    }
+    return true;
+}
+
+bool etch_method_meta_backends_available(const etch_method_meta *m) {
+    return m && m->program && plan_backends_available(m->program, m->index);
+}
+
+static int find_plan(const etch_program *p, const char *name, size_t len) {
+    for (uint32_t i = 0; i < p->pte.plans.len; i++) {
+        const char *n = etch_program_method_name(p, i);
+        if (n && strlen(n) == len && memcmp(n, name, len) == 0)
+            return (int)i;
+    }
+    return -1;
+}
 
 etch_status etch_program_method_meta(const etch_program *p, const char *name,
                                      etch_method_meta *out) {
     if (!p || !name || !out)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "method_meta: NULL argument");
-    for (uint32_t i = 0; i < p->pte.plans.len; i++) {
-        const char *n = etch_program_method_name(p, i);
-        if (n && strcmp(n, name) == 0) {
-            out->program = p;
-            out->index = i;
-            return ETCH_OK;
+    int i = find_plan(p, name, strlen(name));
+    if (i >= 0) {
+        out->program = p;
+        out->index = (uint32_t)i;
+        out->fallback_from = NULL;
+        if (!plan_backends_available(p, (uint32_t)i)) {
+            char twin[256];
+            int n = snprintf(twin, sizeof twin, "%s%s", name, ETCH_CPU_TWIN_SUFFIX);
+            int t = n > 0 && (size_t)n < sizeof twin ? find_plan(p, twin, (size_t)n) : -1;
+            if (t >= 0 && plan_backends_available(p, (uint32_t)t)) {
+                out->index = (uint32_t)t;
+                out->fallback_from = etch_program_method_name(p, (uint32_t)i);
+            }
         }
+        return ETCH_OK;
     }
     char list[512];
     size_t o = 0;
     list[0] = 0;
-    for (uint32_t i = 0; i < p->pte.plans.len && o < sizeof list - 1; i++)
-        o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "",
-                              etch_program_method_name(p, i));
+    for (uint32_t k = 0; k < p->pte.plans.len && o < sizeof list - 1; k++)
+        o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", k ? ", " : "",
+                              etch_program_method_name(p, k));
     return etch_err(ETCH_ERR_NOT_FOUND, "no method '%s' (methods: %s)", name, list);
 }
 

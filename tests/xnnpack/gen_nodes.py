@@ -441,9 +441,35 @@ def build_cases():
     case("fc_fp16_nobias", g, [xin])
 
 
+def fallback_programs(out):
+    """forward = XnnpackBackend Add, plus (in fallback.pte) its CPU twin forward__cpu =
+    aten::add.out on the same inputs."""
+    for name, twin in (("fallback", True), ("no_fallback", False)):
+        g = G()
+        a = g.value([3, 4], flags=INPUT, ext=0)
+        b = g.value([3, 4], flags=INPUT, ext=1)
+        o = g.value([3, 4], flags=OUTPUT, ext=2)
+        g.node("Add", {0: U(a), 1: U(b), 2: U(o)})
+        pb = ProgramBuilder()
+        m = pb.method("forward")
+        x, y, z = m.tensor(6, [3, 4]), m.tensor(6, [3, 4]), m.tensor(6, [3, 4])
+        m.delegate("XnnpackBackend", g.blob(), [x, y, z])
+        m.inputs, m.outputs = [x, y], [z]
+        if twin:
+            c = pb.method("forward__cpu")
+            x, y, z = c.tensor(6, [3, 4]), c.tensor(6, [3, 4]), c.tensor(6, [3, 4])
+            one = c.int(1)
+            c.kernel("aten::add.out", [x, y, one, z, z])
+            c.inputs, c.outputs = [x, y], [z]
+        prog, data = pb.build()
+        with open(os.path.join(out, name + ".pte"), "wb") as f:
+            f.write(serialize_program(prog, data))
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
+    fallback_programs(out)
     build_cases()
     import torch
     lines = []

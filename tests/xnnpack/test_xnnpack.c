@@ -284,6 +284,46 @@ static void unregistered(const char *fixtures) {
     CHECK_OK(etch_backends_register_builtin());
 }
 
+/* forward delegates to XnnpackBackend; fallback.pte also carries forward__cpu. */
+static void fallback(const char *nodes) {
+    char path[4096];
+    float a[12], b[12], out[16];
+    for (int i = 0; i < 12; i++)
+        a[i] = (float)i * 0.5f, b[i] = 3.0f - (float)i;
+    input in[2] = {{a, {3, 4}, 2}, {b, {3, 4}, 2}};
+    size_t n = 0;
+    snprintf(path, sizeof path, "%s/fallback.pte", nodes);
+    for (int round = 0; round < 2; round++) {
+        if (round == 1)
+            etch_backends_reset();
+        etch_program *p = NULL;
+        etch_method_meta meta;
+        CHECK_OK(etch_program_open_file(path, NULL, &p));
+        CHECK_OK(etch_program_method_meta(p, "forward", &meta));
+        if (round == 0)
+            CHECK(meta.fallback_from == NULL && strcmp(etch_method_meta_name(&meta), "forward") == 0);
+        else
+            CHECK(meta.fallback_from && strcmp(meta.fallback_from, "forward") == 0 &&
+                  strcmp(etch_method_meta_name(&meta), "forward__cpu") == 0);
+        CHECK(etch_method_meta_backends_available(&meta));
+        etch_program_close(p);
+        memset(out, 0, sizeof out);
+        CHECK_MSG(run_inputs(path, in, 2, 1, out, &n) == 0 && n == 12, "round %d", round);
+        bool same = true;
+        for (int i = 0; i < 12; i++)
+            same = same && out[i] == a[i] + b[i];
+        CHECK_MSG(same, "round %d: forward(a, b) != a + b", round);
+    }
+    /* no twin: the load names the backend */
+    snprintf(path, sizeof path, "%s/no_fallback.pte", nodes);
+    etch_test_method L;
+    CHECK(etch_test_method_load(&L, path, NULL, NULL, 0) != 0);
+    CHECK_MSG(strstr(etch_last_error(), "backend 'XnnpackBackend' (delegate 0) is not registered"),
+              "%s", etch_last_error());
+    etch_test_method_unload(&L);
+    CHECK_OK(etch_backends_register_builtin());
+}
+
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: %s GOLDEN_DIR FIXTURES_PTE_DIR NODES_DIR\n", argv[0]);
@@ -293,6 +333,7 @@ int main(int argc, char **argv) {
     CHECK_OK(etch_backends_register_builtin());
     golden_cases(argv[1], argv[2]);
     node_cases(argv[3]);
+    fallback(argv[3]);
     bad_payloads(argv[2]);
     unregistered(argv[2]);
     return etch_test_finish();

@@ -64,12 +64,47 @@ static void print_value_info(const char *role, size_t i, const etch_value_info *
     printf(" (value %u)\n", v->value_index);
 }
 
+/* The metadata of method `name` itself (not the CPU twin a load would fall back to, whose
+ * name goes to *loads_as; NULL when none). */
+static etch_status own_meta(const etch_program *prog, const char *name, etch_method_meta *meta,
+                            const char **loads_as) {
+    etch_status st = etch_program_method_meta(prog, name, meta);
+    *loads_as = NULL;
+    if (st != ETCH_OK || !meta->fallback_from)
+        return st;
+    *loads_as = etch_method_meta_name(meta);
+    for (size_t i = 0; i < etch_program_num_methods(prog); i++)
+        if (strcmp(etch_program_method_name(prog, i), name) == 0) {
+            meta->index = (uint32_t)i;
+            meta->fallback_from = NULL;
+        }
+    return ETCH_OK;
+}
+
+/* Is method `name` the CPU twin of another method of prog? */
+static const char *twin_of(const etch_program *prog, const char *name) {
+    size_t n = strlen(name), s = strlen(ETCH_CPU_TWIN_SUFFIX);
+    if (n <= s || strcmp(name + n - s, ETCH_CPU_TWIN_SUFFIX) != 0)
+        return NULL;
+    for (size_t i = 0; i < etch_program_num_methods(prog); i++) {
+        const char *m = etch_program_method_name(prog, i);
+        if (strlen(m) == n - s && strncmp(m, name, n - s) == 0)
+            return m;
+    }
+    return NULL;
+}
+
 static int print_method(const etch_program *prog, const char *name) {
     etch_method_meta meta;
-    etch_status st = etch_program_method_meta(prog, name, &meta);
+    const char *loads_as, *twin = twin_of(prog, name);
+    etch_status st = own_meta(prog, name, &meta, &loads_as);
     if (st != ETCH_OK)
         return cli_fail(st);
-    printf("\nmethod '%s'\n", name);
+    printf("\nmethod '%s'%s%s%s\n", name, twin ? " (CPU twin of '" : "", twin ? twin : "",
+           twin ? "')" : "");
+    if (loads_as)
+        printf("  loads as: '%s' (its CPU twin: a backend it delegates to is missing here)\n",
+               loads_as);
     size_t ni = etch_method_meta_num_inputs(&meta), no = etch_method_meta_num_outputs(&meta);
     printf("  inputs: %zu\n", ni);
     for (size_t i = 0; i < ni; i++) {
@@ -213,11 +248,19 @@ static void json_value_info(FILE *j, const etch_value_info *v) {
 
 static etch_status json_method(FILE *j, const etch_program *prog, const char *name) {
     etch_method_meta meta;
-    etch_status st = etch_program_method_meta(prog, name, &meta);
+    const char *loads_as, *twin = twin_of(prog, name);
+    etch_status st = own_meta(prog, name, &meta, &loads_as);
     if (st != ETCH_OK)
         return st;
     fputs("{\"name\": ", j);
     cli_json_string(j, name);
+    fputs(", \"cpu_twin_of\": ", j);
+    if (twin)
+        cli_json_string(j, twin);
+    else
+        fputs("null", j);
+    fputs(", \"loads_as\": ", j);
+    cli_json_string(j, loads_as ? loads_as : name);
     for (int io = 0; io < 2; io++) {
         size_t n = io ? etch_method_meta_num_outputs(&meta) : etch_method_meta_num_inputs(&meta);
         fputs(io ? ", \"outputs\": [" : ", \"inputs\": [", j);
