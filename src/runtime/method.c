@@ -166,6 +166,15 @@ static bool allocate(etch_pool *pool, const plan_view *v, etch_method *m) {
 
 static size_t prepare_measure(const plan_view *v);
 
+/* Delegate i of the plan: its table, id (not NUL-terminated: len bytes) and the registered
+ * backend of that name (NULL when none). */
+static const etch_backend *delegate_at(const plan_view *v, uint32_t i, fb_table *del,
+                                       const char **id, uint32_t *len) {
+    fb_vec_table(&v->delegates, i, del);
+    fb_str_field(del, DELEGATE_ID, id, len);
+    return etch_backends_find(*id, *len);
+}
+
 /* Pool bytes the delegates' init functions may take (etch_backend.pool_size); a backend that
  * is not registered counts the default reserve (its load fails anyway). */
 static size_t delegates_reserve(const etch_program *p, const plan_view *v) {
@@ -174,9 +183,7 @@ static size_t delegates_reserve(const etch_program *p, const plan_view *v) {
         fb_table del;
         const char *id;
         uint32_t len;
-        fb_vec_table(&v->delegates, i, &del);
-        fb_str_field(&del, DELEGATE_ID, &id, &len);
-        const etch_backend *b = etch_backends_find(id, len);
+        const etch_backend *b = delegate_at(v, i, &del, &id, &len);
         size_t need = ETCH_DELEGATE_POOL_RESERVE;
         if (b && b->pool_size) {
             const uint8_t *blob;
@@ -463,18 +470,14 @@ static unsigned missing_backends(const plan_view *v, char *out, size_t size) {
         fb_table del;
         const char *id;
         uint32_t len;
-        fb_vec_table(&v->delegates, i, &del);
-        fb_str_field(&del, DELEGATE_ID, &id, &len);
-        const etch_backend *b = etch_backends_find(id, len);
+        const etch_backend *b = delegate_at(v, i, &del, &id, &len);
         if (b && (!b->is_available || b->is_available(b->user_data)))
             continue;
         bool seen = false; /* one mention per id */
         for (uint32_t j = 0; j < i && !seen; j++) {
-            fb_table d2;
             const char *id2;
             uint32_t len2;
-            fb_vec_table(&v->delegates, j, &d2);
-            fb_str_field(&d2, DELEGATE_ID, &id2, &len2);
+            delegate_at(v, j, &del, &id2, &len2);
             seen = len2 == len && memcmp(id2, id, len) == 0;
         }
         if (seen)
@@ -651,9 +654,7 @@ static etch_status init_delegates(etch_method *m, const plan_view *v) {
         fb_vec specs;
         const char *id;
         uint32_t len;
-        fb_vec_table(&v->delegates, i, &del);
-        fb_str_field(&del, DELEGATE_ID, &id, &len);
-        const etch_backend *b = etch_backends_find(id, len);
+        const etch_backend *b = delegate_at(v, i, &del, &id, &len);
         if (!b)
             return etch_err(ETCH_ERR_NOT_FOUND,
                             "method '%s': backend '%s' (delegate %u) is not registered in this "

@@ -1027,6 +1027,13 @@ typedef struct spatial_args {
     int64_t H, W, C, OH, OW, O;
 } spatial_args;
 
+static void bias_init(float *acc, const float *b, int64_t n) {
+    if (b)
+        memcpy(acc, b, (size_t)n * 4);
+    else
+        memset(acc, 0, (size_t)n * 4);
+}
+
 /* depthwise: one output row (batch, oy) per item */
 static void dw_rows(void *arg, int64_t b0, int64_t e0) {
     const spatial_args *s = (const spatial_args *)arg;
@@ -1036,10 +1043,7 @@ static void dw_rows(void *arg, int64_t b0, int64_t e0) {
         int64_t oy = row % s->OH, bi = row / s->OH;
         for (int64_t ox = 0; ox < s->OW; ox++) {
             float *acc = s->o + ((bi * s->OH + oy) * s->OW + ox) * O;
-            if (s->b)
-                memcpy(acc, s->b, (size_t)O * 4);
-            else
-                memset(acc, 0, (size_t)O * 4);
+            bias_init(acc, s->b, O);
             for (uint32_t ky = 0; ky < n->kh; ky++) {
                 int64_t iy = oy * n->sh + (int64_t)ky * n->dh - n->pad[0];
                 if (iy < 0 || iy >= s->H)
@@ -1058,10 +1062,7 @@ static void dw_rows(void *arg, int64_t b0, int64_t e0) {
                             acc[c] += in[c / goc] * wt[c];
                 }
             }
-            if (n->out_min > -INFINITY || n->out_max < INFINITY)
-                for (int64_t c = 0; c < O; c++)
-                    acc[c] = acc[c] < n->out_min ? n->out_min
-                                                 : acc[c] > n->out_max ? n->out_max : acc[c];
+            clamp_floats(acc, O, n->out_min, n->out_max);
         }
     }
 }
@@ -1075,10 +1076,7 @@ static void deconv_rows(void *arg, int64_t b0, int64_t e0) {
         int64_t oy = row % s->OH, bi = row / s->OH;
         for (int64_t ox = 0; ox < s->OW; ox++) {
             float *acc = s->o + ((bi * s->OH + oy) * s->OW + ox) * O;
-            if (s->b)
-                memcpy(acc, s->b, (size_t)O * 4);
-            else
-                memset(acc, 0, (size_t)O * 4);
+            bias_init(acc, s->b, O);
             for (uint32_t ky = 0; ky < n->kh; ky++) {
                 int64_t ty = oy + n->pad[0] - (int64_t)ky * n->dh;
                 if (ty < 0 || ty % n->sh)
@@ -1105,10 +1103,7 @@ static void deconv_rows(void *arg, int64_t b0, int64_t e0) {
                     }
                 }
             }
-            if (n->out_min > -INFINITY || n->out_max < INFINITY)
-                for (int64_t c = 0; c < O; c++)
-                    acc[c] = acc[c] < n->out_min ? n->out_min
-                                                 : acc[c] > n->out_max ? n->out_max : acc[c];
+            clamp_floats(acc, O, n->out_min, n->out_max);
         }
     }
 }
@@ -1148,10 +1143,7 @@ static void pool_rows(void *arg, int64_t b0, int64_t e0) {
                 for (int64_t c = 0; c < C; c++)
                     acc[c] *= inv;
             }
-            if (n->out_min > -INFINITY || n->out_max < INFINITY)
-                for (int64_t c = 0; c < C; c++)
-                    acc[c] = acc[c] < n->out_min ? n->out_min
-                                                 : acc[c] > n->out_max ? n->out_max : acc[c];
+            clamp_floats(acc, C, n->out_min, n->out_max);
         }
     }
 }
