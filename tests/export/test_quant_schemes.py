@@ -137,7 +137,8 @@ class Schemes(unittest.TestCase):
                 ref = mlp_reference(m, x, scheme, group, sym)
                 out = p.graphs["forward"].run([x])[0]
                 torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
-                torch.testing.assert_close(q(x), out, rtol=0, atol=1e-6)
+                # the same float math in another order (torch may thread the matmuls)
+                torch.testing.assert_close(q(x), out, rtol=0, atol=1e-5)
                 self.assertGreater(_cos(out, m(x)), 0.99)
 
     def test_original_model_untouched(self):
