@@ -10,6 +10,7 @@
 
 #include "backends/xnnpack/xnn_ops.h"
 #include "kernels/optimized/opt_gemm.h"
+#include "kernels/portable/portable.h"
 #include "runtime/error.h"
 
 #define XNN_FLAG_TRANSPOSE_WEIGHTS 1u
@@ -32,54 +33,6 @@ static inline xnn_value *OUT(xnn_graph *g, const xnn_node *n, uint32_t k) {
 }
 
 /* ---- element conversion ----------------------------------------------------------------- */
-
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (exp == 0) {
-        if (man == 0) {
-            bits = sign;
-        } else {
-            int e = -1;
-            do {
-                e++;
-                man <<= 1;
-            } while (!(man & 0x400));
-            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
-        }
-    } else if (exp == 31) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else {
-        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static uint16_t float_to_half(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000, e = (x >> 23) & 0xff, m = x & 0x7fffff;
-    if (e == 0xff)
-        return (uint16_t)(sign | 0x7c00 | (m ? 0x200 : 0));
-    int32_t ne = (int32_t)e - 127 + 15;
-    if (ne >= 31)
-        return (uint16_t)(sign | 0x7c00);
-    if (ne <= 0) {
-        if (ne < -10)
-            return (uint16_t)sign;
-        m |= 0x800000;
-        uint32_t shift = (uint32_t)(14 - ne), half = m >> shift, rem = m & ((1u << shift) - 1),
-                 mid = 1u << (shift - 1);
-        if (rem > mid || (rem == mid && (half & 1)))
-            half++;
-        return (uint16_t)(sign | half);
-    }
-    uint32_t h = sign | ((uint32_t)ne << 10) | (m >> 13), rem = m & 0x1fff;
-    if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
-        h++;
-    return (uint16_t)h;
-}
 
 /* Elements per channel-dim step and channel count, for per-channel scales. */
 static void channel_layout(const xnn_value *v, int64_t *inner, int64_t *channels) {
@@ -109,7 +62,7 @@ static void to_float(const xnn_value *v, const void *src, float *dst) {
     case XDT_FP16: {
         const uint8_t *s = (const uint8_t *)src;
         for (int64_t i = 0; i < n; i++)
-            dst[i] = half_to_float((uint16_t)(s[2 * i] | (s[2 * i + 1] << 8)));
+            dst[i] = etch_pk_half_to_f32((uint16_t)(s[2 * i] | (s[2 * i + 1] << 8)));
         return;
     }
     case XDT_QINT8: {
@@ -225,7 +178,7 @@ static void from_float(xnn_value *v, const float *src, void *dst) {
     case XDT_FP16: {
         uint8_t *d = (uint8_t *)dst;
         for (int64_t i = 0; i < n; i++) {
-            uint16_t h = float_to_half(src[i]);
+            uint16_t h = etch_pk_f32_to_half(src[i]);
             d[2 * i] = (uint8_t)h;
             d[2 * i + 1] = (uint8_t)(h >> 8);
         }
