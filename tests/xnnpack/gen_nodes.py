@@ -430,6 +430,21 @@ def build_cases():
         g.node("FullyConnected", {0: U(xd), 1: U(wv), 2: U(bv), 3: U(o)})
         case("q_8da4w_%s" % ("qc4" if dt == QCINT4 else "qb4"), g, [xin], tol=2e-3)
 
+    # fp16 activations: fp32 -> fp16 -> add (fp16) -> fp32
+    g = G()
+    xa, xb = rnd(3, 7), rnd(3, 7)
+    a = g.value(xa.shape, flags=INPUT, ext=0)
+    b = g.value(xb.shape, flags=INPUT, ext=1)
+    ha = g.value(xa.shape, dtype=FP16)
+    hb = g.value(xb.shape, dtype=FP16)
+    hs = g.value(xa.shape, dtype=FP16)
+    o = g.value(xa.shape, flags=OUTPUT, ext=2)
+    g.node("Convert", {0: U(a), 1: U(ha)})
+    g.node("Convert", {0: U(b), 1: U(hb)})
+    g.node("Add", {0: U(ha), 1: U(hb), 2: U(hs)})
+    g.node("Convert", {0: U(hs), 1: U(o)})
+    case("fp16_add", g, [xa, xb], tol=0.0)
+
     # fp16 weights
     g = G()
     xin = rnd(4, 9)

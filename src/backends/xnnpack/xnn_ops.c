@@ -854,9 +854,6 @@ static void run_binary(run *r, xnn_node *n, const float *x, const float *y, floa
         stx *= ex;
         sty *= ey;
     }
-    if (n->kind == XN_PRELU && vy->rank == 1 && vo->rank >= 1 && vy->dims[0] == vo->dims[vo->rank - 1]) {
-        /* slope per channel (last dim) */
-    }
     int64_t inner = vo->rank ? vo->dims[vo->rank - 1] : 1;
     int64_t rows = inner ? xnn_numel(vo->dims, vo->rank) / inner : 0;
     if (vo->rank == 0) {
