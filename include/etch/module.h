@@ -51,6 +51,10 @@ typedef struct etch_module_options {
     bool no_blocked_layout;      /* keep every tensor in its dim order (no channel blocking) */
     bool quiet_fallback;         /* no note on stderr when a method runs its CPU twin because
                                     a backend it delegates to is missing (etch_method_meta) */
+    bool no_backends;            /* do not register etch's built-in backends (etch/backends.h)
+                                    at open: a delegated method then loads its CPU twin, when
+                                    the program has one. The backend registry is process-wide,
+                                    as the kernels' is: backends registered before stay. */
 } etch_module_options;
 
 etch_module_options etch_module_default_options(void);

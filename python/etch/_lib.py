@@ -89,7 +89,8 @@ class etch_module_options(ctypes.Structure):
     _fields_ = [("load_mode", ctypes.c_int), ("data_path", ctypes.c_char_p),
                 ("temp_size", ctypes.c_size_t), ("num_threads", ctypes.c_int),
                 ("kernels", ctypes.c_int), ("no_fusion", ctypes.c_bool),
-                ("no_prepack", ctypes.c_bool), ("no_blocked_layout", ctypes.c_bool)]
+                ("no_prepack", ctypes.c_bool), ("no_blocked_layout", ctypes.c_bool),
+                ("quiet_fallback", ctypes.c_bool), ("no_backends", ctypes.c_bool)]
 
 
 class LibraryNotFoundError(OSError):

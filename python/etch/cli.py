@@ -281,7 +281,8 @@ def _cmd_export(args, prog: "_Progress") -> int:
     program = etch.export(model, inputs, dynamic_shapes=dynamic,
                           allow_etch_ops=args.allow_etch_ops,
                           check_ops=not args.no_check,
-                          external_data=args.external_data, progress=prog)
+                          external_data=args.external_data, backend=args.backend,
+                          fallback=args.fallback, progress=prog)
     program.save(args.output)
     if args.external_data:
         prog.done("wrote %s (%d constants; run with: etch run %s --data %s)"
@@ -324,6 +325,12 @@ def _add_export_args(e: argparse.ArgumentParser) -> None:
                    help="skip what needs libetch: the check against the operators it "
                         "registers, and running the --bundle cases through it (without "
                         "this flag a missing libetch is an error)")
+    e.add_argument("--backend", choices=("xnnpack",), default=None,
+                   help="lower what the backend computes (float32 runs of nodes) to "
+                        "XnnpackBackend delegate calls; the rest stays kernel calls")
+    e.add_argument("--fallback", action="store_true",
+                   help="with --backend: also write the plain-operator twin NAME__cpu, run "
+                        "where the backend is missing")
     e.add_argument("--summary", action="store_true", help="print the program summary")
     e.add_argument("--quantize", metavar="SCHEME", default=None,
                    help="quantize first: int8 (static: int8 weights per channel, uint8 "

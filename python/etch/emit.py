@@ -58,6 +58,12 @@ class ConstantTable:
         self.is_external = external
         self.state_names = frozenset(state_names)
         self.external: Dict[str, "ExternalConstant"] = {}
+        self.delegate_blobs: List[bytes] = []    # processed delegate payloads (segments)
+
+    def add_delegate_blob(self, data: bytes) -> int:
+        """Index of a delegate payload among the program's delegate blobs."""
+        self.delegate_blobs.append(bytes(data))
+        return len(self.delegate_blobs) - 1
 
     def add_external(self, name: str, t: torch.Tensor) -> str:
         """Record `t` for the .ptd; returns its key."""
@@ -114,6 +120,8 @@ class EmittedMethod:
     memory: MemoryPlan
     op_calls: Dict[str, int] = field(default_factory=dict)   # operator -> KernelCalls
     num_instructions: int = 0
+    # one entry per DelegateCall: (backend id, payload bytes, nodes in the payload)
+    delegate_calls: List[Tuple[str, int, int]] = field(default_factory=list)
 
 
 # ---- container metadata (ExecuTorch's compact pytree strings; opaque to the runtime) ------
@@ -256,7 +264,16 @@ def _inplace_updates(eg: ExportedGraph) -> Tuple[Dict[torch.fx.Node, torch.fx.No
 _INDEX_PUT_INPLACE = _ops.OutVariant("aten::index_put_", aten.index_put_.default._schema)
 
 
+def _delegate_of(node: torch.fx.Node):
+    """The lowered call of a delegate node (etch.backends), or None."""
+    t = node.target
+    return t if getattr(t, "backend_id", None) and hasattr(t, "payload") else None
+
+
 def _variant(node: torch.fx.Node) -> _ops.OutVariant:
+    d = _delegate_of(node)
+    if d is not None:   # no operator: a DelegateCall (named for the fusion scans only)
+        return _ops.OutVariant("delegate:" + d.backend_id, None)
     if node.target is aten.copy_.default:
         # Write-back into mutable state: clone.out(src, out=state) copies the new value into
         # the state's planned memory (a portable kernel, where copy_ is not everywhere).
@@ -513,6 +530,8 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
     instructions: List[S.Instruction] = []
     prologue: List[S.Instruction] = []
     op_calls: Dict[str, int] = {}
+    delegates: List[S.BackendDelegate] = []
+    delegate_calls: List[Tuple[str, int, int]] = []
 
     def call(name: str, args: List[int], into: List[S.Instruction]) -> None:
         if name not in op_index:
@@ -579,6 +598,18 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
 
     for ins in instrs:
         n, var = ins.node, ins.variant
+        d = _delegate_of(n)
+        if d is not None:
+            # arguments: the delegate's inputs, then its outputs (ExecuTorch's convention)
+            spec = eg.spec(n)
+            args = [tensor_value(a) for a in n.args] + [tensor_value(n, i)
+                                                        for i in range(len(spec))]
+            ref = S.BackendDelegateDataReference(S.DataLocation.SEGMENT,
+                                                 constants.add_delegate_blob(d.payload))
+            delegates.append(S.BackendDelegate(d.backend_id, ref, []))
+            delegate_calls.append((d.backend_id, len(d.payload), d.num_nodes))
+            instructions.append(S.Instruction(S.DelegateCall(len(delegates) - 1, args)))
+            continue
         if n.target is aten.copy_.default:
             state = tensor_value(n.args[0])
             call(var.name, [tensor_value(n.args[1]), V.null(), state, state], instructions)
@@ -630,10 +661,11 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
         outputs=outputs,
         chains=[S.Chain(inputs=[], outputs=[], instructions=prologue + instructions)],
         operators=operators,
-        delegates=[],
+        delegates=delegates,
         non_const_buffer_sizes=[0, mem.arena_size],
     )
-    return EmittedMethod(plan, mem, op_calls, len(prologue) + len(instructions))
+    return EmittedMethod(plan, mem, op_calls, len(prologue) + len(instructions),
+                         delegate_calls)
 
 
 def _bind(node: torch.fx.Node) -> Dict[str, Any]:

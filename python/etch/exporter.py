@@ -28,7 +28,7 @@ class ExportError(RuntimeError):
 def export(model: torch.nn.Module, example_inputs, *,
            dynamic_shapes: Optional[Sequence[Optional[Dict[int, int]]]] = None,
            allow_etch_ops: bool = False, check_ops=True, optimize: bool = True,
-           external_data=None,
+           external_data=None, backend: Optional[str] = None, fallback: bool = False,
            progress: Optional[Callable[[str], None]] = None) -> Program:
     """Export `model` for etch / ExecuTorch runtimes.
 
@@ -44,6 +44,13 @@ def export(model: torch.nn.Module, example_inputs, *,
     external_data: a ``.ptd`` file name: every constant tensor is stored there instead of in
         the ``.pte`` (keyed by its parameter's or buffer's name), and ``Program.save`` writes
         it beside the program, merging with an existing file (:mod:`etch.external_data`).
+    backend: ``None`` (every node a kernel call) or ``"xnnpack"``: runs of float32 nodes that
+        XNNPACK computes become ``XnnpackBackend`` delegate calls, their payloads laid out as
+        ExecuTorch's XNNPACK serializer lays them out (:mod:`etch.backends.xnnpack`); the rest
+        stays kernel calls.
+    fallback: with a backend, also write the plain-operator version of the method as
+        ``<name>__cpu``, which etch's runtime loads in its place when the backend is missing or
+        unavailable (``python/README.md``, "Delegated methods and their CPU twins").
     """
     if check_ops not in (True, False, "auto"):
         raise ValueError("check_ops must be True, False or \"auto\", not %r" % (check_ops,))
@@ -51,6 +58,12 @@ def export(model: torch.nn.Module, example_inputs, *,
         if not isinstance(external_data, (str, os.PathLike)) or not os.fspath(external_data):
             raise TypeError("external_data must be a .ptd file name, not %r" % (external_data,))
         external_data = os.fspath(external_data)
+    from .backends import BACKENDS, CPU_TWIN_SUFFIX
+    if backend is not None and backend not in BACKENDS:
+        raise ValueError("backend %r: expected None or one of %s"
+                         % (backend, ", ".join(BACKENDS)))
+    if fallback and backend is None:
+        raise ValueError("fallback=True needs a backend (the CPU twin of what?)")
     say = progress or (lambda s: None)
     lib = None
     if check_ops:   # before the capture: a missing library fails at once
@@ -79,9 +92,21 @@ def export(model: torch.nn.Module, example_inputs, *,
         constants = ConstantTable(external=True, state_names=state_names(model))
     else:
         constants = ConstantTable()
-    method = emit_method(eg, constants)
-    program = Program([method], constants, eg.log, graphs={eg.name: eg},
-                      external_data=external_data)
+    graphs = {}
+    twin = None
+    if backend is not None:
+        from .backends import xnnpack
+        if fallback:
+            twin = eg.copy()
+            twin.name = eg.name + CPU_TWIN_SUFFIX
+        say("lowering to %s" % xnnpack.BACKEND_ID)
+        xnnpack.partition(eg)
+    methods = [emit_method(eg, constants)]
+    graphs[eg.name] = eg
+    if twin is not None:
+        methods.append(emit_method(twin, constants))
+        graphs[twin.name] = twin
+    program = Program(methods, constants, eg.log, graphs=graphs, external_data=external_data)
     # A model from etch.quantize carries its report (layers quantized, layers kept float).
     program.quantization = getattr(model, "etch_quantization", None)
     if not allow_etch_ops and program.etch_only_operators:

@@ -42,7 +42,8 @@ class Program:
     @property
     def data(self) -> _pte.ProgramData:
         mutable = list(self.constants.mutable) if len(self.constants.mutable) > 1 else []
-        return _pte.ProgramData(constants=list(self.constants.blobs), mutable=mutable)
+        return _pte.ProgramData(constants=list(self.constants.blobs), mutable=mutable,
+                                delegate_blobs=list(self.constants.delegate_blobs))
 
     @property
     def buffer(self) -> bytes:
@@ -142,6 +143,10 @@ class Program:
             for name, n in m.op_calls.items():
                 tag = "" if _ops.is_portable_name(name) else "   [etch-only]"
                 lines.append("    %-50s x%d%s" % (name, n, tag))
+            if m.delegate_calls:
+                lines.append("  delegates:")
+                for backend, size, nodes in m.delegate_calls:
+                    lines.append("    %s: %d nodes, %d bytes" % (backend, nodes, size))
         lines.append("constants: %d tensors, %d bytes" % (self.num_constants, self.constant_bytes))
         if self.external_data is not None:
             ext = self.external_constants

@@ -66,8 +66,8 @@ static bool optimized_registered(void) {
     return false;
 }
 
-static etch_status register_kernels(etch_module_kernels kernels) {
-    if (kernels != ETCH_MODULE_KERNELS_REGISTERED) {
+static etch_status register_kernels(etch_module_kernels kernels, bool no_backends) {
+    if (kernels != ETCH_MODULE_KERNELS_REGISTERED && !no_backends) {
         etch_status st = etch_backends_register_builtin();
         if (st)
             return st;
@@ -107,7 +107,7 @@ static etch_status module_init(etch_module *mod, const etch_module_options *opts
         return etch_err(ETCH_ERR_INVALID_ARGUMENT,
                         "module: num_threads %d is outside [0, %d]", mod->opts.num_threads,
                         ETCH_THREADPOOL_MAX_THREADS);
-    etch_status st = register_kernels(mod->opts.kernels);
+    etch_status st = register_kernels(mod->opts.kernels, mod->opts.no_backends);
     if (st != ETCH_OK)
         return st;
     if (mod->opts.num_threads > 1 &&

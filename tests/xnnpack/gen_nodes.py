@@ -9,151 +9,23 @@ case: name tolerance ninputs then, per input, rank and dims.
 """
 import math
 import os
-import struct
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import xnn_ref  # noqa: E402
-from etch.serialize.flatbuffers import Builder  # noqa: E402
+from etch.backends.xnnpack.payload import (  # noqa: E402
+    EXTERNAL_INPUT, EXTERNAL_OUTPUT, FP16, FP32, KINDS, QBINT4, QCINT4, QCINT8, QCINT32, QDINT8,
+    QINT8, QUINT8, XnnGraph)
 from etch.serialize.program_builder import ProgramBuilder  # noqa: E402
 from etch.serialize.pte import serialize_program  # noqa: E402
 
-K = {n: i for i, n in enumerate(xnn_ref.KINDS)}
-FP32, FP16, QINT8, QUINT8, QINT32, QCINT8, QCINT32, QCINT4, QDINT8, QBINT4 = range(1, 11)
-INPUT, OUTPUT = 1, 2
-
-
-class G:
-    """An XNNGraph under construction."""
-
-    def __init__(self):
-        self.values = []  # dicts
-        self.nodes = []   # (kind, fields, minmax)
-        self.consts = [b""]
-
-    def value(self, dims, dtype=FP32, flags=0, ext=None, const=None, q=None):
-        cidx = 0
-        if const is not None:
-            self.consts.append(bytes(const))
-            cidx = len(self.consts) - 1
-        vid = len(self.values)
-        self.values.append(dict(dims=list(dims), dtype=dtype, flags=flags,
-                                ext=0xffffffff if ext is None else ext, cidx=cidx, id=vid, q=q))
-        return vid
-
-    def node(self, kind, fields, lo=None, hi=None):
-        """fields: {slot: ('I', v) | ('f', v) | ('IV', [..])}"""
-        self.nodes.append((K[kind], fields, (lo, hi) if lo is not None else None))
-
-    def blob(self):
-        b = Builder(4096)
-        cdo = []
-        offs, at = [], 0
-        for c in self.consts:
-            offs.append(at)
-            at += (len(c) + 15) // 16 * 16
-        for c, o in zip(self.consts, offs):
-            b.start_table()
-            b.add_scalar(0, "Q", o, default=0)
-            b.add_scalar(1, "Q", len(c), default=0)
-            cdo.append(b.end_table())
-        xvals = []
-        for v in self.values:
-            dims = b.create_scalar_vector("I", v["dims"], 4)
-            b.start_table()
-            b.add_scalar(0, "h", v["dtype"], default=0)
-            b.add_scalar(1, "I", len(v["dims"]), default=0)
-            b.add_offset(2, dims)
-            b.add_scalar(3, "I", v["cidx"], default=0)
-            b.add_scalar(4, "I", v["ext"], default=None)
-            b.add_scalar(5, "I", v["flags"], default=0)
-            b.add_scalar(6, "I", v["id"], default=0)
-            tv = b.end_table()
-            if v["q"] is None:
-                kind, u = 1, tv
-            else:
-                q = v["q"]
-                if q[0] == "tensor":
-                    b.start_table()
-                    b.add_scalar(0, "f", q[1], default=None)
-                    b.add_scalar(1, "i", q[2], default=0)
-                    qt, qp = 2, b.end_table()
-                elif q[0] == "channel":
-                    sc = b.create_scalar_vector("f", q[1], 4)
-                    b.start_table()
-                    b.add_offset(0, sc)
-                    b.add_scalar(1, "i", q[2], default=0)
-                    qt, qp = 1, b.end_table()
-                elif q[0] == "token":
-                    b.start_table()
-                    b.add_scalar(0, "i", q[1], default=0)
-                    qt, qp = 3, b.end_table()
-                else:  # block: scales as bf16
-                    bf = [struct.unpack("<I", struct.pack("<f", s))[0] >> 16 for s in q[1]]
-                    sc = b.create_scalar_vector("H", bf, 4)
-                    b.start_table()
-                    b.add_scalar(1, "i", q[2], default=0)
-                    b.add_scalar(2, "i", q[3], default=0)
-                    b.add_offset(3, sc)
-                    qt, qp = 4, b.end_table()
-                b.start_table()
-                b.add_offset(0, tv)
-                b.add_scalar(1, "B", qt, default=0)
-                b.add_offset(2, qp)
-                kind, u = 2, b.end_table()
-            b.start_table()
-            b.add_scalar(0, "B", kind, default=0)
-            b.add_offset(1, u)
-            xvals.append(b.end_table())
-        xnodes = []
-        for kind, fields, mm in self.nodes:
-            vecs = {s: b.create_scalar_vector("I", v, 4) for s, (t, v) in fields.items()
-                    if t == "IV"}
-            b.start_table()
-            for s, (t, v) in fields.items():
-                if t == "IV":
-                    b.add_offset(s, vecs[s])
-                else:
-                    b.add_scalar(s, t, v, default=None)
-            tbl = b.end_table()
-            mmt = None
-            if mm is not None:
-                b.start_table()
-                b.add_scalar(0, "f", mm[0], default=None)
-                b.add_scalar(1, "f", mm[1], default=None)
-                mmt = b.end_table()
-            b.start_table()
-            b.add_scalar(0, "B", kind, default=0)
-            b.add_offset(1, tbl)
-            if mmt is not None:
-                b.add_offset(3, mmt)
-            xnodes.append(b.end_table())
-        ins = [v["id"] for v in self.values if v["flags"] & INPUT]
-        outs = [v["id"] for v in self.values if v["flags"] & OUTPUT]
-        vn = b.create_offset_vector(xnodes)
-        vv = b.create_offset_vector(xvals)
-        vi = b.create_scalar_vector("I", ins, 4)
-        vo = b.create_scalar_vector("I", outs, 4)
-        vc = b.create_offset_vector(cdo)
-        ver = b.create_string("0")
-        b.start_table()
-        b.add_offset(0, ver)
-        b.add_offset(1, vn)
-        b.add_offset(2, vv)
-        b.add_scalar(3, "I", len(ins) + len(outs), default=0)
-        b.add_offset(4, vi)
-        b.add_offset(5, vo)
-        b.add_offset(8, vc)
-        fb = b.finish(b.end_table(), b"XN01")
-        consts = b"".join(c + b"\0" * ((len(c) + 15) // 16 * 16 - len(c)) for c in self.consts)
-        fo = 32
-        co = (fo + len(fb) + 15) // 16 * 16
-        hdr = struct.pack("<I4sHIIIQ", 0, b"XH00", 30, fo, len(fb), co, len(consts))
-        out = hdr + b"\0" * (fo - len(hdr)) + fb
-        out += b"\0" * (co - len(out)) + consts
-        return out
+# the exporter's payload writer (etch.backends.xnnpack.payload), checked here against
+# xnn_ref.py's reading of the same bytes
+G = XnnGraph
+INPUT, OUTPUT = EXTERNAL_INPUT, EXTERNAL_OUTPUT
+assert list(KINDS) == list(xnn_ref.KINDS)
 
 
 def program(g, in_dims, out_dims):

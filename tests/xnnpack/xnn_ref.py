@@ -339,7 +339,7 @@ def run_program(path, inputs):
         outs = g.run([lookup(plan, env, a) for a in call.args[:nin]])
         for a, y in zip(call.args[nin:], outs):
             env[a] = y
-    return [env[o].numpy() for o in plan.outputs]
+    return [lookup(plan, env, o).numpy() for o in plan.outputs]
 
 
 def main():

@@ -243,7 +243,8 @@ int cli_module_args_take(const char *cmd, int argc, char **argv, int *i, cli_mod
         (r = cli_opt_value(cmd, argc, argv, i, "--kernels", &a->kernels_s)) ||
         (r = cli_opt_flag(cmd, argv, *i, "--no-fusion", &a->no_fusion)) ||
         (r = cli_opt_flag(cmd, argv, *i, "--no-prepack", &a->no_prepack)) ||
-        (r = cli_opt_flag(cmd, argv, *i, "--no-blocked-layout", &a->no_blocked_layout)))
+        (r = cli_opt_flag(cmd, argv, *i, "--no-blocked-layout", &a->no_blocked_layout)) ||
+        (r = cli_opt_flag(cmd, argv, *i, "--no-backends", &a->no_backends)))
         return r;
     return 0;
 }
@@ -268,6 +269,7 @@ etch_module_options cli_module_args_options(const cli_module_args *a) {
     mo.no_fusion = a->no_fusion;
     mo.no_prepack = a->no_prepack;
     mo.no_blocked_layout = a->no_blocked_layout;
+    mo.no_backends = a->no_backends;
     return mo;
 }
 

@@ -38,6 +38,7 @@ typedef struct cli_module_args {
     bool no_fusion;
     bool no_prepack;
     bool no_blocked_layout;
+    bool no_backends;
     int num_threads;             /* parsed by cli_module_args_finish (default:
                                     cli_default_threads()) */
     etch_module_kernels kernels; /* (default optimized) */

@@ -83,7 +83,10 @@ bool cli_parse_kernels(const char *cmd, const char *s, etch_module_kernels *out)
     "                         depthwise -> 1x1; 4w linears from their int4 weights)\n" \
     "  --no-prepack           do not prepack constant weights at load\n" \
     "  --no-blocked-layout    keep every tensor NCHW (no channel-blocked layers between\n" \
-    "                         convolutions)\n"
+    "                         convolutions)\n" \
+    "  --no-backends          do not register the built-in backends (XnnpackBackend): a\n" \
+    "                         delegated method runs its CPU twin NAME__cpu if the file\n" \
+    "                         has one, else fails to load naming the backend\n"
 
 /* ---- files, time -------------------------------------------------------------------------- */
 
