@@ -328,6 +328,78 @@ def build_cases():
     case("fc_fp16_nobias", g, [xin])
 
 
+def conv_node(g, a, o, w, b, pad=1, stride=1, lo=None, hi=None, depthwise=False):
+    """Conv2d (w: OHWI) or DepthwiseConv2d (w: [1, KH, KW, C]) with symmetric padding."""
+    kh, kw = w.shape[1], w.shape[2]
+    O = w.shape[3] if depthwise else w.shape[0]
+    gic, goc, groups = (1, 1, O) if depthwise else (w.shape[3], O, 1)
+    wv = g.value(w.shape, const=f32b(w))
+    bv = g.value([O], const=f32b(b))
+    g.node("DepthwiseConv2d" if depthwise else "Conv2d",
+           {0: U(pad), 1: U(pad), 2: U(pad), 3: U(pad), 4: U(kh), 5: U(kw), 6: U(stride),
+            7: U(stride), 8: U(1), 9: U(1), 10: U(gic), 11: U(goc), 12: U(groups), 15: U(a),
+            16: U(wv), 17: U(bv), 18: U(o)}, lo, hi)
+
+
+def build_net_cases():
+    """Multi-node graphs whose intermediates the backend stores channel-blocked (xnn_layout.c):
+    each path between layouts once. test_xnnpack.c also runs the net_* cases with a scratch
+    arena too small for the Winograd transforms (the NHWC fallback)."""
+    # NCHW input -> transpose (kept NCHW) -> conv 3->16 (NCHW in, blocked out, clamp) ->
+    # Winograd 3x3 16->16 -> residual add -> max pool -> depthwise -> 1x1 16->12 (NCHW out) ->
+    # sigmoid (NHWC copy) -> transpose to NCHW
+    g = G()
+    xin = rnd(1, 3, 18, 18)
+    a = g.value(xin.shape, flags=INPUT, ext=0)
+    t = g.value([1, 18, 18, 3])
+    g.node("StaticTranspose", {0: U(4), 1: V([0, 2, 3, 1]), 2: U(a), 3: U(t)})
+    c1 = g.value([1, 18, 18, 16])
+    conv_node(g, t, c1, rnd(16, 3, 3, 3, scale=0.4), rnd(16), lo=0.0, hi=6.0)
+    c2 = g.value([1, 18, 18, 16])
+    conv_node(g, c1, c2, rnd(16, 3, 3, 16, scale=0.15), rnd(16))
+    s = g.value([1, 18, 18, 16])
+    g.node("Add", {0: U(c1), 1: U(c2), 2: U(s)}, 0.0, None)
+    p = g.value([1, 9, 9, 16])
+    g.node("MaxPooling2d", {0: U(0), 1: U(0), 2: U(0), 3: U(0), 4: U(2), 5: U(2), 6: U(2),
+                            7: U(2), 8: U(1), 9: U(1), 10: U(s), 11: U(p)})
+    d = g.value([1, 9, 9, 16])
+    conv_node(g, p, d, rnd(1, 3, 3, 16, scale=0.4), rnd(16), depthwise=True, lo=-1.0, hi=1.0)
+    c3 = g.value([1, 9, 9, 12])
+    conv_node(g, d, c3, rnd(12, 1, 1, 16, scale=0.3), rnd(12), pad=0)
+    sg = g.value([1, 9, 9, 12])
+    g.node("Sigmoid", {0: U(c3), 1: U(sg)})
+    o = g.value([1, 12, 9, 9], flags=OUTPUT, ext=1)
+    g.node("StaticTranspose", {0: U(4), 1: V([0, 3, 1, 2]), 2: U(sg), 3: U(o)})
+    case("net_blocked_cnn", g, [xin])
+
+    # NHWC input (converted to blocked) -> 1x1 -> 3x3 -> concat over channels -> avg pool ->
+    # hardswish -> global average (reads blocked) -> reshape -> fully connected
+    g = G()
+    xin = rnd(2, 8, 8, 8)
+    a = g.value(xin.shape, flags=INPUT, ext=0)
+    c1 = g.value([2, 8, 8, 8])
+    conv_node(g, a, c1, rnd(8, 1, 1, 8, scale=0.4), rnd(8), pad=0)
+    c2 = g.value([2, 8, 8, 16])
+    conv_node(g, c1, c2, rnd(16, 3, 3, 8, scale=0.3), rnd(16), lo=0.0, hi=None)
+    cat = g.value([2, 8, 8, 24])
+    g.node("Concatenate2", {0: U(3), 1: U(c1), 2: U(c2), 5: U(cat)})
+    ap = g.value([2, 8, 8, 24])
+    g.node("AvgPooling2d", {0: U(1), 1: U(1), 2: U(1), 3: U(1), 4: U(3), 5: U(3), 6: U(1),
+                            7: U(1), 8: U(1), 9: U(1), 10: U(cat), 11: U(ap)})
+    hs = g.value([2, 8, 8, 24])
+    g.node("Hardswish", {0: U(ap), 1: U(hs)})
+    gp = g.value([2, 1, 1, 24])
+    g.node("GlobalAvgPooling2d", {0: U(hs), 1: U(gp)})
+    r = g.value([2, 24])
+    g.node("StaticReshape", {0: U(2), 1: V([2, 24]), 2: U(gp), 3: U(r)})
+    w = rnd(5, 24, scale=0.3)
+    wv = g.value(w.shape, const=f32b(w))
+    bv = g.value([5], const=f32b(rnd(5)))
+    o = g.value([2, 5], flags=OUTPUT, ext=1)
+    g.node("FullyConnected", {0: U(r), 1: U(wv), 2: U(bv), 3: U(o)})
+    case("net_blocked_concat", g, [xin])
+
+
 def fallback_programs(out):
     """forward = XnnpackBackend Add, plus (in fallback.pte) its CPU twin forward__cpu =
     aten::add.out on the same inputs."""
@@ -358,6 +430,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     fallback_programs(out)
     build_cases()
+    build_net_cases()
     import torch
     lines = []
     for name, g, inputs, tol in CASES:

@@ -68,8 +68,15 @@ typedef struct xnn_quant {
     int32_t num_nonbatch_dims; /* per token (dynamic) */
 } xnn_quant;
 
+/* How an fp32 rank-4 value (logically NHWC, as XNNPACK sees it) is stored while executing:
+ * as is, channel-blocked [N][C/8][H][W][8] (C a multiple of 8; the layout etch's fastest
+ * convolutions read and write: kernels/optimized/nchwc.h), or NCHW. Chosen at load
+ * (xnn_layout.c); external and constant values are always NHWC. */
+enum { XL_NHWC = 0, XL_BLK = 1, XL_NCHW = 2 };
+
 typedef struct xnn_value {
     int dtype;                  /* XDT_* */
+    uint8_t layout;             /* XL_* */
     uint32_t rank;
     int64_t bound[XNN_MAX_DIMS]; /* serialized dims: the shape, or its upper bound */
     int64_t dims[XNN_MAX_DIMS];  /* current shape (set by reshape at execute) */
@@ -110,8 +117,14 @@ typedef struct xnn_node {
     uint32_t axis;
     float alpha;      /* leaky relu slope, elu alpha, pad value */
     uint32_t new_h, new_w;
-    /* weights prepared at init: a float copy of a quantized / fp16 filter and bias */
+    /* weights prepared at init: a float copy of a quantized / fp16 filter and bias, and the
+     * float filter packed for the SGEMM (one per group; NULL: packed at every call) */
     float *wf, *bf;
+    struct etch_sgemm_packed *wp;
+    /* a convolution run on the channel-blocked kernels (blk): its weight prepared for them
+     * (etch_opt_conv_prepare_blocked; wino: the Winograd pack) */
+    bool blk, wino;
+    void *prep;
     size_t scratch; /* bytes of scratch this node needs at the largest shapes */
 } xnn_node;
 

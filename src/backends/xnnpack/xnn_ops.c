@@ -1,16 +1,25 @@
 /*
- * XNNPACK node semantics on etch's kernels. Tensors are NHWC as XNNPACK's; every node computes
- * in float32: quantized and fp16 operands are converted to float (scratch) on the way in, a
- * quantized output is rounded back (to nearest even, clamped) on the way out, which is what
- * XNNPACK's fp32-requantizing integer kernels compute up to float rounding. Weights that are not
- * float32 are converted once at load. Matrix products go through etch's optimized SGEMM.
+ * XNNPACK node semantics on etch's kernels. Tensors are NHWC as XNNPACK's, except where the
+ * layout plan (xnn_layout.c) keeps runs of convolutions channel-blocked, as etch's CPU path
+ * does: those convolutions run the optimized blocked kernels (register-tiled direct, Winograd,
+ * depthwise rows) on weights packed for them at load, and the element-wise nodes, pooling and
+ * channel concatenations between them work on the blocked planes as they are. Every node
+ * computes in float32: quantized and fp16 operands are converted to float (scratch) on the way
+ * in, a quantized output is rounded back (to nearest even, clamped) on the way out, which is
+ * what XNNPACK's fp32-requantizing integer kernels compute up to float rounding. Weights that
+ * are not float32 are converted once at load. The other matrix products go through etch's
+ * optimized SGEMM, element-wise rows through the optimized kernels' vector row functions.
  */
 #include <math.h>
 #include <string.h>
 
 #include "backends/xnnpack/xnn_ops.h"
+#include "kernels/optimized/conv_nchwc.h"
+#include "kernels/optimized/nchwc.h"
+#include "kernels/optimized/opt_eltwise.h"
 #include "kernels/optimized/opt_gemm.h"
 #include "kernels/portable/portable.h"
+#include "runtime/context.h"
 #include "runtime/error.h"
 
 #define XNN_FLAG_TRANSPOSE_WEIGHTS 1u
@@ -607,15 +616,71 @@ static etch_status prepare_weight(xnn_value *v, xnn_alloc *a, float **out) {
     return ETCH_OK;
 }
 
+/* The float filter of a fully connected or conv2d node packed once for the SGEMM's B operand
+ * (one per group; the GEMM ignores a packing that does not match its call, e.g. after an ISA
+ * switch). */
+static etch_status prepack_filter(xnn_graph *g, xnn_node *n, xnn_alloc *a) {
+    xnn_value *w = IN(g, n, 1);
+    n->wp = NULL;
+    if (!w || !w->is_constant || (!n->wf && w->dtype != XDT_FP32))
+        return ETCH_OK;
+    int64_t K, N, rs, cs, gstride = 0;
+    uint32_t groups = 1;
+    if (n->kind == XN_FULLY_CONNECTED) {
+        bool tw = n->flags & XNN_FLAG_TRANSPOSE_WEIGHTS;
+        N = tw ? w->bound[1] : w->bound[0];
+        K = tw ? w->bound[0] : w->bound[1];
+        rs = tw ? N : 1;
+        cs = tw ? 1 : K;
+    } else {
+        groups = n->groups;
+        N = n->goc;
+        K = (int64_t)n->kh * n->kw * n->gic;
+        rs = 1, cs = K, gstride = N * K;
+    }
+    size_t each = N > 0 && K > 0 ? etch_opt_sgemm_packed_size(NULL, false, N, K) : 0;
+    if (!each)
+        return ETCH_OK;
+    each = (each + 63) & ~(size_t)63;
+    if (each > SIZE_MAX / 2 / groups)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "XnnpackBackend: node %u: packed "
+                        "filter too large", n->index);
+    etch_sgemm_packed *p =
+        (etch_sgemm_packed *)xnn_alloc_bulk(a, groups * sizeof(etch_sgemm_packed), 16);
+    uint8_t *data = (uint8_t *)xnn_alloc_bulk(a, groups * each, 64);
+    if (!p || !data)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED,
+                        "XnnpackBackend: method pool too small for node %u's packed filter",
+                        n->index);
+    if (a->measure)
+        return ETCH_OK;
+    const float *src = n->wf ? n->wf : (const float *)w->constant;
+    for (uint32_t gi = 0; gi < groups; gi++)
+        etch_opt_sgemm_pack_b(NULL, src + gi * gstride, rs, cs, K, N,
+                              (float *)(void *)(data + gi * each), &p[gi]);
+    n->wp = p;
+    return ETCH_OK;
+}
+
 static size_t fbytes(const xnn_value *v) {
     return v ? ((size_t)xnn_numel(v->dims, v->rank) * 4 + 63) & ~(size_t)63 : 0;
 }
 
-/* Scratch bytes of node n at its current shapes (after reshape_node). */
+/* Whether max pooling node n runs the optimized blocked rows (symmetric padding). */
+static bool maxpool_rows_fit(const xnn_node *n, const xnn_value *o) {
+    return n->kind == XN_MAX_POOL && o->layout == XL_BLK && n->pad[0] == n->pad[2] &&
+           n->pad[1] == n->pad[3];
+}
+
+/* Scratch bytes of node n at its current shapes (after reshape_node and the layout plan). */
 static size_t node_scratch(xnn_graph *g, xnn_node *n) {
     size_t s = 0;
     for (uint32_t k = 0; k < n->nin; k++) {
         xnn_value *v = IN(g, n, k);
+        if (v && v->dtype == XDT_FP32 && xnn_layout_wanted(g, n, k) != v->layout) {
+            s += fbytes(v); /* a copy in the layout n reads */
+            continue;
+        }
         if (!v || (v->dtype == XDT_FP32 && ((uintptr_t)v->constant & 3) == 0))
             continue;
         if (k == 1 && n->wf) continue;
@@ -626,6 +691,12 @@ static size_t node_scratch(xnn_graph *g, xnn_node *n) {
         if (OUT(g, n, k)->dtype != XDT_FP32)
             s += fbytes(OUT(g, n, k));
     xnn_value *x = IN(g, n, 0), *o = OUT(g, n, 0);
+    if (maxpool_rows_fit(n, o)) /* the indices of the optimized rows */
+        s += (size_t)xnn_numel(o->dims, 4) * 8 + 64;
+    if (n->blk && !n->wino)
+        return s;
+    if (n->wino) /* the NHWC path when scratch is short for the Winograd transforms */
+        s += fbytes(x) + fbytes(o);
     switch (n->kind) {
     case XN_CONV2D: {
         int64_t K = (int64_t)n->kh * n->kw * n->gic;
@@ -655,7 +726,6 @@ etch_status xnn_ops_prepare(xnn_graph *g, xnn_alloc *a) {
     etch_status st;
     for (uint32_t i = 0; i < g->nvalues; i++)
         memcpy(g->values[i].dims, g->values[i].bound, sizeof g->values[i].dims);
-    size_t scratch = 0;
     for (uint32_t i = 0; i < g->nnodes; i++) {
         xnn_node *n = &g->nodes[i];
         if ((st = check_types(g, n)) || (st = reshape_node(g, n, true)))
@@ -666,6 +736,15 @@ etch_status xnn_ops_prepare(xnn_graph *g, xnn_alloc *a) {
                 (st = prepare_weight(IN(g, n, 2), a, &n->bf)))
                 return st;
         }
+    }
+    if ((st = xnn_layout_plan(g, a)))
+        return st;
+    size_t scratch = 0;
+    for (uint32_t i = 0; i < g->nnodes; i++) {
+        xnn_node *n = &g->nodes[i];
+        if ((n->kind == XN_FULLY_CONNECTED || (n->kind == XN_CONV2D && !n->blk)) &&
+            (st = prepack_filter(g, n, a)))
+            return st;
         n->scratch = node_scratch(g, n);
         if (n->scratch > scratch)
             scratch = n->scratch;
@@ -709,7 +788,65 @@ static float *scratch_floats(run *r, int64_t n) {
     return p;
 }
 
-/* Input k as float32 (the data itself when already fp32). */
+/* ---- layouts (xnn_layout.c) ---------------------------------------------------------------- */
+
+typedef struct relayout_args {
+    const float *src;
+    float *dst;
+    int from, to;
+    int64_t H, W, C;
+} relayout_args;
+
+/* Offset of element (n, h, w, c) of an [N, H, W, C] value stored in `layout`. */
+static inline int64_t lay_off(int layout, int64_t n, int64_t h, int64_t w, int64_t c, int64_t H,
+                              int64_t W, int64_t C) {
+    switch (layout) {
+    case XL_BLK: return (((n * (C / 8) + c / 8) * H + h) * W + w) * 8 + c % 8;
+    case XL_NCHW: return ((n * C + c) * H + h) * W + w;
+    default: return ((n * H + h) * W + w) * C + c;
+    }
+}
+
+/* rows (n, h) of the value */
+static void relayout_rows(void *arg, int64_t b, int64_t e) {
+    const relayout_args *a = (const relayout_args *)arg;
+    const int64_t H = a->H, W = a->W, C = a->C;
+    for (int64_t row = b; row < e; row++) {
+        const int64_t n = row / H, h = row % H;
+        if (a->from == XL_NHWC && a->to == XL_BLK) {
+            const float *src = a->src + row * W * C;
+            for (int64_t cb = 0; cb < C / 8; cb++)
+                for (int64_t w = 0; w < W; w++)
+                    memcpy(a->dst + lay_off(XL_BLK, n, h, w, cb * 8, H, W, C), src + w * C + cb * 8,
+                           32);
+        } else if (a->from == XL_BLK && a->to == XL_NHWC) {
+            float *dst = a->dst + row * W * C;
+            for (int64_t cb = 0; cb < C / 8; cb++)
+                for (int64_t w = 0; w < W; w++)
+                    memcpy(dst + w * C + cb * 8, a->src + lay_off(XL_BLK, n, h, w, cb * 8, H, W, C),
+                           32);
+        } else {
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t w = 0; w < W; w++)
+                    a->dst[lay_off(a->to, n, h, w, c, H, W, C)] =
+                        a->src[lay_off(a->from, n, h, w, c, H, W, C)];
+        }
+    }
+}
+
+/* dst = the rank-4 value v (dims [N, H, W, C]), stored `from`, stored `to` instead. */
+static void relayout(etch_kernel_context *ctx, const xnn_value *v, int from, const float *src,
+                     int to, float *dst) {
+    relayout_args a = {src, dst, from, to, v->dims[1], v->dims[2], v->dims[3]};
+    int64_t rows = v->dims[0] * v->dims[1];
+    if (from == to) {
+        memcpy(dst, src, (size_t)xnn_numel(v->dims, 4) * 4);
+        return;
+    }
+    etch_kernel_parallel_for(ctx, rows, 4, relayout_rows, &a);
+}
+
+/* Input k as float32 (the data itself when already fp32, in the layout n reads it in). */
 static const float *fin(run *r, xnn_node *n, uint32_t k) {
     xnn_value *v = IN(r->g, n, k);
     if (!v)
@@ -718,6 +855,15 @@ static const float *fin(run *r, xnn_node *n, uint32_t k) {
         return n->wf;
     if (k == 2 && n->bf)
         return n->bf;
+    if (v->dtype == XDT_FP32 && v->rank == 4 && !v->is_constant) {
+        int want = xnn_layout_wanted(r->g, n, k);
+        if (want != v->layout) {
+            float *f = scratch_floats(r, xnn_numel(v->dims, v->rank));
+            if (f)
+                relayout(r->ctx, v, v->layout, (const float *)v->data, want, f);
+            return f;
+        }
+    }
     if (v->dtype == XDT_FP32 && ((uintptr_t)v->data & 3) == 0)
         return (const float *)v->data;
     float *f = scratch_floats(r, xnn_numel(v->dims, v->rank));
@@ -746,13 +892,18 @@ static void unary_span(void *arg, int64_t b, int64_t e) {
     const span_args *s = (const span_args *)arg;
     const float *x = s->x;
     float *o = s->o;
-    switch (s->op) {
+    int vop = s->op == XN_SIGMOID ? ETCH_OPT_UN_SIGMOID
+              : s->op == XN_GELU ? ETCH_OPT_UN_GELU
+              : s->op == XN_SQRT ? ETCH_OPT_UN_SQRT
+              : s->op == XN_RSQRT ? ETCH_OPT_UN_RSQRT
+              : s->op == XN_NEGATE ? ETCH_OPT_UN_NEG
+              : -1;
+    if (vop >= 0) /* the optimized kernels' row functions (opt_eltwise.h: their accuracy) */
+        etch_opt_vec_active()->unary(vop, o + b, x + b, e - b, -INFINITY, INFINITY);
+    switch (vop >= 0 ? -1 : s->op) {
     case XN_CLAMP: case XN_CONVERT: case XN_STATIC_RESHAPE:
         if (o != x)
             memcpy(o + b, x + b, (size_t)(e - b) * 4);
-        break;
-    case XN_SIGMOID:
-        for (int64_t i = b; i < e; i++) o[i] = 1.0f / (1.0f + expf(-x[i]));
         break;
     case XN_FLOOR: for (int64_t i = b; i < e; i++) o[i] = floorf(x[i]); break;
     case XN_CEILING: for (int64_t i = b; i < e; i++) o[i] = ceilf(x[i]); break;
@@ -801,6 +952,8 @@ typedef struct bin_args {
     const float *x, *y;
     float *o;
     int op;
+    int vop;     /* the etch_opt_binop of op (-1: none), with alpha */
+    float alpha;
     float lo, hi;
     uint32_t rank;
     int64_t dims[XNN_MAX_DIMS], sx[XNN_MAX_DIMS], sy[XNN_MAX_DIMS];
@@ -821,13 +974,11 @@ static void binary_rows(void *arg, int64_t b, int64_t e) {
         }
         const float *x = s->x + ox, *y = s->y + oy;
         float *o = s->o + row * inner;
-        if (ix == 1 && iy == 1) {
-            switch (s->op) {
-            case XN_ADD: for (int64_t i = 0; i < inner; i++) o[i] = x[i] + y[i]; break;
-            case XN_MULTIPLY: for (int64_t i = 0; i < inner; i++) o[i] = x[i] * y[i]; break;
-            case XN_SUBTRACT: for (int64_t i = 0; i < inner; i++) o[i] = x[i] - y[i]; break;
-            default: for (int64_t i = 0; i < inner; i++) o[i] = binop(s->op, x[i], y[i]);
-            }
+        if (s->vop >= 0 && ix <= 1 && iy <= 1) {
+            etch_opt_vec_active()->binary(s->vop, o, x, ix == 0, y, iy == 0, s->alpha, inner);
+        } else if (ix == 1 && iy == 1) {
+            for (int64_t i = 0; i < inner; i++)
+                o[i] = binop(s->op, x[i], y[i]);
         } else {
             for (int64_t i = 0; i < inner; i++)
                 o[i] = binop(s->op, x[i * ix], y[i * iy]);
@@ -838,11 +989,41 @@ static void binary_rows(void *arg, int64_t b, int64_t e) {
     }
 }
 
+/* elements [b, e) of same-shaped operands */
+static void binary_flat(void *arg, int64_t b, int64_t e) {
+    const bin_args *s = (const bin_args *)arg;
+    const float *x = s->x, *y = s->y;
+    float *o = s->o;
+    const float lo = s->lo, hi = s->hi;
+    const bool clamp = lo > -INFINITY || hi < INFINITY;
+    if (s->op == XN_ADD && clamp) {
+        for (int64_t i = b; i < e; i++) {
+            float v = x[i] + y[i];
+            o[i] = v < lo ? lo : v > hi ? hi : v;
+        }
+        return;
+    }
+    if (s->vop >= 0)
+        etch_opt_vec_active()->binary(s->vop, o + b, x + b, 0, y + b, 0, s->alpha, e - b);
+    else
+        for (int64_t i = b; i < e; i++)
+            o[i] = binop(s->op, x[i], y[i]);
+    if (clamp)
+        for (int64_t i = b; i < e; i++)
+            o[i] = o[i] < lo ? lo : o[i] > hi ? hi : o[i];
+}
+
 static void run_binary(run *r, xnn_node *n, const float *x, const float *y, float *o) {
     xnn_value *vx = IN(r->g, n, 0), *vy = IN(r->g, n, 1), *vo = OUT(r->g, n, 0);
     bin_args s;
     memset(&s, 0, sizeof s);
     s.x = x, s.y = y, s.o = o, s.op = n->kind, s.lo = n->out_min, s.hi = n->out_max;
+    s.alpha = n->kind == XN_SUBTRACT ? -1.0f : 1.0f; /* a - b as a + (-1) b: the same rounding */
+    s.vop = n->kind == XN_ADD || n->kind == XN_SUBTRACT ? ETCH_OPT_BIN_ADD
+            : n->kind == XN_MULTIPLY ? ETCH_OPT_BIN_MUL
+            : n->kind == XN_DIV ? ETCH_OPT_BIN_DIV
+            : n->kind == XN_MAXIMUM ? ETCH_OPT_BIN_MAX
+            : -1;
     s.rank = vo->rank;
     int64_t stx = 1, sty = 1;
     for (int32_t d = (int32_t)vo->rank - 1; d >= 0; d--) {
@@ -856,6 +1037,12 @@ static void run_binary(run *r, xnn_node *n, const float *x, const float *y, floa
     }
     int64_t inner = vo->rank ? vo->dims[vo->rank - 1] : 1;
     int64_t rows = inner ? xnn_numel(vo->dims, vo->rank) / inner : 0;
+    if (same_dims(vx, vo) && same_dims(vy, vo) && vo->rank > 0) {
+        /* no broadcast: one flat run (any layout: the same elements line up) */
+        s.dims[0] = xnn_numel(vo->dims, vo->rank);
+        etch_kernel_parallel_for(r->ctx, s.dims[0], 16384, binary_flat, &s);
+        return;
+    }
     if (vo->rank == 0) {
         o[0] = binop(n->kind, x[0], y[0]);
         return;
@@ -897,6 +1084,7 @@ static void run_fc(run *r, xnn_node *n, const float *x, const float *w, const fl
     d.bias = b, d.bias_rs = 0, d.bias_cs = 1;
     d.alpha = 1.0f, d.beta = b ? 1.0f : 0.0f;
     d.epilogue = use ? &epi : NULL;
+    d.b_packed = n->wp;
     etch_opt_sgemm(r->ctx, &d);
     if (!use)
         clamp_floats(o, M * N, n->out_min, n->out_max);
@@ -905,7 +1093,7 @@ static void run_fc(run *r, xnn_node *n, const float *x, const float *w, const fl
 typedef struct im2col_args {
     const float *x;
     float *col;
-    int64_t p0, H, W, C, OH, OW, K;
+    int64_t p0, H, W, C, OH, OW, K, rows;
     const xnn_node *n;
     uint32_t g;
 } im2col_args;
@@ -921,12 +1109,59 @@ static void im2col_rows(void *arg, int64_t b, int64_t e) {
             int64_t iy = oy * n->sh + (int64_t)ky * n->dh - n->pad[0];
             for (uint32_t kx = 0; kx < n->kw; kx++, dst += gic) {
                 int64_t ix = ox * n->sw + (int64_t)kx * n->dw - n->pad[3];
-                if (iy < 0 || iy >= s->H || ix < 0 || ix >= s->W)
+                const bool pad = iy < 0 || iy >= s->H || ix < 0 || ix >= s->W;
+                const float *src =
+                    pad ? NULL : s->x + ((bi * s->H + iy) * s->W + ix) * s->C + s->g * gic;
+                if (gic <= 8) /* a few channels a tap (first layers): no library call */
+                    for (int64_t c = 0; c < gic; c++)
+                        dst[c] = pad ? 0.0f : src[c];
+                else if (pad)
                     memset(dst, 0, (size_t)gic * 4);
                 else
-                    memcpy(dst, s->x + ((bi * s->H + iy) * s->W + ix) * s->C + s->g * gic,
-                           (size_t)gic * 4);
+                    memcpy(dst, src, (size_t)gic * 4);
             }
+        }
+    }
+}
+
+/* The same tile column by column, for few channels a group (gic <= IM2COL_T_MAX): col[k][p]
+ * (stride `rows`), column k = (tap, channel), each output row's run of pixels one loop without
+ * a branch inside the image. */
+#define IM2COL_T_MAX 4
+static void im2col_cols(void *arg, int64_t k0, int64_t k1) {
+    const im2col_args *s = (const im2col_args *)arg;
+    const xnn_node *n = s->n;
+    const int64_t gic = n->gic, m = s->rows;
+    for (int64_t k = k0; k < k1; k++) {
+        const int64_t c = k % gic, tap = k / gic, ky = tap / n->kw, kx = tap % n->kw;
+        float *dst = s->col + k * m;
+        /* ox with ix = ox * sw + kx * dw - left inside [0, W) */
+        const int64_t off = kx * (int64_t)n->dw - (int64_t)n->pad[3];
+        int64_t lo = off >= 0 ? 0 : (-off + n->sw - 1) / n->sw;
+        int64_t hi = s->W - 1 - off < 0 ? 0 : (s->W - 1 - off) / n->sw + 1;
+        if (lo > s->OW) lo = s->OW;
+        if (hi > s->OW) hi = s->OW;
+        if (hi < lo) hi = lo;
+        for (int64_t p = 0; p < m;) {
+            const int64_t q = s->p0 + p, ox0 = q % s->OW, oy = (q / s->OW) % s->OH,
+                          bi = q / (s->OW * s->OH);
+            const int64_t len = s->OW - ox0 < m - p ? s->OW - ox0 : m - p;
+            const int64_t iy = oy * n->sh + ky * (int64_t)n->dh - (int64_t)n->pad[0];
+            float *d = dst + p - ox0; /* d[ox] for ox in [ox0, ox0 + len) */
+            if (iy < 0 || iy >= s->H) {
+                for (int64_t ox = ox0; ox < ox0 + len; ox++)
+                    d[ox] = 0.0f;
+            } else {
+                const float *src = s->x + (bi * s->H + iy) * s->W * s->C + s->g * gic + c;
+                const int64_t a = lo > ox0 ? lo : ox0, z = hi < ox0 + len ? hi : ox0 + len;
+                for (int64_t ox = ox0; ox < a && ox < ox0 + len; ox++)
+                    d[ox] = 0.0f;
+                for (int64_t ox = a; ox < z; ox++)
+                    d[ox] = src[(ox * n->sw + off) * s->C];
+                for (int64_t ox = z > a ? z : a; ox < ox0 + len; ox++)
+                    d[ox] = 0.0f;
+            }
+            p += len;
         }
     }
 }
@@ -953,9 +1188,14 @@ static void run_conv(run *r, xnn_node *n, const float *x, const float *w, const 
             if (pointwise) {
                 d.a = x + g * n->gic, d.a_rs = C, d.a_cs = 1;
             } else {
-                im2col_args ia = {x, col, p0, H, W, C, OH, OW, K, n, g};
-                etch_kernel_parallel_for(r->ctx, m, 16, im2col_rows, &ia);
-                d.a = col, d.a_rs = K, d.a_cs = 1;
+                im2col_args ia = {x, col, p0, H, W, C, OH, OW, K, m, n, g};
+                if (n->gic <= IM2COL_T_MAX) {
+                    etch_kernel_parallel_for(r->ctx, K, 1, im2col_cols, &ia);
+                    d.a = col, d.a_rs = 1, d.a_cs = m;
+                } else {
+                    etch_kernel_parallel_for(r->ctx, m, 16, im2col_rows, &ia);
+                    d.a = col, d.a_rs = K, d.a_cs = 1;
+                }
             }
             d.M = m, d.N = n->goc, d.K = K;
             d.b = w + (int64_t)g * n->goc * K, d.b_rs = 1, d.b_cs = K;
@@ -963,11 +1203,51 @@ static void run_conv(run *r, xnn_node *n, const float *x, const float *w, const 
             d.bias = b ? b + (int64_t)g * n->goc : NULL, d.bias_rs = 0, d.bias_cs = 1;
             d.alpha = 1.0f, d.beta = b ? 1.0f : 0.0f;
             d.epilogue = use ? &epi : NULL;
+            d.b_packed = n->wp ? &n->wp[g] : NULL;
             etch_opt_sgemm(r->ctx, &d);
         }
     }
     if (!use)
         clamp_floats(o, P * O, n->out_min, n->out_max);
+}
+
+/* A convolution on the channel-blocked kernels (n->blk): x in the layout xnn_layout_wanted
+ * gives, o in its value's. */
+static void run_conv_blk(run *r, xnn_node *n, const float *x, const float *w, const float *b,
+                         float *o) {
+    xnn_value *vx = IN(r->g, n, 0), *vo = OUT(r->g, n, 0);
+    conv_shape s;
+    xnn_layout_conv_shape(r->g, n, &s);
+    s.in = x, s.bias = b, s.out = o, s.w = NULL; /* the prepared weight stands in for it */
+    bool use;
+    etch_epilogue epi = clamp_epi(n, vo, &use);
+    s.epi = use ? &epi : NULL;
+    if (n->kind == XN_DEPTHWISE_CONV2D) {
+        const uint64_t saved = r->ctx->blocked;
+        r->ctx->blocked = 1u | (1u << 9); /* input and output blocked */
+        etch_opt_conv_dw_nchwc(r->ctx, &s);
+        r->ctx->blocked = saved;
+    } else if (n->wino) {
+        bool act;
+        float lo, hi;
+        const etch_epilogue *post = etch_nchwc_tile_act(s.epi, &act, &lo, &hi) ? NULL : s.epi;
+        const float *u = etch_opt_conv_prep_wino(&s);
+        if (u && etch_wino_conv(r->ctx, &s, u, act ? 2 : 0, lo, hi, post))
+            return;
+        /* scratch too short for the transforms: the NHWC path (scratch sized at load) */
+        float *xn = scratch_floats(r, xnn_numel(vx->dims, 4));
+        float *on = scratch_floats(r, xnn_numel(vo->dims, 4));
+        if (!xn || !on) {
+            etch_kernel_fail(r->ctx, ETCH_ERR_MEMORY_ALLOCATION_FAILED, "scratch exhausted");
+            return;
+        }
+        relayout(r->ctx, vx, XL_BLK, x, XL_NHWC, xn);
+        run_conv(r, n, xn, w, b, on);
+        relayout(r->ctx, vo, XL_NHWC, on, vo->layout, o);
+    } else {
+        etch_opt_conv_nchwc(r->ctx, &s, xnn_layout_wanted(r->g, n, 0) == XL_BLK,
+                            vo->layout == XL_BLK);
+    }
 }
 
 typedef struct spatial_args {
@@ -1058,10 +1338,8 @@ static void deconv_rows(void *arg, int64_t b0, int64_t e0) {
     }
 }
 
-static void pool_rows(void *arg, int64_t b0, int64_t e0) {
-    const spatial_args *s = (const spatial_args *)arg;
+static void pool_rows_c(const spatial_args *s, int64_t b0, int64_t e0, int64_t C) {
     const xnn_node *n = s->n;
-    int64_t C = s->C;
     bool maxp = n->kind == XN_MAX_POOL;
     for (int64_t row = b0; row < e0; row++) {
         int64_t oy = row % s->OH, bi = row / s->OH;
@@ -1096,6 +1374,10 @@ static void pool_rows(void *arg, int64_t b0, int64_t e0) {
             clamp_floats(acc, C, n->out_min, n->out_max);
         }
     }
+}
+
+static void pool_rows(void *arg, int64_t b0, int64_t e0) {
+    pool_rows_c((const spatial_args *)arg, b0, e0, ((const spatial_args *)arg)->C);
 }
 
 static void resize_rows(void *arg, int64_t b0, int64_t e0) {
@@ -1144,12 +1426,68 @@ static void run_spatial(run *r, xnn_node *n, const float *x, const float *w, con
     etch_kernel_parallel_for(r->ctx, vo->dims[0] * vo->dims[1], 1, fn, &s);
 }
 
+/* A pooling over a channel-blocked x into a channel-blocked o: the planes [N][C/8] are the
+ * images of an NHWC tensor [N * C/8, H, W, 8]. */
+static void run_spatial_blk(run *r, xnn_node *n, const float *x, float *o, etch_parallel_fn fn) {
+    xnn_value *vx = IN(r->g, n, 0), *vo = OUT(r->g, n, 0);
+    spatial_args s = {x, NULL, NULL, o, n, vx->dims[1], vx->dims[2], 8,
+                      vo->dims[1], vo->dims[2], 8};
+    etch_kernel_parallel_for(r->ctx, vo->dims[0] * (vo->dims[3] / 8) * vo->dims[1], 1, fn, &s);
+}
+
+typedef struct maxpool_call {
+    const nchwc_rows *rows;
+    nchwc_maxpool_job job;
+} maxpool_call;
+
+static void maxpool_chunk(void *arg, int64_t r0, int64_t r1) {
+    const maxpool_call *c = (const maxpool_call *)arg;
+    c->rows->maxpool(&c->job, r0, r1);
+}
+
+/* Max pooling of blocked planes with the optimized kernels' rows (their indices go to
+ * scratch); false when scratch is short (sized at load: cannot happen within the bounds). */
+static bool run_maxpool_blk(run *r, xnn_node *n, const float *x, float *o) {
+    xnn_value *vx = IN(r->g, n, 0), *vo = OUT(r->g, n, 0);
+    const int64_t rows = vo->dims[0] * (vo->dims[3] / 8) * vo->dims[1];
+    int64_t *idx = (int64_t *)(void *)scratch_floats(r, rows * vo->dims[2] * 8 * 2);
+    if (!idx)
+        return false;
+    maxpool_call c;
+    c.rows = etch_opt_nchwc_rows();
+    c.job = (nchwc_maxpool_job){.H = vx->dims[1], .W = vx->dims[2], .OH = vo->dims[1],
+                                .OW = vo->dims[2], .kh = n->kh, .kw = n->kw, .sh = n->sh,
+                                .sw = n->sw, .ph = n->pad[0], .pw = n->pad[3], .dh = n->dh,
+                                .dw = n->dw, .in = x, .out = o, .idx = idx};
+    etch_kernel_parallel_for(r->ctx, rows, 4, maxpool_chunk, &c);
+    clamp_floats(o, xnn_numel(vo->dims, 4), n->out_min, n->out_max);
+    return true;
+}
+
 static void run_global_pool(run *r, xnn_node *n, const float *x, float *o) {
     xnn_value *vx = IN(r->g, n, 0);
     uint32_t k = vx->rank;
     int64_t C = vx->dims[k - 1], HW = vx->dims[k - 2] * vx->dims[k - 3];
     int64_t N = xnn_numel(vx->dims, k - 3);
-    (void)r;
+    if (xnn_layout_wanted(r->g, n, 0) == XL_BLK) { /* [N][C/8][HW][8] */
+        for (int64_t b = 0; b < N; b++) {
+            float *dst = o + b * C;
+            for (int64_t cb = 0; cb < C / 8; cb++) {
+                float acc[8] = {0};
+                const float *src = x + (b * C + cb * 8) * HW;
+                for (int64_t p = 0; p < HW; p++)
+                    for (int l = 0; l < 8; l++)
+                        acc[l] += src[p * 8 + l];
+                for (int l = 0; l < 8; l++)
+                    dst[cb * 8 + l] = acc[l];
+            }
+            float inv = HW ? 1.0f / (float)HW : 0.0f;
+            for (int64_t c = 0; c < C; c++)
+                dst[c] *= inv;
+            clamp_floats(dst, C, n->out_min, n->out_max);
+        }
+        return;
+    }
     for (int64_t b = 0; b < N; b++) {
         float *dst = o + b * C;
         memset(dst, 0, (size_t)C * 4);
@@ -1167,19 +1505,13 @@ static void run_global_pool(run *r, xnn_node *n, const float *x, float *o) {
 
 static void softmax_rows(void *arg, int64_t b, int64_t e) {
     const span_args *s = (const span_args *)arg;
+    const etch_opt_vec *v = etch_opt_vec_active(); /* the optimized kernels' row functions */
     int64_t C = (int64_t)s->a;
     for (int64_t row = b; row < e; row++) {
         const float *x = s->x + row * C;
-        float *o = s->o + row * C, m = -INFINITY, sum = 0;
-        for (int64_t c = 0; c < C; c++)
-            m = x[c] > m ? x[c] : m;
-        for (int64_t c = 0; c < C; c++) {
-            o[c] = expf(x[c] - m);
-            sum += o[c];
-        }
-        float inv = 1.0f / sum;
-        for (int64_t c = 0; c < C; c++)
-            o[c] *= inv;
+        float *o = s->o + row * C;
+        float inv = 1.0f / v->exp_sum(o, x, v->max(x, C), C);
+        v->binary(ETCH_OPT_BIN_MUL, o, o, 0, &inv, 1, 1.0f, C);
         if (s->lo > -INFINITY || s->hi < INFINITY)
             for (int64_t c = 0; c < C; c++)
                 o[c] = o[c] < s->lo ? s->lo : o[c] > s->hi ? s->hi : o[c];
@@ -1310,6 +1642,8 @@ static etch_status run_node(run *r, xnn_node *n) {
             return NODE_ERR(ETCH_ERR_MEMORY_ALLOCATION_FAILED, n, "scratch exhausted", NKN(n));
         if (n->kind == XN_FULLY_CONNECTED)
             run_fc(r, n, x, w, b, o);
+        else if (n->blk)
+            run_conv_blk(r, n, x, w, b, o);
         else if (n->kind == XN_CONV2D)
             run_conv(r, n, x, w, b, o);
         else
@@ -1318,7 +1652,14 @@ static etch_status run_node(run *r, xnn_node *n) {
         break;
     }
     case XN_AVG_POOL: case XN_MAX_POOL:
-        run_spatial(r, n, x, NULL, NULL, o, pool_rows);
+        if (maxpool_rows_fit(n, vo)) {
+            if (!run_maxpool_blk(r, n, x, o))
+                return NODE_ERR(ETCH_ERR_MEMORY_ALLOCATION_FAILED, n, "scratch exhausted",
+                                NKN(n));
+        } else if (vo->layout == XL_BLK)
+            run_spatial_blk(r, n, x, o, pool_rows);
+        else
+            run_spatial(r, n, x, NULL, NULL, o, pool_rows);
         break;
     case XN_RESIZE_BILINEAR:
         run_spatial(r, n, x, NULL, NULL, o, resize_rows);
@@ -1334,6 +1675,16 @@ static etch_status run_node(run *r, xnn_node *n) {
         break;
     }
     case XN_STATIC_TRANSPOSE: {
+        if (vo->layout == XL_NCHW) { /* NCHW -> NHWC kept NCHW: the data as it is */
+            memcpy(o, x, (size_t)on * 4);
+            break;
+        }
+        int wx = xnn_layout_wanted(g, n, 0);
+        if (wx != XL_NHWC && vx->rank == 4) { /* blocked / NCHW -> NCHW (perm 0, 3, 1, 2) */
+            relayout(r->ctx, vx, wx, x, XL_NCHW, o);
+            clamp_floats(o, on, n->out_min, n->out_max);
+            break;
+        }
         int64_t ist[XNN_MAX_DIMS] = {0}, st[XNN_MAX_DIMS] = {0};
         contiguous_strides(vx->dims, vx->rank, ist);
         for (uint32_t d = 0; d < vo->rank; d++)
@@ -1375,6 +1726,8 @@ static etch_status run_node(run *r, xnn_node *n) {
     case XN_CONCAT2: case XN_CONCAT3: case XN_CONCAT4: case XN_CONCAT5: {
         int64_t outer = xnn_numel(vo->dims, n->axis);
         int64_t inner = xnn_numel(vo->dims + n->axis + 1, vo->rank - n->axis - 1);
+        if (vo->layout == XL_BLK) /* over channels, blocked: [N][C/8][H][W][8] */
+            outer = vo->dims[0], inner = vo->dims[1] * vo->dims[2];
         int64_t orow = vo->dims[n->axis] * inner, at = 0;
         for (uint32_t k = 0; k < n->nin; k++) {
             xnn_value *vk = IN(g, n, k);
@@ -1429,7 +1782,10 @@ etch_status xnn_ops_execute(xnn_graph *g, etch_kernel_context *ctx) {
     etch_status st;
     for (uint32_t i = 0; i < g->nnodes; i++) {
         run r = {g, ctx, g->scratch, g->scratch_size};
-        if ((st = run_node(&r, &g->nodes[i])))
+        const size_t mark = ctx->temp_used; /* the kernels' scratch, given back per node */
+        st = run_node(&r, &g->nodes[i]);
+        ctx->temp_used = mark;
+        if (st)
             return st;
     }
     return ETCH_OK;

@@ -10,6 +10,21 @@
  * float once, size the scratch. */
 etch_status xnn_ops_prepare(xnn_graph *g, xnn_alloc *a);
 
+/* At load, after xnn_ops_prepare's shapes and weights (xnn_layout.c): choose each value's
+ * layout (XL_*) so that runs of convolutions, element-wise nodes, pooling and concatenation
+ * over channels stay channel-blocked, mark the nodes that run the blocked kernels and prepare
+ * their weights for them. */
+etch_status xnn_layout_plan(xnn_graph *g, xnn_alloc *a);
+/* Which layout node n reads input k in (the value is converted into scratch when its own
+ * differs); a rank-4 fp32 value's layout is its own otherwise. */
+int xnn_layout_wanted(const xnn_graph *g, const xnn_node *n, uint32_t k);
+/* Whether n is an element-wise node (one or two same-shaped inputs), a pooling or a channel
+ * concatenation that may run on channel-blocked values as they are. */
+bool xnn_layout_tied(const xnn_graph *g, const xnn_node *n);
+/* The conv_shape of a blocked convolution node at its current dims (in, out, w: NULL). */
+struct conv_shape;
+void xnn_layout_conv_shape(const xnn_graph *g, const xnn_node *n, struct conv_shape *s);
+
 /* Every node's output shape from the inputs' current dims (checked against the planned
  * capacities of intermediates; external outputs are for the caller to size). */
 etch_status xnn_ops_reshape(xnn_graph *g);

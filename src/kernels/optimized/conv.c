@@ -418,15 +418,16 @@ static bool dw_blockable(const etch_tensor *w, int64_t groups) {
 
 /* The header of a prepared weight at buf (zeroed up to PREP_DATA: buffers compare bytewise);
  * returns where its data goes. */
-static float *prep_header(void *buf, uint32_t kind, const etch_tensor *w, int64_t groups) {
+static float *prep_header(void *buf, uint32_t kind, const void *w, const int64_t *sizes,
+                          unsigned dim, int64_t groups) {
     conv_prep *h = (conv_prep *)buf;
     memset(buf, 0, PREP_DATA);
     h->magic = PREP_MAGIC;
     h->kind = kind;
-    h->w = w->data;
-    for (unsigned i = 0; i < w->dim; i++)
-        h->sizes[i] = w->sizes[i];
-    h->dim = w->dim;
+    h->w = w;
+    for (unsigned i = 0; i < dim; i++)
+        h->sizes[i] = sizes[i];
+    h->dim = dim;
     h->groups = groups;
     return (float *)(void *)((uint8_t *)buf + PREP_DATA);
 }
@@ -452,13 +453,78 @@ static bool wino_site(etch_value **args, const etch_tensor *w, bool measuring) {
 
 typedef struct wino_pack_job {
     const float *w;
+    const int64_t *ws;
     int64_t C_out, C_in;
     float *dst;
 } wino_pack_job;
 
 static void wino_pack_range(void *arg, int64_t oc0, int64_t oc1) {
     const wino_pack_job *j = (const wino_pack_job *)arg;
-    etch_wino_pack(j->w, j->C_out, j->C_in, oc0, oc1, j->dst);
+    etch_wino_pack_strided(j->w, j->ws, j->C_out, j->C_in, oc0, oc1, j->dst);
+}
+
+/* A channel-blocked pack (PREP_WINO, PREP_NCHWC or PREP_DW) of the 4-D weight w(o, i, k) =
+ * w[o * ws[0] + i * ws[1] + k * ws[2]] of sizes {C_out, cin_g, KH, KW}, into buf behind its
+ * header: the bytes it needs (buf NULL) or wrote; 0 when it cannot (too large, cap short,
+ * buf not 64-aligned, or PREP_DW of a weight that is not depthwise with C % 8 == 0). */
+static size_t pack_blocked(etch_kernel_context *ctx, uint32_t kind, const float *w,
+                           const int64_t ws[3], const int64_t sz[4], int64_t groups, void *buf,
+                           size_t cap) {
+    const int64_t C_out = sz[0], cin_g = sz[1], KK = sz[2] * sz[3];
+    size_t floats;
+    if (kind == PREP_WINO)
+        floats = etch_wino_packed_floats(C_out, cin_g);
+    else if (kind == PREP_NCHWC)
+        floats = etch_nchwc_packed_floats(C_out, cin_g, sz[2], sz[3]);
+    else if (cin_g == 1 && groups == C_out && C_out % 8 == 0)
+        floats = (size_t)(C_out * KK);
+    else
+        floats = 0;
+    const size_t bytes = floats ? PREP_DATA + floats * sizeof(float) : 0;
+    if (!buf || !bytes)
+        return bytes;
+    if (cap < bytes || ((uintptr_t)buf & 63))
+        return 0;
+    float *dst = prep_header(buf, kind, w, sz, 4, groups);
+    if (kind == PREP_WINO) {
+        wino_pack_job pj = {w, ws, C_out, cin_g, dst};
+        if (ctx)
+            etch_kernel_parallel_for(ctx, (C_out + 7) / 8 * 8, 8, wino_pack_range, &pj);
+        else
+            wino_pack_range(&pj, 0, (C_out + 7) / 8 * 8);
+    } else if (kind == PREP_NCHWC) {
+        etch_nchwc_pack_strided(w, ws, C_out, cin_g, sz[2], sz[3], 0,
+                                ((C_out + 7) / 8 * 8 + NCHWC_OCT - 1) / NCHWC_OCT, dst);
+    } else { /* the depthwise weight as [C/8][KH*KW][8] */
+        for (int64_t c = 0; c < C_out; c++)
+            for (int64_t k = 0; k < KK; k++)
+                dst[(c / 8 * KK + k) * 8 + c % 8] = w[c * ws[0] + k * ws[2]];
+    }
+    return bytes;
+}
+
+size_t etch_opt_conv_prepare_blocked(etch_kernel_context *ctx, const conv_shape *s,
+                                     const float *w, const int64_t ws[3], bool *wino,
+                                     void *buf, size_t cap) {
+    const int64_t sz[4] = {s->C_out, s->cin_g, s->KH, s->KW};
+    *wino = false;
+    if (s->KH <= 0 || s->KW <= 0 || s->C_out <= 0 || s->cin_g <= 0 || s->C_out > LIMIT ||
+        s->cin_g > LIMIT || s->KH > LIMIT || s->KW > LIMIT)
+        return 0;
+    if (s->groups != 1)
+        return s->groups == s->C_in && s->C_out == s->C_in
+                   ? pack_blocked(ctx, PREP_DW, w, ws, sz, s->groups, buf, cap)
+                   : 0;
+    if (s->C_in != s->cin_g || (s->C_in % 8 && s->C_out % 8))
+        return 0;
+    if (etch_wino_eligible(s->C_in, s->C_out, s->KH, s->KW, s->OH, s->OW, s->sh, s->sw, s->dh,
+                           s->dw)) {
+        const size_t b = pack_blocked(ctx, PREP_WINO, w, ws, sz, 1, buf, cap);
+        *wino = b != 0;
+        if (b || buf)
+            return b;
+    }
+    return pack_blocked(ctx, PREP_NCHWC, w, ws, sz, 1, buf, cap);
 }
 
 /* The weight is packed for the channel-blocked path (etch_opt_conv_nchwc) when the call site
@@ -491,49 +557,24 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
     const int64_t cout_g = C_out / groups, K = cin_g * KH * KW;
     const bool may_block = groups == 1 && w->dim == 4 && (C_out % 8 == 0 || cin_g % 8 == 0);
     const size_t nchwc = may_block ? etch_nchwc_packed_floats(C_out, cin_g, KH, KW) : 0;
+    const int64_t ws[3] = {cin_g * KH * KW, KH * KW, 1}; /* OIHW */
+    const int64_t sz[4] = {C_out, cin_g, KH, KW};
+    uint32_t kind = PREP_GEMM;
     if (blocked && groups == 1 && (blocked & 1u) && ((blocked >> 9) & 1u) &&
-        wino_site(args, w, false)) { /* the Winograd path */
-        const size_t floats = etch_wino_packed_floats(C_out, cin_g);
-        const size_t bytes = floats ? PREP_DATA + floats * sizeof(float) : 0;
-        if (!buf || !bytes)
-            return bytes;
-        if (cap < bytes || ((uintptr_t)buf & 63))
-            return 0;
-        wino_pack_job pj = {(const float *)w->data, C_out, cin_g,
-                            prep_header(buf, PREP_WINO, w, 1)};
-        etch_kernel_parallel_for(ctx, (C_out + 7) / 8 * 8, 8, wino_pack_range, &pj);
-        etch_kernel_prepared_replaces(ctx, 1u << 1);
-        return bytes;
-    }
-    if (blocked && groups == 1) { /* the channel-blocked path */
-        if (!nchwc || w->dim != 4)
-            return 0;
-        const size_t bytes = PREP_DATA + nchwc * sizeof(float);
-        if (!buf)
-            return bytes;
-        if (cap < bytes || ((uintptr_t)buf & 63))
-            return 0;
-        etch_nchwc_pack((const float *)w->data, C_out, cin_g, KH, KW, 0,
-                        ((C_out + 7) / 8 * 8 + NCHWC_OCT - 1) / NCHWC_OCT,
-                        prep_header(buf, PREP_NCHWC, w, 1));
-        etch_kernel_prepared_replaces(ctx, 1u << 1);
-        return bytes;
-    }
-    if (blocked) { /* the channel-blocked depthwise path: the weight as [C/8][KH*KW][8] */
-        if (!dw_blockable(w, groups) || !(blocked & 1u) || !((blocked >> 9) & 1u))
-            return 0;
-        const size_t bytes = PREP_DATA + (size_t)(C_out * KH * KW) * sizeof(float);
-        if (!buf)
-            return bytes;
-        if (cap < bytes || ((uintptr_t)buf & 63))
-            return 0;
-        float *dst = prep_header(buf, PREP_DW, w, groups);
-        const float *wd = (const float *)w->data;
-        const int64_t KK = KH * KW;
-        for (int64_t c = 0; c < C_out; c++)
-            for (int64_t k = 0; k < KK; k++)
-                dst[(c / 8 * KK + k) * 8 + c % 8] = wd[c * KK + k];
-        etch_kernel_prepared_replaces(ctx, 1u << 1);
+        wino_site(args, w, false))
+        kind = PREP_WINO; /* the Winograd path */
+    else if (blocked && groups == 1) /* the channel-blocked path */
+        kind = nchwc && w->dim == 4 ? PREP_NCHWC : UINT32_MAX;
+    else if (blocked) /* the channel-blocked depthwise path */
+        kind = dw_blockable(w, groups) && (blocked & 1u) && ((blocked >> 9) & 1u) ? PREP_DW
+                                                                                : UINT32_MAX;
+    if (kind == UINT32_MAX)
+        return 0;
+    if (kind != PREP_GEMM) {
+        const size_t bytes =
+            pack_blocked(ctx, kind, (const float *)w->data, ws, sz, groups, buf, cap);
+        if (buf && bytes)
+            etch_kernel_prepared_replaces(ctx, 1u << 1);
         return bytes;
     }
     if (cin_g == 1 && cout_g <= 4 && !(KH == 1 && KW == 1))
@@ -558,7 +599,7 @@ size_t etch_opt_convolution_prepare(etch_kernel_context *ctx, etch_value **args,
     }
     if (!bytes || cap < bytes || ((uintptr_t)buf & 63))
         return 0;
-    float *dst = prep_header(buf, PREP_GEMM, w, groups);
+    float *dst = prep_header(buf, PREP_GEMM, w->data, w->sizes, w->dim, groups);
     conv_prep *h = (conv_prep *)buf;
     h->gstride = (int64_t)(per / sizeof(float));
     const float *wd = (const float *)w->data;

@@ -47,6 +47,12 @@ size_t etch_nchwc_packed_floats(int64_t C_out, int64_t C_in, int64_t KH, int64_t
 
 void etch_nchwc_pack(const float *w, int64_t C_out, int64_t C_in, int64_t KH, int64_t KW,
                      int64_t t0, int64_t t1, float *dst) {
+    const int64_t ws[3] = {C_in * KH * KW, KH * KW, 1};
+    etch_nchwc_pack_strided(w, ws, C_out, C_in, KH, KW, t0, t1, dst);
+}
+
+void etch_nchwc_pack_strided(const float *w, const int64_t ws[3], int64_t C_out, int64_t C_in,
+                             int64_t KH, int64_t KW, int64_t t0, int64_t t1, float *dst) {
     const int64_t Cp = (C_out + 7) / 8 * 8, KK = KH * KW, nb = (C_in + 7) / 8;
     for (int64_t t = t0; t < t1; t++) {
         const int64_t oct = imin(NCHWC_OCT, Cp - t * NCHWC_OCT);
@@ -58,7 +64,8 @@ void etch_nchwc_pack(const float *w, int64_t C_out, int64_t C_in, int64_t KH, in
                 for (int64_t l = 0; l < cb; l++)
                     for (int64_t c = 0; c < oct; c++) {
                         const int64_t oc = t * NCHWC_OCT + c, ic = b * 8 + l;
-                        db[(k * cb + l) * oct + c] = oc < C_out ? w[(oc * C_in + ic) * KK + k] : 0.0f;
+                        db[(k * cb + l) * oct + c] =
+                            oc < C_out ? w[oc * ws[0] + ic * ws[1] + k * ws[2]] : 0.0f;
                     }
         }
     }

@@ -21,6 +21,10 @@ size_t etch_nchwc_packed_floats(int64_t C_out, int64_t C_in, int64_t KH, int64_t
 /* Pack tiles [t0, t1) of the OIHW weight w into dst (which receives tile t0 first). */
 void etch_nchwc_pack(const float *w, int64_t C_out, int64_t C_in, int64_t KH, int64_t KW,
                      int64_t t0, int64_t t1, float *dst);
+/* The same from any weight layout: w(o, i, k) = w[o * ws[0] + i * ws[1] + k * ws[2]], tap
+ * k = kh * KW + kw (OIHW: {C_in * KH * KW, KH * KW, 1}; OHWI: {KH * KW * C_in, 1, C_in}). */
+void etch_nchwc_pack_strided(const float *w, const int64_t ws[3], int64_t C_out, int64_t C_in,
+                             int64_t KH, int64_t KW, int64_t t0, int64_t t1, float *dst);
 
 /* The NCHWc pack conv.c's prepare function made for this call (checked against it), or NULL
  * (conv.c). */
@@ -164,6 +168,9 @@ size_t etch_wino_packed_floats(int64_t C_out, int64_t C_in);
  * [C_out, C_in, 3, 3] weight w into dst (the whole pack's buffer). */
 void etch_wino_pack(const float *w, int64_t C_out, int64_t C_in, int64_t oc0, int64_t oc1,
                     float *dst);
+/* The same from any weight layout (ws as for etch_nchwc_pack_strided). */
+void etch_wino_pack_strided(const float *w, const int64_t ws[3], int64_t C_out, int64_t C_in,
+                            int64_t oc0, int64_t oc1, float *dst);
 /* Run the call s (eligible; input and output blocked) on the Winograd pack u, with relu /
  * clamp (act 1 / 2, [lo, hi]) or another activation (post) applied. Returns false, having
  * written nothing, when scratch cannot hold the transforms of one output tile. */

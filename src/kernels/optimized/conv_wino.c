@@ -63,6 +63,12 @@ static void wino_u(const float *g, double *u) {
 
 void etch_wino_pack(const float *w, int64_t C_out, int64_t C_in, int64_t oc0, int64_t oc1,
                     float *dst) {
+    const int64_t ws[3] = {C_in * 9, 9, 1};
+    etch_wino_pack_strided(w, ws, C_out, C_in, oc0, oc1, dst);
+}
+
+void etch_wino_pack_strided(const float *w, const int64_t ws[3], int64_t C_out, int64_t C_in,
+                            int64_t oc0, int64_t oc1, float *dst) {
     const int64_t Cp = (C_out + 7) / 8 * 8, per = Cp * C_in; /* floats per point */
     oc1 = imin(oc1, Cp);
     double u[NCHWC_OCT][WINO_POINTS];
@@ -74,9 +80,12 @@ void etch_wino_pack(const float *w, int64_t C_out, int64_t C_in, int64_t oc0, in
         const int64_t n = imin(oct - c0, oc1 - oc);
         for (int64_t ic = 0; ic < C_in; ic++) {
             for (int64_t c = 0; c < n; c++) {
-                if (oc + c < C_out)
-                    wino_u(w + ((oc + c) * C_in + ic) * 9, u[c]);
-                else
+                if (oc + c < C_out) {
+                    float g[9];
+                    for (int k = 0; k < 9; k++)
+                        g[k] = w[(oc + c) * ws[0] + ic * ws[1] + k * ws[2]];
+                    wino_u(g, u[c]);
+                } else
                     memset(u[c], 0, sizeof u[c]);
             }
             /* the NCHWc pack of a 1x1 weight: tile t, block ic / 8, lane ic % 8, channel c */

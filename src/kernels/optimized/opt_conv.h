@@ -30,6 +30,21 @@ typedef struct conv_shape {
  * shape clear of the call's inputs). */
 bool etch_opt_conv_call_shape(const etch_kernel_call *c, conv_shape *s);
 
+/* The prepared weight of a channel-blocked call prepared outside the runtime (a backend, at
+ * init): for the call s describes (its geometry and groups; s->in, s->out, s->w unused), from
+ * the 4-D weight w(o, i, k) = w[o * ws[0] + i * ws[1] + k * ws[2]] (tap k = kh * KW + kw; OIHW
+ * is {cin_g * KH * KW, KH * KW, 1}): the Winograd pack when s is etch_wino_eligible at its
+ * output size (*wino set), else the NCHWc pack (groups == 1, C_in or C_out a multiple of 8),
+ * or the depthwise pack (groups == C_in == C_out, a multiple of 8). Returns the bytes it needs
+ * (buf NULL) or wrote into buf (64-aligned, cap bytes); 0 when s is none of these or cap is
+ * short. With s->prep = buf, etch_opt_conv_nchwc / etch_opt_conv_dw_nchwc use it and never
+ * read s->w, except the Winograd path, which falls back to the direct convolution on the OIHW
+ * s->w when scratch is short (call etch_wino_conv first to keep that in hand). ctx may be
+ * NULL (one thread). */
+size_t etch_opt_conv_prepare_blocked(etch_kernel_context *ctx, const conv_shape *s,
+                                     const float *w, const int64_t ws[3], bool *wino,
+                                     void *buf, size_t cap);
+
 /* Chain function of aten::convolution.out (etch_kernels_register_chain) and the run of a
  * chain it accepted (the kernel calls it when etch_kernel_chain_length > 1): the 1x1 ->
  * depthwise 3x3 -> 1x1 blocks of conv_chain.c. */

@@ -1,0 +1,281 @@
+/*
+ * Storage layouts of the graph's values (xnn_ops.h: xnn_layout_plan).
+ *
+ * XNNPACK's graphs are NHWC. etch's fastest convolutions (the register-tiled direct and
+ * Winograd ones, the depthwise rows: kernels/optimized/conv_nchwc.h) read and write channel-
+ * blocked planes instead, the layout the CPU path keeps between its convolutions. So an fp32
+ * rank-4 intermediate with C % 8 == 0 is stored blocked when whatever writes it and everything
+ * that reads it can work on it that way:
+ *   - a convolution with groups 1 or a depthwise one (multiplier 1, C % 8 == 0), symmetric
+ *     padding: writes blocked; reads any layout (converting an NHWC input first);
+ *   - element-wise nodes (unary, or binary on same-shaped inputs), max / average pooling and
+ *     concatenation over channels: blocked in and out, all of their inputs;
+ *   - global average pooling and the transpose to NCHW read a blocked input directly.
+ * The candidates are pruned to a fixed point. Then a convolution that reads a blocked value and
+ * writes one that cannot be blocked writes NCHW (the blocked kernels' other output), and the
+ * transpose NCHW -> NHWC in front of convolutions that write blocked values hands them its NCHW
+ * input as it is. Any other node reading a value stored otherwise than NHWC gets an NHWC copy
+ * in scratch (xnn_ops.c).
+ */
+#include <string.h>
+
+#include "backends/xnnpack/xnn_ops.h"
+#include "kernels/optimized/opt_conv.h"
+#include "runtime/error.h"
+
+#define XNN_FLAG_TENSORFLOW_SAME_PADDING 4u
+
+static xnn_value *in_v(const xnn_graph *g, const xnn_node *n, uint32_t k) {
+    return k < n->nin && n->in[k] != XNN_INVALID_ID ? &g->values[n->in[k]] : NULL;
+}
+
+static bool f32_4d(const xnn_value *v) { return v && v->dtype == XDT_FP32 && v->rank == 4; }
+
+static bool intermediate(const xnn_value *v) {
+    return !v->is_constant && !(v->flags & (XNN_FLAG_EXTERNAL_INPUT | XNN_FLAG_EXTERNAL_OUTPUT));
+}
+
+static bool unary_kind(int k) {
+    switch (k) {
+    case XN_CLAMP: case XN_SIGMOID: case XN_FLOOR: case XN_CEILING: case XN_SQRT:
+    case XN_RSQRT: case XN_LOG: case XN_ABS: case XN_NEGATE: case XN_SQUARE: case XN_GELU:
+    case XN_HARDSWISH: case XN_LEAKY_RELU: case XN_ELU:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool binary_kind(int k) {
+    return k == XN_ADD || k == XN_SUBTRACT || k == XN_MULTIPLY || k == XN_DIV ||
+           k == XN_MINIMUM || k == XN_MAXIMUM;
+}
+
+static bool concat_kind(int k) {
+    return k == XN_CONCAT2 || k == XN_CONCAT3 || k == XN_CONCAT4 || k == XN_CONCAT5;
+}
+
+static bool dims_equal(const xnn_value *a, const xnn_value *b) {
+    if (a->rank != b->rank)
+        return false;
+    for (uint32_t d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
+
+/* A float filter / bias operand the blocked kernels can read (fp32 data, or its float copy). */
+static bool float_operand(const xnn_value *v, const float *copy) {
+    return !v || copy || (v->dtype == XDT_FP32 && ((uintptr_t)v->constant & 3) == 0);
+}
+
+/* Whether convolution node n fits the blocked kernels (layouts aside). */
+static bool conv_cap(const xnn_graph *g, const xnn_node *n) {
+    if (n->kind != XN_CONV2D && n->kind != XN_DEPTHWISE_CONV2D)
+        return false;
+    const xnn_value *x = in_v(g, n, 0), *w = in_v(g, n, 1), *o = &g->values[n->out[0]];
+    if (!f32_4d(x) || !f32_4d(o) || n->nout != 1 || !w || !w->is_constant ||
+        !float_operand(w, n->wf) || !float_operand(in_v(g, n, 2), n->bf) ||
+        (n->flags & XNN_FLAG_TENSORFLOW_SAME_PADDING) || n->pad[0] != n->pad[2] ||
+        n->pad[1] != n->pad[3] || x->dims[0] < 1 || o->dims[1] < 1 || o->dims[2] < 1)
+        return false;
+    if (n->kind == XN_DEPTHWISE_CONV2D)
+        return n->goc == 1 && n->gic == 1 && n->groups % 8 == 0 && x->dims[3] == n->groups;
+    return n->groups == 1 && (x->dims[3] % 8 == 0 || o->dims[3] % 8 == 0);
+}
+
+bool xnn_layout_tied(const xnn_graph *g, const xnn_node *n) {
+    if (n->nout != 1 || n->nin < 1)
+        return false;
+    const xnn_value *o = &g->values[n->out[0]], *x = in_v(g, n, 0);
+    if (!f32_4d(o) || !f32_4d(x) || o->dims[3] % 8)
+        return false;
+    if (unary_kind(n->kind))
+        return dims_equal(x, o);
+    if (binary_kind(n->kind)) {
+        const xnn_value *y = in_v(g, n, 1);
+        return y && f32_4d(y) && dims_equal(x, o) && dims_equal(y, o);
+    }
+    if (n->kind == XN_MAX_POOL || n->kind == XN_AVG_POOL)
+        return !(n->flags & XNN_FLAG_TENSORFLOW_SAME_PADDING) && x->dims[3] == o->dims[3];
+    if (concat_kind(n->kind)) {
+        if (n->axis != 3)
+            return false;
+        for (uint32_t k = 0; k < n->nin; k++) {
+            const xnn_value *v = in_v(g, n, k);
+            if (!f32_4d(v) || v->dims[3] % 8)
+                return false;
+        }
+        return true;
+    }
+    return false;
+}
+
+/* Whether n reads a blocked input 0 as it is while writing an ordinary tensor. */
+static bool reads_blocked(const xnn_graph *g, const xnn_node *n) {
+    const xnn_value *x = in_v(g, n, 0);
+    if (!f32_4d(x) || n->nout != 1 || g->values[n->out[0]].dtype != XDT_FP32)
+        return false;
+    if (n->kind == XN_GLOBAL_AVG_POOL)
+        return true;
+    return n->kind == XN_STATIC_TRANSPOSE && n->perm[0] == 0 && n->perm[1] == 3 &&
+           n->perm[2] == 1 && n->perm[3] == 2;
+}
+
+/* The transpose NCHW -> NHWC (perm 0, 2, 3, 1) of an fp32 rank-4 tensor. */
+static bool to_nhwc(const xnn_graph *g, const xnn_node *n) {
+    return n->kind == XN_STATIC_TRANSPOSE && f32_4d(in_v(g, n, 0)) && n->nout == 1 &&
+           n->perm[0] == 0 && n->perm[1] == 2 && n->perm[2] == 3 && n->perm[3] == 1;
+}
+
+static size_t conv_prep_bytes(const xnn_graph *g, const xnn_node *n, void *buf, size_t cap,
+                              bool *wino) {
+    conv_shape s;
+    xnn_layout_conv_shape(g, n, &s);
+    const xnn_value *w = in_v(g, n, 1);
+    const float *wd = n->wf ? n->wf : (const float *)(const void *)w->constant;
+    /* OHWI filter [O, KH, KW, I]; depthwise [1, KH, KW, C] */
+    const int64_t K = (int64_t)n->kh * n->kw;
+    const int64_t conv_ws[3] = {K * s.C_in, 1, s.C_in}, dw_ws[3] = {1, 0, s.C_out};
+    return etch_opt_conv_prepare_blocked(NULL, &s, wd, n->kind == XN_CONV2D ? conv_ws : dw_ws,
+                                         wino, buf, cap);
+}
+
+void xnn_layout_conv_shape(const xnn_graph *g, const xnn_node *n, conv_shape *s) {
+    const xnn_value *x = in_v(g, n, 0), *o = &g->values[n->out[0]];
+    memset(s, 0, sizeof *s);
+    s->N = x->dims[0];
+    s->IH = x->dims[1], s->IW = x->dims[2], s->C_in = x->dims[3];
+    s->OH = o->dims[1], s->OW = o->dims[2], s->C_out = o->dims[3];
+    s->groups = n->kind == XN_DEPTHWISE_CONV2D ? s->C_in : 1;
+    s->cin_g = s->C_in / s->groups;
+    s->cout_g = s->C_out / s->groups;
+    s->KH = n->kh, s->KW = n->kw, s->sh = n->sh, s->sw = n->sw, s->dh = n->dh, s->dw = n->dw;
+    s->ph = n->pad[0], s->pw = n->pad[3];
+    s->prep = n->prep;
+}
+
+etch_status xnn_layout_plan(xnn_graph *g, xnn_alloc *a) {
+    /* candidates, then pruned to a fixed point (each pass only removes) */
+    uint8_t *cand = (uint8_t *)xnn_alloc_bytes(a, g->nvalues ? g->nvalues : 1, 1);
+    if (!cand)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "XnnpackBackend: method pool too small");
+    memset(cand, 0, g->nvalues);
+    for (uint32_t i = 0; i < g->nnodes; i++) {
+        const xnn_node *n = &g->nodes[i];
+        if (n->nout != 1)
+            continue;
+        const xnn_value *o = &g->values[n->out[0]];
+        if (f32_4d(o) && intermediate(o) && o->dims[3] % 8 == 0 && o->producer == (int32_t)i &&
+            (conv_cap(g, n) || xnn_layout_tied(g, n)))
+            cand[n->out[0]] = 1;
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t i = 0; i < g->nnodes; i++) {
+            const xnn_node *n = &g->nodes[i];
+            const bool tied = xnn_layout_tied(g, n);
+            const uint32_t out = n->nout == 1 ? n->out[0] : XNN_INVALID_ID;
+            if (tied && cand[out])
+                for (uint32_t k = 0; k < n->nin; k++)
+                    if (n->in[k] != XNN_INVALID_ID && !cand[n->in[k]]) {
+                        cand[out] = 0, changed = true;
+                        break;
+                    }
+            for (uint32_t k = 0; k < n->nin; k++) {
+                uint32_t v = n->in[k];
+                if (v == XNN_INVALID_ID || !cand[v])
+                    continue;
+                bool ok = (k == 0 && conv_cap(g, n)) || (tied && cand[out]) ||
+                          (k == 0 && reads_blocked(g, n));
+                if (!ok)
+                    cand[v] = 0, changed = true;
+            }
+        }
+    }
+    for (uint32_t v = 0; v < g->nvalues; v++)
+        g->values[v].layout = cand[v] ? XL_BLK : XL_NHWC;
+    /* convolutions from a blocked value to one that is not: NCHW out; their weights; then the
+     * transposes NCHW -> NHWC whose every reader is a (direct) convolution writing a blocked
+     * value */
+    for (uint32_t i = 0; i < g->nnodes; i++) {
+        xnn_node *n = &g->nodes[i];
+        if (!conv_cap(g, n))
+            continue;
+        xnn_value *x = in_v(g, n, 0), *o = &g->values[n->out[0]];
+        if (n->kind == XN_CONV2D && x->layout == XL_BLK && o->layout == XL_NHWC &&
+            intermediate(o))
+            o->layout = XL_NCHW;
+        n->blk = o->layout == XL_BLK || (x->layout == XL_BLK && o->layout == XL_NCHW);
+    }
+    /* weights of the blocked convolutions */
+    for (uint32_t i = 0; i < g->nnodes; i++) {
+        xnn_node *n = &g->nodes[i];
+        if (!n->blk)
+            continue;
+        bool wino = false;
+        size_t bytes = conv_prep_bytes(g, n, NULL, 0, &wino);
+        if (!bytes) { /* cannot be packed (too large): the NHWC path */
+            n->blk = false;
+            xnn_value *o = &g->values[n->out[0]];
+            if (o->layout == XL_NCHW)
+                o->layout = XL_NHWC;
+            if (o->layout == XL_BLK)
+                return etch_err(ETCH_ERR_NOT_SUPPORTED, "XnnpackBackend: node %u (%s): filter "
+                                "too large for the channel-blocked kernels", n->index,
+                                xnn_node_kind_name(n->kind));
+            continue;
+        }
+        n->prep = xnn_alloc_bulk(a, bytes, 64);
+        if (!n->prep)
+            return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED,
+                            "XnnpackBackend: method pool too small for node %u's packed filter",
+                            n->index);
+        if (!a->measure && !conv_prep_bytes(g, n, n->prep, bytes, &wino))
+            return etch_err(ETCH_ERR_INTERNAL, "XnnpackBackend: node %u: packing its filter "
+                            "failed", n->index);
+        n->wino = wino;
+    }
+    for (uint32_t i = 0; i < g->nnodes; i++) {
+        const xnn_node *t = &g->nodes[i];
+        if (!to_nhwc(g, t))
+            continue;
+        xnn_value *o = &g->values[t->out[0]];
+        if (!intermediate(o) || o->layout != XL_NHWC)
+            continue;
+        bool all = true, any = false;
+        for (uint32_t j = i + 1; j < g->nnodes && all; j++) {
+            const xnn_node *c = &g->nodes[j];
+            for (uint32_t k = 0; k < c->nin; k++)
+                if (c->in[k] == t->out[0]) {
+                    any = true;
+                    if (k != 0 || c->kind != XN_CONV2D || !c->blk || c->wino ||
+                        g->values[c->out[0]].layout != XL_BLK)
+                        all = false;
+                }
+        }
+        if (all && any)
+            o->layout = XL_NCHW;
+    }
+    return ETCH_OK;
+}
+
+int xnn_layout_wanted(const xnn_graph *g, const xnn_node *n, uint32_t k) {
+    const xnn_value *v = in_v(g, n, k);
+    if (!v || !f32_4d(v))
+        return XL_NHWC;
+    if (n->blk) {
+        if (k != 0)
+            return XL_NHWC;
+        if (n->kind == XN_DEPTHWISE_CONV2D || n->wino || v->layout == XL_BLK)
+            return XL_BLK;
+        return v->layout == XL_NCHW || v->dims[3] % 8 ? XL_NCHW : XL_BLK;
+    }
+    if (n->nout == 1 && g->values[n->out[0]].layout == XL_BLK)
+        return XL_BLK; /* tied */
+    if (k == 0 && v->layout == XL_BLK && reads_blocked(g, n))
+        return XL_BLK;
+    if (k == 0 && v->layout == XL_NCHW && n->kind == XN_STATIC_TRANSPOSE && reads_blocked(g, n))
+        return XL_NCHW;
+    return XL_NHWC;
+}
