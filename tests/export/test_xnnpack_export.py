@@ -153,7 +153,8 @@ CASES = {
     "linear_3d": (nn.Linear(8, 5), (rnd(2, 3, 8),)),
     "activations": (Lambda(lambda s, x: Fn.gelu(x) + Fn.elu(x, 0.7) + Fn.leaky_relu(x, 0.2)
                            + Fn.hardswish(x) + x.abs().neg() + torch.clamp(x, -0.3, 0.4)
-                           + x.floor() + x.ceil() + x ** 2 + torch.maximum(x, x * 0.5)),
+                           + x.floor() + x.ceil() + x ** 2 + torch.maximum(x, x * 0.5)
+                           + torch.tanh(x) + x.exp() * 0.1 + x.sin()),
                     (rnd(2, 3, 4, 5),)),
     "math": (Lambda(lambda s, x: x.sqrt() + x.rsqrt() + x.log() + x / 3.0 - 1.0
                     + torch.minimum(x, x * 2)), (rnd(4, 6, positive=True),)),

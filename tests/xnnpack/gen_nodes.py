@@ -97,6 +97,7 @@ def build_cases():
     x = rnd(2, 5, 7, 3)
     pos = np.abs(x) + 0.1
     for kind in ("Sigmoid", "Floor", "Ceiling", "Hardswish", "Negate", "Square", "Abs", "Gelu",
+                 "Tanh", "Exp", "Sin",
                  "Softmax"):
         case("u_" + kind, unary(kind, x), [x])
     for kind in ("SquareRoot", "ReciprocalSquareRoot", "Log"):

@@ -27,7 +27,7 @@ KINDS = ["invalid", "Add", "FullyConnected", "Softmax", "Sigmoid", "StaticTransp
          "Ceiling", "Hardswish", "LeakyReLU", "Maximum", "Negate", "Square", "ELU", "Abs",
          "PReLU", "Concatenate2", "Concatenate3", "Concatenate4", "StaticSlice",
          "ScaledDotProductAttention", "BatchMatrixMultiply", "Concatenate5", "ConvTranspose2d",
-         "ReciprocalSquareRoot", "Log", "Gelu"]
+         "ReciprocalSquareRoot", "Log", "Gelu", "Tanh", "Exp", "Sin"]
 FP32, FP16, QINT8, QUINT8, QINT32, QCINT8, QCINT32, QCINT4, QDINT8, QBINT4 = range(1, 11)
 
 
@@ -290,7 +290,8 @@ class Graph:
              "Ceiling": torch.ceil, "SquareRoot": torch.sqrt, "Hardswish":
              torch.nn.functional.hardswish, "Negate": torch.neg, "Square": torch.square,
              "Abs": torch.abs, "ReciprocalSquareRoot": torch.rsqrt, "Log": torch.log,
-             "Gelu": torch.nn.functional.gelu}[kind]
+             "Gelu": torch.nn.functional.gelu, "Tanh": torch.tanh, "Exp": torch.exp,
+             "Sin": torch.sin}[kind]
         return o, f(x)
 
 

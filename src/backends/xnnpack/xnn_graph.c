@@ -26,7 +26,7 @@ static const char *const kind_names[XN_KIND_COUNT] = {
     "Hardswish", "LeakyReLU", "Maximum", "Negate", "Square", "ELU", "Abs", "PReLU",
     "Concatenate2", "Concatenate3", "Concatenate4", "StaticSlice", "ScaledDotProductAttention",
     "BatchMatrixMultiply", "Concatenate5", "ConvTranspose2d", "ReciprocalSquareRoot", "Log",
-    "Gelu"};
+    "Gelu", "Tanh", "Exp", "Sin"};
 
 const char *xnn_node_kind_name(int kind) {
     return kind > 0 && kind < XN_KIND_COUNT ? kind_names[kind] : "unknown";
@@ -444,7 +444,7 @@ static etch_status read_node(reader *r, uint32_t i, const fb_table *x, xnn_node 
     if (kind <= 0 || kind >= XN_KIND_COUNT)
         return etch_err(ETCH_ERR_NOT_SUPPORTED,
                         "XnnpackBackend payload: node %u: node kind %d is not one this backend "
-                        "knows (it knows 1..%d, up to Gelu)",
+                        "knows (it knows 1..%d, up to Sin)",
                         i, kind, XN_KIND_COUNT - 1);
     if (!fb_table_field(x, XNODE_UNION, &t)) {
         FB_OK(&r->fb, "xnode");
@@ -469,7 +469,8 @@ static etch_status read_node(reader *r, uint32_t i, const fb_table *x, xnn_node 
         break;
     case XN_SOFTMAX: case XN_SIGMOID: case XN_CLAMP: case XN_FLOOR: case XN_CONVERT:
     case XN_GLOBAL_AVG_POOL: case XN_SQRT: case XN_CEILING: case XN_HARDSWISH: case XN_NEGATE:
-    case XN_SQUARE: case XN_ABS: case XN_RSQRT: case XN_LOG: case XN_GELU:
+    case XN_SQUARE: case XN_ABS: case XN_RSQRT: case XN_LOG: case XN_GELU: case XN_TANH:
+    case XN_EXP: case XN_SIN:
         ids[0] = U(0); oids[0] = U(1); n->flags = U(2);
         break;
     case XN_FULLY_CONNECTED:

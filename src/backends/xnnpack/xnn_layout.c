@@ -39,6 +39,7 @@ static bool unary_kind(int k) {
     switch (k) {
     case XN_CLAMP: case XN_SIGMOID: case XN_FLOOR: case XN_CEILING: case XN_SQRT:
     case XN_RSQRT: case XN_LOG: case XN_ABS: case XN_NEGATE: case XN_SQUARE: case XN_GELU:
+    case XN_TANH: case XN_EXP: case XN_SIN:
     case XN_HARDSWISH: case XN_LEAKY_RELU: case XN_ELU:
         return true;
     default:

@@ -897,6 +897,8 @@ static void unary_span(void *arg, int64_t b, int64_t e) {
               : s->op == XN_SQRT ? ETCH_OPT_UN_SQRT
               : s->op == XN_RSQRT ? ETCH_OPT_UN_RSQRT
               : s->op == XN_NEGATE ? ETCH_OPT_UN_NEG
+              : s->op == XN_TANH ? ETCH_OPT_UN_TANH
+              : s->op == XN_EXP ? ETCH_OPT_UN_EXP
               : -1;
     if (vop >= 0) /* the optimized kernels' row functions (opt_eltwise.h: their accuracy) */
         etch_opt_vec_active()->unary(vop, o + b, x + b, e - b, -INFINITY, INFINITY);
@@ -910,6 +912,7 @@ static void unary_span(void *arg, int64_t b, int64_t e) {
     case XN_SQRT: for (int64_t i = b; i < e; i++) o[i] = sqrtf(x[i]); break;
     case XN_RSQRT: for (int64_t i = b; i < e; i++) o[i] = 1.0f / sqrtf(x[i]); break;
     case XN_LOG: for (int64_t i = b; i < e; i++) o[i] = logf(x[i]); break;
+    case XN_SIN: for (int64_t i = b; i < e; i++) o[i] = sinf(x[i]); break;
     case XN_ABS: for (int64_t i = b; i < e; i++) o[i] = fabsf(x[i]); break;
     case XN_NEGATE: for (int64_t i = b; i < e; i++) o[i] = -x[i]; break;
     case XN_SQUARE: for (int64_t i = b; i < e; i++) o[i] = x[i] * x[i]; break;

@@ -55,7 +55,8 @@ _UNARY = {
     aten.sigmoid.default: "Sigmoid", aten.neg.default: "Negate", aten.abs.default: "Abs",
     aten.sqrt.default: "SquareRoot", aten.rsqrt.default: "ReciprocalSquareRoot",
     aten.log.default: "Log", aten.floor.default: "Floor", aten.ceil.default: "Ceiling",
-    aten.hardswish.default: "Hardswish",
+    aten.hardswish.default: "Hardswish", aten.tanh.default: "Tanh", aten.exp.default: "Exp",
+    aten.sin.default: "Sin",
 }
 _BINARY = {
     aten.add.Tensor: "Add", aten.sub.Tensor: "Subtract", aten.mul.Tensor: "Multiply",

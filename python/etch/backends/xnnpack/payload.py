@@ -27,7 +27,7 @@ KINDS = ("invalid", "Add", "FullyConnected", "Softmax", "Sigmoid", "StaticTransp
          "Ceiling", "Hardswish", "LeakyReLU", "Maximum", "Negate", "Square", "ELU", "Abs",
          "PReLU", "Concatenate2", "Concatenate3", "Concatenate4", "StaticSlice",
          "ScaledDotProductAttention", "BatchMatrixMultiply", "Concatenate5", "ConvTranspose2d",
-         "ReciprocalSquareRoot", "Log", "Gelu")
+         "ReciprocalSquareRoot", "Log", "Gelu", "Tanh", "Exp", "Sin")
 KIND = {n: i for i, n in enumerate(KINDS)}
 
 # XNNDatatype
