@@ -401,6 +401,97 @@ def build_net_cases():
     case("net_blocked_concat", g, [xin])
 
 
+def build_quant_cases():
+    """Quantized products on the backend's integer kernels (xnn_quant.c): static int8 fully
+    connected / conv (padded, strided, pointwise over several 256-pixel tiles) / depthwise,
+    qint8 and quint8; weight-only int8 and int4; dynamic int8 rows x int8 weights. The
+    reference dequantizes and rounds in float: an output may differ by one step."""
+    def qc8(shape, axis):
+        w = rng.randint(-127, 128, size=shape).astype(np.int8)
+        ws = (rng.rand(shape[axis]) * 0.01 + 0.002).astype(np.float32)
+        return w, ws
+
+    def static_fc(name, xdt, xzp, ydt, yzp, lo=None, hi=None):
+        g = G()
+        xin = rnd(5, 40)
+        a = g.value(xin.shape, flags=INPUT, ext=0)
+        xq = g.value(xin.shape, dtype=xdt, q=("tensor", 0.03, xzp))
+        w, ws = qc8((12, 40), 0)
+        wv = g.value(w.shape, dtype=QCINT8, const=w.tobytes(), q=("channel", list(ws), 0))
+        bias = rng.randint(-800, 800, size=12).astype(np.int32)
+        bv = g.value([12], dtype=QCINT32, const=bias.tobytes(),
+                     q=("channel", list(ws * np.float32(0.03)), 0))
+        yq = g.value([5, 12], dtype=ydt, q=("tensor", 0.06, yzp))
+        o = g.value([5, 12], flags=OUTPUT, ext=1)
+        g.node("Convert", {0: U(a), 1: U(xq)})
+        g.node("FullyConnected", {0: U(xq), 1: U(wv), 2: U(bv), 3: U(yq)}, lo, hi)
+        g.node("Convert", {0: U(yq), 1: U(o)})
+        case(name, g, [xin], tol=0.0601)
+
+    static_fc("q_fc_static", QINT8, -3, QINT8, 5, lo=0.0)
+    static_fc("q_fc_quint8", QUINT8, 128, QUINT8, 120, lo=-1.0, hi=1.5)
+
+    def static_conv(name, N, H, W, C, O, k, stride, pad, depthwise=False):
+        g = G()
+        xin = rnd(N, H, W, C)
+        a = g.value(xin.shape, flags=INPUT, ext=0)
+        xq = g.value(xin.shape, dtype=QINT8, q=("tensor", 0.025, 2))
+        if depthwise:
+            w, ws = qc8((1, k, k, O), 3)
+            q = ("channel", list(ws), 3)
+        else:
+            w, ws = qc8((O, k, k, C), 0)
+            q = ("channel", list(ws), 0)
+        wv = g.value(w.shape, dtype=QCINT8, const=w.tobytes(), q=q)
+        bias = rng.randint(-300, 300, size=O).astype(np.int32)
+        bv = g.value([O], dtype=QCINT32, const=bias.tobytes(),
+                     q=("channel", list(ws * np.float32(0.025)), 0))
+        OH, OW = (H + 2 * pad - k) // stride + 1, (W + 2 * pad - k) // stride + 1
+        yq = g.value([N, OH, OW, O], dtype=QINT8, q=("tensor", 0.04, -6))
+        o = g.value([N, OH, OW, O], flags=OUTPUT, ext=1)
+        g.node("Convert", {0: U(a), 1: U(xq)})
+        gic, goc, groups = (1, 1, O) if depthwise else (C, O, 1)
+        g.node("DepthwiseConv2d" if depthwise else "Conv2d",
+               {0: U(pad), 1: U(pad), 2: U(pad), 3: U(pad), 4: U(k), 5: U(k), 6: U(stride),
+                7: U(stride), 8: U(1), 9: U(1), 10: U(gic), 11: U(goc), 12: U(groups),
+                15: U(xq), 16: U(wv), 17: U(bv), 18: U(yq)}, -2.0, 3.0)
+        g.node("Convert", {0: U(yq), 1: U(o)})
+        case(name, g, [xin], tol=0.0401)
+
+    static_conv("q_conv_pad_s2", 2, 9, 8, 5, 7, 3, 2, 1)
+    static_conv("q_conv_1x1", 1, 20, 15, 16, 24, 1, 1, 0)
+    static_conv("q_dwconv", 1, 9, 8, 16, 16, 3, 1, 1, depthwise=True)
+
+    # weight-only int8 (8w) and dynamic int8 rows x int8 weights, float out
+    for name, dyn in (("q_fc_8w", False), ("q_fc_dq8_qc8", True)):
+        g = G()
+        xin = rnd(4, 48)
+        a = g.value(xin.shape, flags=INPUT, ext=0)
+        w, ws = qc8((9, 48), 0)
+        wv = g.value(w.shape, dtype=QCINT8, const=w.tobytes(), q=("channel", list(ws), 0))
+        bv = g.value([9], const=f32b(rnd(9)))
+        o = g.value([4, 9], flags=OUTPUT, ext=1)
+        src = a
+        if dyn:
+            src = g.value(xin.shape, dtype=QDINT8, q=("token", 1))
+            g.node("Convert", {0: U(a), 1: U(src)})
+        g.node("FullyConnected", {0: U(src), 1: U(wv), 2: U(bv), 3: U(o)})
+        case(name, g, [xin], tol=2e-3 if dyn else 1e-4)
+
+    # weight-only int4, blockwise (4w)
+    g = G()
+    xin = rnd(3, 64)
+    a = g.value(xin.shape, flags=INPUT, ext=0)
+    w = rng.randint(-8, 8, size=(10, 64))
+    packed = ((w[:, 0::2] + 8) | ((w[:, 1::2] + 8) << 4)).astype(np.uint8)
+    sc = (rng.rand(10 * 2) * 0.05 + 0.01).astype(np.float32)
+    sc = np.frombuffer((sc.view(np.uint32) & 0xffff0000).astype(np.uint32).tobytes(), np.float32)
+    wv = g.value([10, 64], dtype=QBINT4, const=packed.tobytes(), q=("block", list(sc), 0, 32))
+    o = g.value([3, 10], flags=OUTPUT, ext=1)
+    g.node("FullyConnected", {0: U(a), 1: U(wv), 2: U(0xffffffff), 3: U(o)})
+    case("q_fc_4w", g, [xin])
+
+
 def fallback_programs(out):
     """forward = XnnpackBackend Add, plus (in fallback.pte) its CPU twin forward__cpu =
     aten::add.out on the same inputs."""
@@ -432,6 +523,7 @@ def main():
     fallback_programs(out)
     build_cases()
     build_net_cases()
+    build_quant_cases()
     import torch
     lines = []
     for name, g, inputs, tol in CASES:

@@ -125,6 +125,8 @@ typedef struct xnn_node {
      * (etch_opt_conv_prepare_blocked; wino: the Winograd pack) */
     bool blk, wino;
     void *prep;
+    /* a quantized product run on the integer kernels (xnn_quant.c; NULL: the float path) */
+    struct xnn_qnode *qn;
     size_t scratch; /* bytes of scratch this node needs at the largest shapes */
 } xnn_node;
 

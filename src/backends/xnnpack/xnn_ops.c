@@ -675,6 +675,18 @@ static bool maxpool_rows_fit(const xnn_node *n, const xnn_value *o) {
 /* Scratch bytes of node n at its current shapes (after reshape_node and the layout plan). */
 static size_t node_scratch(xnn_graph *g, xnn_node *n) {
     size_t s = 0;
+    if (n->qn) { /* the integer plan, plus float copies of what it reads and writes */
+        const unsigned io = xnn_quant_io(n);
+        xnn_value *x = IN(g, n, 0), *o = OUT(g, n, 0), *b = IN(g, n, 2);
+        s = xnn_quant_scratch(g, n) + 64;
+        if ((io & XQ_IO_FLOAT_IN) && (x->dtype != XDT_FP32 || x->layout != XL_NHWC))
+            s += fbytes(x);
+        if ((io & XQ_IO_FLOAT_OUT) && o->dtype != XDT_FP32)
+            s += fbytes(o);
+        if ((io & XQ_IO_FLOAT_BIAS) && b && !n->bf && b->dtype != XDT_FP32)
+            s += fbytes(b);
+        return s;
+    }
     for (uint32_t k = 0; k < n->nin; k++) {
         xnn_value *v = IN(g, n, k);
         if (v && v->dtype == XDT_FP32 && xnn_layout_wanted(g, n, k) != v->layout) {
@@ -730,10 +742,14 @@ etch_status xnn_ops_prepare(xnn_graph *g, xnn_alloc *a) {
         xnn_node *n = &g->nodes[i];
         if ((st = check_types(g, n)) || (st = reshape_node(g, n, true)))
             return st;
+        if ((st = xnn_quant_prepare(g, n, a)))
+            return st;
         if (n->kind == XN_FULLY_CONNECTED || n->kind == XN_CONV2D ||
             n->kind == XN_DEPTHWISE_CONV2D || n->kind == XN_CONV_TRANSPOSE2D) {
-            if ((st = prepare_weight(IN(g, n, 1), a, &n->wf)) ||
-                (st = prepare_weight(IN(g, n, 2), a, &n->bf)))
+            /* the integer plans read the weight as it is, the static int8 ones the bias too */
+            if ((!n->qn && (st = prepare_weight(IN(g, n, 1), a, &n->wf))) ||
+                ((!n->qn || (xnn_quant_io(n) & XQ_IO_FLOAT_BIAS)) &&
+                 (st = prepare_weight(IN(g, n, 2), a, &n->bf))))
                 return st;
         }
     }
@@ -1621,8 +1637,31 @@ static void run_sdpa(run *r, xnn_node *n, const float *q, const float *k, const 
     clamp_floats(o, B * T * DV, n->out_min, n->out_max);
 }
 
+/* A node with an integer plan (xnn_quant.c). */
+static etch_status run_qnode(run *r, xnn_node *n) {
+    const unsigned io = xnn_quant_io(n);
+    xnn_value *vo = OUT(r->g, n, 0);
+    const float *xf = io & XQ_IO_FLOAT_IN ? fin(r, n, 0) : NULL;
+    const float *b = io & XQ_IO_FLOAT_BIAS ? fin(r, n, 2) : NULL;
+    float *yf = io & XQ_IO_FLOAT_OUT ? fout(r, n, 0) : NULL;
+    if (((io & XQ_IO_FLOAT_IN) && !xf) || ((io & XQ_IO_FLOAT_OUT) && !yf) ||
+        ((io & XQ_IO_FLOAT_BIAS) && n->in[2] != XNN_INVALID_ID && !b))
+        return NODE_ERR(ETCH_ERR_MEMORY_ALLOCATION_FAILED, n, "scratch exhausted", NKN(n));
+    etch_status st = xnn_quant_run(r->g, n, r->ctx, xf, b, yf, r->sp, r->left);
+    if (st == ETCH_OK && etch_kernel_failed(r->ctx))
+        st = ETCH_ERR_INTERNAL;
+    if (st == ETCH_OK && yf) {
+        clamp_floats(yf, xnn_numel(vo->dims, vo->rank), n->out_min, n->out_max);
+        if (vo->dtype != XDT_FP32)
+            from_float(vo, yf, vo->data);
+    }
+    return st;
+}
+
 static etch_status run_node(run *r, xnn_node *n) {
     xnn_graph *g = r->g;
+    if (n->qn)
+        return run_qnode(r, n);
     xnn_value *vx = IN(g, n, 0), *vo = OUT(g, n, 0);
     const float *x = fin(r, n, 0);
     float *o = fout(r, n, 0);

@@ -25,6 +25,22 @@ bool xnn_layout_tied(const xnn_graph *g, const xnn_node *n);
 struct conv_shape;
 void xnn_layout_conv_shape(const xnn_graph *g, const xnn_node *n, struct conv_shape *s);
 
+/* Quantized fully connected / convolution nodes on the integer kernels (xnn_quant.c). At load,
+ * after the node's shapes: plan node n (n->qn set when it fits: its weights packed or repacked,
+ * never converted to float). */
+etch_status xnn_quant_prepare(xnn_graph *g, xnn_node *n, xnn_alloc *a);
+/* Scratch bytes the plan of n needs at the current shapes (n->qn set). */
+size_t xnn_quant_scratch(const xnn_graph *g, const xnn_node *n);
+/* What the caller hands xnn_quant_run: float rows of input 0 (the layout and type converted as
+ * usual), a float bias, a float output buffer (converted to the output's type afterwards). */
+enum { XQ_IO_FLOAT_IN = 1u, XQ_IO_FLOAT_OUT = 2u, XQ_IO_FLOAT_BIAS = 4u };
+unsigned xnn_quant_io(const xnn_node *n);
+/* Run n (n->qn set): xf / bias / yf as xnn_quant_io asks (NULL otherwise), scratch of at least
+ * xnn_quant_scratch bytes. Integer outputs are written to the output value's data, clamped to
+ * the node's output range; float ones to yf, unclamped. */
+etch_status xnn_quant_run(xnn_graph *g, xnn_node *n, etch_kernel_context *ctx, const float *xf,
+                          const float *bias, float *yf, void *scratch, size_t size);
+
 /* Every node's output shape from the inputs' current dims (checked against the planned
  * capacities of intermediates; external outputs are for the caller to size). */
 etch_status xnn_ops_reshape(xnn_graph *g);
