@@ -363,6 +363,7 @@ static etch_status read_values(reader *r, xnn_graph *g) {
         r->id_map[id] = i;
         v->offset = -1;
         v->producer = v->last_use = -1;
+        v->alias_of = -1;
         if (type == 2) {
             etch_status st = read_quant(r, i, v, &u);
             if (st)
@@ -680,10 +681,28 @@ static size_t plan_arena(xnn_graph *g, uint32_t *order) {
     uint32_t n = 0;
     for (uint32_t i = 0; i < g->nvalues; i++) {
         xnn_value *v = &g->values[i];
-        if (v->producer >= 0 && !(v->flags & XNN_FLAG_EXTERNAL_OUTPUT) && v->capacity)
-            order[n++] = i;
         if (v->last_use < v->producer)
             v->last_use = v->producer;
+    }
+    /* an alias's lifetime and size go to the value whose storage it shares (aliases point to
+     * values written before them: resolved in node order) */
+    for (uint32_t i = 0; i < g->nnodes; i++) {
+        xnn_value *v = &g->values[g->nodes[i].out[0]];
+        if (v->alias_of < 0)
+            continue;
+        xnn_value *r = &g->values[v->alias_of];
+        while (r->alias_of >= 0)
+            r = &g->values[r->alias_of];
+        if (v->last_use > r->last_use)
+            r->last_use = v->last_use;
+        if (v->capacity > r->capacity)
+            r->capacity = v->capacity;
+    }
+    for (uint32_t i = 0; i < g->nvalues; i++) {
+        xnn_value *v = &g->values[i];
+        if (v->producer >= 0 && !(v->flags & XNN_FLAG_EXTERNAL_OUTPUT) && v->capacity &&
+            v->alias_of < 0)
+            order[n++] = i;
     }
     for (uint32_t i = 1; i < n; i++) { /* insertion sort, largest first */
         uint32_t x = order[i], j = i;
@@ -714,6 +733,15 @@ static size_t plan_arena(xnn_graph *g, uint32_t *order) {
         v->offset = (int64_t)off;
         if (off + size > total)
             total = off + size;
+    }
+    for (uint32_t i = 0; i < g->nvalues; i++) {
+        xnn_value *v = &g->values[i];
+        if (v->alias_of < 0)
+            continue;
+        const xnn_value *r = &g->values[v->alias_of];
+        while (r->alias_of >= 0)
+            r = &g->values[r->alias_of];
+        v->offset = r->offset;
     }
     return total;
 }

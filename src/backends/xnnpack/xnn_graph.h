@@ -89,6 +89,8 @@ typedef struct xnn_value {
     size_t capacity;             /* bytes behind data (intermediates) */
     int64_t offset;              /* planned offset in the arena (-1: none) */
     int32_t producer, last_use;  /* node indices (-1: none) */
+    int32_t alias_of;            /* shares this earlier value's storage (-1: none; set at load
+                                    for reshapes and fused clamps, xnn_layout.c) */
     /* per token (qdint8): scales and zero points of the current rows, computed at execute */
     float *row_scale;
     int32_t *row_zp;

@@ -17,6 +17,7 @@
  * input as it is. Any other node reading a value stored otherwise than NHWC gets an NHWC copy
  * in scratch (xnn_ops.c).
  */
+#include <math.h>
 #include <string.h>
 
 #include "backends/xnnpack/xnn_ops.h"
@@ -156,6 +157,61 @@ void xnn_layout_conv_shape(const xnn_graph *g, const xnn_node *n, conv_shape *s)
     s->prep = n->prep;
 }
 
+/* Whether n applies its output range itself (the clamp of a fused Clamp node). */
+static bool clamps_output(const xnn_node *n) {
+    switch (n->kind) {
+    case XN_FULLY_CONNECTED: case XN_CONV2D: case XN_DEPTHWISE_CONV2D: case XN_ADD:
+    case XN_SUBTRACT: case XN_MULTIPLY: case XN_DIV: case XN_MINIMUM: case XN_MAXIMUM:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* After the layouts: a reshape of a float intermediate to another (same storage order) shares
+ * its storage instead of copying it; a Clamp whose input has no other reader and comes from a
+ * node that clamps its own output moves its range onto that node and shares its storage. */
+static etch_status fuse_plan(xnn_graph *g, xnn_alloc *a) {
+    uint32_t *uses = (uint32_t *)xnn_alloc_bytes(a, sizeof(uint32_t) * (g->nvalues + 1), 4);
+    if (!uses)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "XnnpackBackend: method pool too small");
+    memset(uses, 0, sizeof(uint32_t) * g->nvalues);
+    for (uint32_t i = 0; i < g->nnodes; i++)
+        for (uint32_t k = 0; k < g->nodes[i].nin; k++)
+            if (g->nodes[i].in[k] != XNN_INVALID_ID)
+                uses[g->nodes[i].in[k]]++;
+    for (uint32_t i = 0; i < g->nnodes; i++) {
+        xnn_node *n = &g->nodes[i];
+        if ((n->kind != XN_STATIC_RESHAPE && n->kind != XN_CLAMP) || n->nin < 1 || n->nout != 1)
+            continue;
+        xnn_value *x = in_v(g, n, 0), *o = &g->values[n->out[0]];
+        if (!x || x->producer < 0 || !intermediate(x) || !intermediate(o) ||
+            x->dtype != o->dtype || (x->dtype != XDT_FP32 && x->dtype != XDT_FP16) ||
+            x->layout != o->layout)
+            continue;
+        if (n->kind == XN_STATIC_RESHAPE) {
+            if (x->layout != XL_NHWC || n->out_min > -INFINITY || n->out_max < INFINITY)
+                continue;
+        } else {
+            /* through reshapes that share their input's storage, each the only reader */
+            xnn_node *p = &g->nodes[x->producer];
+            while (p->kind == XN_STATIC_RESHAPE && g->values[p->out[0]].alias_of >= 0 &&
+                   uses[p->out[0]] == 1 && g->values[p->in[0]].producer >= 0)
+                p = &g->nodes[g->values[p->in[0]].producer];
+            if (uses[n->in[0]] != 1 || !clamps_output(p) || p->nout != 1 ||
+                x->dtype != XDT_FP32 || n->out_min > p->out_max || p->out_min > n->out_max)
+                continue; /* (disjoint ranges stay two clamps) */
+            if (n->out_min > p->out_min)
+                p->out_min = n->out_min;
+            if (n->out_max < p->out_max)
+                p->out_max = n->out_max;
+            n->out_min = -INFINITY, n->out_max = INFINITY;
+        }
+        o->alias_of = (int32_t)n->in[0];
+    }
+    return ETCH_OK;
+}
+
 etch_status xnn_layout_plan(xnn_graph *g, xnn_alloc *a) {
     /* candidates, then pruned to a fixed point (each pass only removes) */
     uint8_t *cand = (uint8_t *)xnn_alloc_bytes(a, g->nvalues ? g->nvalues : 1, 1);
@@ -258,7 +314,7 @@ etch_status xnn_layout_plan(xnn_graph *g, xnn_alloc *a) {
         if (all && any)
             o->layout = XL_NCHW;
     }
-    return ETCH_OK;
+    return fuse_plan(g, a);
 }
 
 int xnn_layout_wanted(const xnn_graph *g, const xnn_node *n, uint32_t k) {

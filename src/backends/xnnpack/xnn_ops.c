@@ -41,6 +41,12 @@ static inline xnn_value *OUT(xnn_graph *g, const xnn_node *n, uint32_t k) {
     return &g->values[n->out[k]];
 }
 
+/* o clamped to [lo, hi] in place (NaN stays NaN), by the optimized kernels' row function */
+static void clamp_floats(float *o, int64_t cnt, float lo, float hi) {
+    if ((lo > -INFINITY || hi < INFINITY) && cnt > 0)
+        etch_opt_vec_active()->unary(ETCH_OPT_UN_CLAMP, o, o, cnt, lo, hi);
+}
+
 /* ---- element conversion ----------------------------------------------------------------- */
 
 /* Elements per channel-dim step and channel count, for per-channel scales. */
@@ -949,9 +955,7 @@ static void unary_span(void *arg, int64_t b, int64_t e) {
     default:
         break;
     }
-    if (s->lo > -INFINITY || s->hi < INFINITY)
-        for (int64_t i = b; i < e; i++)
-            o[i] = o[i] < s->lo ? s->lo : o[i] > s->hi ? s->hi : o[i];
+    clamp_floats(o + b, e - b, s->lo, s->hi);
 }
 
 static inline float binop(int op, float a, float b) {
@@ -1002,9 +1006,7 @@ static void binary_rows(void *arg, int64_t b, int64_t e) {
             for (int64_t i = 0; i < inner; i++)
                 o[i] = binop(s->op, x[i * ix], y[i * iy]);
         }
-        if (s->lo > -INFINITY || s->hi < INFINITY)
-            for (int64_t i = 0; i < inner; i++)
-                o[i] = o[i] < s->lo ? s->lo : o[i] > s->hi ? s->hi : o[i];
+        clamp_floats(o, inner, s->lo, s->hi);
     }
 }
 
@@ -1015,21 +1017,13 @@ static void binary_flat(void *arg, int64_t b, int64_t e) {
     float *o = s->o;
     const float lo = s->lo, hi = s->hi;
     const bool clamp = lo > -INFINITY || hi < INFINITY;
-    if (s->op == XN_ADD && clamp) {
-        for (int64_t i = b; i < e; i++) {
-            float v = x[i] + y[i];
-            o[i] = v < lo ? lo : v > hi ? hi : v;
-        }
-        return;
-    }
     if (s->vop >= 0)
         etch_opt_vec_active()->binary(s->vop, o + b, x + b, 0, y + b, 0, s->alpha, e - b);
     else
         for (int64_t i = b; i < e; i++)
             o[i] = binop(s->op, x[i], y[i]);
     if (clamp)
-        for (int64_t i = b; i < e; i++)
-            o[i] = o[i] < lo ? lo : o[i] > hi ? hi : o[i];
+        clamp_floats(o + b, e - b, lo, hi);
 }
 
 static void run_binary(run *r, xnn_node *n, const float *x, const float *y, float *o) {
@@ -1054,8 +1048,30 @@ static void run_binary(run *r, xnn_node *n, const float *x, const float *y, floa
         stx *= ex;
         sty *= ey;
     }
-    int64_t inner = vo->rank ? vo->dims[vo->rank - 1] : 1;
-    int64_t rows = inner ? xnn_numel(vo->dims, vo->rank) / inner : 0;
+    /* merge each dim into the inner ones where both operands step through them as one
+     * (contiguous, or both broadcast), dropping dims of 1: [.., T, D] * [T, D] becomes rows of
+     * T * D */
+    int64_t nd[XNN_MAX_DIMS], nx[XNN_MAX_DIMS], ny[XNN_MAX_DIMS];
+    uint32_t k = 0;
+    for (int32_t d = (int32_t)s.rank - 1; d >= 0; d--) {
+        if (s.dims[d] == 1)
+            continue;
+        if (k > 0 && s.sx[d] == nx[k - 1] * nd[k - 1] && s.sy[d] == ny[k - 1] * nd[k - 1]) {
+            nd[k - 1] *= s.dims[d];
+        } else {
+            nd[k] = s.dims[d], nx[k] = s.sx[d], ny[k] = s.sy[d];
+            k++;
+        }
+    }
+    if (vo->rank > 0) {
+        if (k == 0)
+            nd[0] = 1, nx[0] = ny[0] = 0, k = 1;
+        s.rank = k;
+        for (uint32_t i = 0; i < k; i++)
+            s.dims[i] = nd[k - 1 - i], s.sx[i] = nx[k - 1 - i], s.sy[i] = ny[k - 1 - i];
+    }
+    int64_t inner = vo->rank ? s.dims[s.rank - 1] : 1;
+    int64_t rows = inner ? xnn_numel(vo->dims, vo->rank) / inner : 0; /* (0 dims: none) */
     if (same_dims(vx, vo) && same_dims(vy, vo) && vo->rank > 0) {
         /* no broadcast: one flat run (any layout: the same elements line up) */
         s.dims[0] = xnn_numel(vo->dims, vo->rank);
@@ -1078,11 +1094,6 @@ static etch_epilogue clamp_epi(const xnn_node *n, const xnn_value *o, bool *use)
     return e;
 }
 
-static void clamp_floats(float *o, int64_t cnt, float lo, float hi) {
-    if (lo > -INFINITY || hi < INFINITY)
-        for (int64_t i = 0; i < cnt; i++)
-            o[i] = o[i] < lo ? lo : o[i] > hi ? hi : o[i];
-}
 
 static void run_fc(run *r, xnn_node *n, const float *x, const float *w, const float *b,
                    float *o) {
@@ -1531,9 +1542,7 @@ static void softmax_rows(void *arg, int64_t b, int64_t e) {
         float *o = s->o + row * C;
         float inv = 1.0f / v->exp_sum(o, x, v->max(x, C), C);
         v->binary(ETCH_OPT_BIN_MUL, o, o, 0, &inv, 1, 1.0f, C);
-        if (s->lo > -INFINITY || s->hi < INFINITY)
-            for (int64_t c = 0; c < C; c++)
-                o[c] = o[c] < s->lo ? s->lo : o[c] > s->hi ? s->hi : o[c];
+        clamp_floats(o, C, s->lo, s->hi);
     }
 }
 
