@@ -203,41 +203,48 @@ ETCH_PK_KERNEL(llama_custom_sdpa_out) {
         csdpa_run(&a);
 }
 
-ETCH_PK_KERNEL(llama_sdpa_with_kv_cache_out) {
+int etch_pk_llama_sdpa_kv_prepare(etch_kernel_context *ctx, etch_llama_sdpa *a,
+                                  etch_value **args, size_t nargs) {
     if (!etch_pk_nargs(ctx, nargs, 12))
-        return;
+        return -1;
     static const char *const names[5] = {"query", "key", "value", "key_cache", "value_cache"};
     etch_tensor *t[5];
     for (int i = 0; i < 5; i++)
         if (!(t[i] = etch_pk_tensor(ctx, args[i], names[i])))
-            return;
+            return -1;
     etch_tensor *out = etch_pk_tensor(ctx, args[11], "out");
     int64_t sp = 0, seq_len = 0;
     if (!out || !etch_pk_int(ctx, args[5], "start_pos", &sp) ||
         !etch_pk_int(ctx, args[6], "seq_len", &seq_len))
-        return;
+        return -1;
     if (t[0]->dim != 4 || seq_len != t[0]->sizes[1]) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
                          "seq_len %lld differs from the query's sequence length (dim 1)",
                          (long long)seq_len);
-        return;
+        return -1;
     }
     /* every check first, so a refused call writes nothing into the caches */
-    etch_llama_sdpa a;
-    const int r = etch_pk_llama_sdpa_prepare(ctx, &a, t[0], t[3], t[4], sp, args + 7, out);
+    const int r = etch_pk_llama_sdpa_prepare(ctx, a, t[0], t[3], t[4], sp, args + 7, out);
     if (r < 0)
-        return;
+        return -1;
     if (t[1]->dim != 4 || t[2]->dim != 4 || t[1]->sizes[1] != seq_len ||
         t[1]->dtype != t[2]->dtype || t[1]->sizes[0] != t[2]->sizes[0] ||
         t[1]->sizes[1] != t[2]->sizes[1] || t[1]->sizes[2] != t[2]->sizes[2] ||
         t[1]->sizes[3] != t[2]->sizes[3]) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
-                         "key and value must both be [B, seq_len, KV, D] of one dtype, seq_len %lld",
+                         "key and value must both be [B, seq_len, KV, D] of one dtype, "
+                         "seq_len %lld",
                          (long long)seq_len);
-        return;
+        return -1;
     }
     if (!etch_pk_update_cache(ctx, t[1], "key", t[3], "key_cache", sp) ||
-        !etch_pk_update_cache(ctx, t[2], "value", t[4], "value_cache", sp) || r == 0)
-        return;
-    csdpa_run(&a);
+        !etch_pk_update_cache(ctx, t[2], "value", t[4], "value_cache", sp))
+        return -1;
+    return r;
+}
+
+ETCH_PK_KERNEL(llama_sdpa_with_kv_cache_out) {
+    etch_llama_sdpa a;
+    if (etch_pk_llama_sdpa_kv_prepare(ctx, &a, args, nargs) > 0)
+        csdpa_run(&a);
 }
