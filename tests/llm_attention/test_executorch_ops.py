@@ -15,6 +15,8 @@ llama::update_cache + llama::custom_sdpa) generate what the default export gener
   a second prefill chunk, greedy text through ``etch llm`` equals the default export's, and
   eager greedy ids with the operators equal the default module's; an 8da4w-quantized export
   keeps to ExecuTorch's namespaces too;
+* a file shaped as ExecuTorch's own llama export (tokens bounded at get_max_seq_len - 1, no
+  get_max_context_len) runs through ``etch llm`` with the same text;
 * executorch_llm_ops with fused_attention or an int8 KV cache is refused.
 
 Under the sanitizer build (LLMA_NO_BINDING=1) the comparisons through the Python binding are
@@ -203,6 +205,32 @@ class ExecuTorchOpsTest(unittest.TestCase):
         rc, out, err = llm(path, "--prompt", "Once upon a time", "--temperature", "0",
                            "--max-new-tokens", "20")
         self.assertEqual(rc, 0, err)
+
+    def test_executorch_shaped_file(self):
+        """A file shaped as ExecuTorch's llama export writes it: the tokens input bounded at
+        get_max_seq_len - 1 (its Dim("token_dim", max=max_seq_len - 1)), its metadata only
+        (no get_max_context_len, as in older exports; get_eos_ids [2]): etch llm runs it,
+        calls of at most 511 tokens, the same greedy text."""
+        from etch.exporter import export
+        from etch.llm import et_ops
+        from etch.llm.checkpoint import build_model
+        from etch.llm.export import LlamaExport
+        m = build_model(str(FIXTURES / "stories260K.bin"), None).eval()
+        S = m.args.max_seq_len
+        m.set_executorch_llm_ops(True)
+        prog = export(m, (torch.ones(1, S - 1, dtype=torch.long),
+                          torch.zeros(1, dtype=torch.long)),
+                      dynamic_shapes=[{1: S - 1}, None], check_ops=CHECK,
+                      graph_passes=(et_ops.lower,))
+        meta = {"get_bos_id": (1,), "get_eos_ids": (2,), "get_max_seq_len": (S,),
+                "get_n_layers": (5,), "get_vocab_size": (512,), "use_kv_cache": (True,),
+                "use_sdpa_with_kv_cache": (True,), "enable_dynamic_shape": (True,)}
+        path = OUT / "stories260K_executorch_shaped.pte"
+        LlamaExport(prog, meta).save(path)
+        rc, out, err = llm(path, "--temperature", "0", "--max-new-tokens", str(GREEDY_TOKENS))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("context 512, 511 tokens per call", err)
+        self.assertEqual(out, (FIXTURES / "stories260K_greedy.txt").read_bytes())
 
     def test_refused(self):
         m = self.rand["gqa1_hd48"][0]
