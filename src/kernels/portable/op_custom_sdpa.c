@@ -109,10 +109,11 @@ int etch_pk_llama_sdpa_prepare(etch_kernel_context *ctx, etch_llama_sdpa *a, etc
                                etch_tensor *k, etch_tensor *v, int64_t start_pos,
                                etch_value **opt, etch_tensor *out) {
     char b1[ETCH_PK_SHAPE_BUF], b2[ETCH_PK_SHAPE_BUF], b3[ETCH_PK_SHAPE_BUF];
-    bool has_mask = false, causal = false;
+    bool has_mask = false, causal = false; /* has_mask: a tensor came (not None) */
     double drop = 0.0;
     etch_tensor *mask = etch_pk_opt_tensor(ctx, opt[0], "attn_mask", &has_mask);
-    if ((has_mask && !mask) || !etch_nn_double(ctx, opt[1], "drpout_p", &drop) ||
+    if ((!mask && opt[0] && opt[0]->tag != ETCH_VALUE_NONE) ||
+        !etch_nn_double(ctx, opt[1], "drpout_p", &drop) ||
         !etch_pk_bool(ctx, opt[2], "is_causal", &causal))
         return -1;
     double scale = 0.0;
