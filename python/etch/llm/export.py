@@ -23,6 +23,12 @@ With ``fused_attention=True`` attention is the etch-only operator ``etch::sdpa_k
 softmax), the k cache is stored ``[n_kv, S, head_dim]``, and the file loads in etch only; by
 default the program uses ExecuTorch's operators only.  The methods are the same either way.
 
+With ``executorch_llm_ops=True`` the caches are ``[1, S, n_kv, head_dim]`` (ExecuTorch's
+``[B, S_max, H, D]``), written by ExecuTorch's ``llama::update_cache`` and read by its
+``llama::custom_sdpa`` (:mod:`etch.llm.et_ops`), as ExecuTorch's own llama export writes them
+with ``--use_sdpa_with_kv_cache``; the file keeps to ExecuTorch's namespaces and adds the
+metadata method ``use_sdpa_with_kv_cache`` (True).
+
 ``kv_cache="int8"`` stores the cache as int8 with a float32 scale and an int8 zero point
 per position and kv head (README.md, "int8 KV cache"), and adds the metadata methods
 ``get_kv_cache_dtype`` (String) and ``get_kv_cache_bytes_per_token`` (Int).

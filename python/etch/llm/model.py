@@ -32,6 +32,12 @@ quantized per (position, kv head) with ExecuTorch's
 dequantized (``dequantize_per_token``) before the masked attention, or read by
 ``etch::sdpa_kv_q8`` with fused attention.
 
+With ExecuTorch's LLM operators (:meth:`Llama.set_executorch_llm_ops`, what
+``export_llama(..., executorch_llm_ops=True)`` uses) both caches are ``[1, max_seq_len,
+n_kv_heads, head_dim]``, written with ``index_copy_`` (``llama::update_cache`` once exported)
+and read by ``etch_trace::custom_sdpa`` (``llama::custom_sdpa`` once exported;
+:mod:`etch.llm.et_ops`).
+
 Prefill is one call with T prompt tokens; decoding is T = 1.  Nothing checks that
 ``start_pos + T <= max_seq_len``: the caller (the C runner) does.
 
