@@ -4,7 +4,6 @@ op_custom_sdpa.c): the expected values are the torch definitions of python/etch/
 (ExecuTorch's semantics: sequence at dim 1, grouped-query heads, causal from start_pos, additive
 float masks) computed in float64 and rounded once. Tensors come from a generator of their own,
 so the other modules' cases stay what they were."""
-import math
 import os
 import sys
 

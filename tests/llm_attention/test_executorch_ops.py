@@ -38,8 +38,8 @@ sys.path.insert(0, str(REPO / "python"))
 import torch  # noqa: E402
 
 from etch.llm import export_llama, greedy  # noqa: E402
-from tests.llm_attention.test_fused_export import (CHECK, CLI, FIXTURES, GREEDY_TOKENS,  # noqa: E402
-                                                   NO_BINDING, OUT, _first, llm, random_llama)
+from tests.llm_attention.test_fused_export import (  # noqa: E402
+    CHECK, CLI, FIXTURES, GREEDY_TOKENS, NO_BINDING, OUT, _first, llm, random_llama)
 
 EXECUTORCH_NAMESPACES = ("aten", "executorch_prim", "quantized_decomposed", "llama")
 

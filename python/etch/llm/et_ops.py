@@ -44,8 +44,6 @@ None, 0.0, True, None)``.  Nothing of ``etch_trace`` reaches the file.
 from __future__ import annotations
 
 import math
-import operator
-from typing import Optional
 
 import torch
 
@@ -244,7 +242,7 @@ def lower(eg) -> None:
             raise LoweringError("cache write %s is not at start_pos + arange(T) of dim 1"
                                 % r.name)
         with g.inserting_before(r):
-            u = g.call_function(torch.ops.llama.update_cache.default, (val, state, sp_int))
+            g.call_function(torch.ops.llama.update_cache.default, (val, state, sp_int))
         # readers of the written cache read the state itself (updated in place)
         for user in list(r.users):
             if user is not c:
