@@ -17,6 +17,8 @@ llama::update_cache + llama::custom_sdpa) generate what the default export gener
   keeps to ExecuTorch's namespaces too;
 * a file shaped as ExecuTorch's own llama export (tokens bounded at get_max_seq_len - 1, no
   get_max_context_len) runs through ``etch llm`` with the same text;
+* torch.ops.llama.* run eagerly (CPU against torch's own attention, .out, Meta shapes, bad
+  arguments raise);
 * executorch_llm_ops with fused_attention or an int8 KV cache is refused.
 
 Under the sanitizer build (LLMA_NO_BINDING=1) the comparisons through the Python binding are
@@ -231,6 +233,46 @@ class ExecuTorchOpsTest(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertIn("context 512, 511 tokens per call", err)
         self.assertEqual(out, (FIXTURES / "stories260K_greedy.txt").read_bytes())
+
+    def test_torch_ops(self):
+        """torch.ops.llama.* (etch.llm.et_ops) run eagerly on CPU and Meta tensors."""
+        from etch.llm import et_ops  # noqa: F401  (defines the operators)
+        L = torch.ops.llama
+        torch.manual_seed(5)
+        cache = torch.zeros(1, 8, 2, 4)
+        v = torch.randn(1, 3, 2, 4)
+        r = L.update_cache(v, cache, 2)
+        self.assertEqual(tuple(r.shape), (1,))
+        self.assertTrue(torch.equal(cache[:, 2:5], v))
+        self.assertEqual(float(cache[:, :2].abs().sum() + cache[:, 5:].abs().sum()), 0.0)
+        q, k, vc = torch.randn(1, 3, 4, 4), torch.randn(1, 8, 2, 4), torch.randn(1, 8, 2, 4)
+        o = L.custom_sdpa(q, k, vc, 2, None, 0.0, True, None)
+        # causal from start_pos 2, GQA 2: against torch's own attention with a boolean mask
+        kk = k[:, :5].transpose(1, 2).repeat_interleave(2, 1)
+        vv = vc[:, :5].transpose(1, 2).repeat_interleave(2, 1)
+        keep = torch.arange(5).unsqueeze(0) <= (2 + torch.arange(3)).unsqueeze(1)
+        w = torch.softmax((q.transpose(1, 2) @ kk.transpose(-1, -2)) / 2.0 +
+                          torch.zeros(3, 5).masked_fill(~keep, float("-inf")), -1)
+        torch.testing.assert_close(o, (w @ vv).transpose(1, 2))
+        out = torch.empty(0)
+        L.custom_sdpa.out(q, k, vc, 2, None, 0.0, True, None, out=out)
+        torch.testing.assert_close(out, o)
+        kc, vcc = torch.zeros(1, 8, 2, 4), torch.zeros(1, 8, 2, 4)
+        nk, nv = torch.randn(1, 3, 2, 4), torch.randn(1, 3, 2, 4)
+        o2 = L.sdpa_with_kv_cache(q, nk, nv, kc, vcc, 2, 3, None, 0.0, True, None)
+        self.assertTrue(torch.equal(kc[:, 2:5], nk) and torch.equal(vcc[:, 2:5], nv))
+        torch.testing.assert_close(o2, L.custom_sdpa(q, kc, vcc, 2, None, 0.0, True, None))
+        meta = L.custom_sdpa(q.to("meta"), k.to("meta"), vc.to("meta"), 2, None, 0.0, True,
+                             None)
+        self.assertEqual((meta.device.type, tuple(meta.shape)), ("meta", (1, 3, 4, 4)))
+        self.assertEqual(tuple(L.update_cache(v.to("meta"), cache.to("meta"), 2).shape), (1,))
+        for bad in (lambda: L.update_cache(v, cache, 6), lambda: L.update_cache(v, cache, -1),
+                    lambda: L.custom_sdpa(q, k, vc, 6, None, 0.0, True, None),
+                    lambda: L.custom_sdpa(q, k, vc, 0, torch.zeros(3, 8), 0.0, True, None),
+                    lambda: L.custom_sdpa(torch.randn(1, 3, 3, 4), k, vc, 0, None, 0.0, True,
+                                          None)):
+            with self.assertRaises(Exception):
+                bad()
 
     def test_refused(self):
         m = self.rand["gqa1_hd48"][0]

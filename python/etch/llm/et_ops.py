@@ -176,7 +176,9 @@ def _define():
                      ("sdpa_with_kv_cache", sdpa_with_kv_cache_reference)):
         lib.impl(name, fn, "CPU")
         lib.impl(name + ".out", outv(fn), "CPU")
-        lib.impl(name, update_meta if name == "update_cache" else sdpa_meta, "Meta")
+        meta = update_meta if name == "update_cache" else sdpa_meta
+        lib.impl(name, meta, "Meta")
+        lib.impl(name, meta, "AutogradMeta")   # torch 1.13 has no autograd fallthrough there
 
     # trace-only (rewritten by lower(); never in a file): start_pos as a tensor
     tl = _ops.library("etch_trace")
