@@ -124,7 +124,8 @@ typedef struct etch_llm_runner etch_llm_runner;
 /* What the runner knows about the model (from its metadata methods, else derived). */
 typedef struct etch_llm_metadata {
     int64_t vocab_size;      /* get_vocab_size, else the logits' last dimension */
-    int64_t max_seq_len;     /* get_max_seq_len: most tokens one forward call takes */
+    int64_t max_seq_len;     /* get_max_seq_len: most tokens one forward call takes (at most
+                              * forward's tokens bound, which ExecuTorch's export sets 1 lower) */
     int64_t max_context_len; /* get_max_context_len: positions of the KV cache */
     int64_t bos_id;          /* get_bos_id, else the tokenizer's; -1 if none */
     int64_t eos_ids[ETCH_LLM_MAX_EOS_IDS]; /* get_eos_ids, else the tokenizer's EOS */

@@ -62,6 +62,8 @@ def _is_supported(target) -> bool:
         return True
     if _ops.is_known_op(target):
         return True
+    if _ops.op_name(target) in _ops.PRIM_OPS:   # e.g. _local_scalar_dense (a SymInt argument)
+        return True
     # Custom operators (llama::, quantized_decomposed::, a user's own namespace) are kept when
     # they have an out-variant; whether a runtime has them is the operator check's business,
     # and etch-only namespaces need allow_etch_ops.

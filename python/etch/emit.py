@@ -236,6 +236,18 @@ def _flat_nodes(a) -> List[torch.fx.Node]:
     return out
 
 
+# Operators whose result is a scalar (an Int value of the program, not a tensor in planned
+# memory): ``aten::_local_scalar_dense`` turns a one-element tensor into the SymInt argument of
+# an operator such as llama::update_cache (its start_pos), as ExecuTorch's ``.item()`` does.
+_SCALAR_RESULT = {aten._local_scalar_dense.default:
+                  _ops.OutVariant("aten::_local_scalar_dense",
+                                  aten._local_scalar_dense.default._schema)}
+
+
+def _is_scalar_node(n: Any) -> bool:
+    return isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in _SCALAR_RESULT
+
+
 def _inplace_updates(eg: ExportedGraph) -> Tuple[Dict[torch.fx.Node, torch.fx.Node], set]:
     """Writes into mutable state that can happen in the state's own memory.
 
@@ -274,6 +286,8 @@ def _variant(node: torch.fx.Node) -> _ops.OutVariant:
     d = _delegate_of(node)
     if d is not None:   # no operator: a DelegateCall (named for the fusion scans only)
         return _ops.OutVariant("delegate:" + d.backend_id, None)
+    if node.target in _SCALAR_RESULT:
+        return _SCALAR_RESULT[node.target]
     if node.target is aten.copy_.default:
         # Write-back into mutable state: clone.out(src, out=state) copies the new value into
         # the state's planned memory (a portable kernel, where copy_ is not everywhere).
@@ -427,10 +441,12 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
             continue
         ins = _Instr(n, _INDEX_PUT_INPLACE if n in inplace else _variant(n))
         for d in _flat_nodes((n.args, n.kwargs)):
-            if not eg.is_constant(d):
+            if not eg.is_constant(d) and not _is_scalar_node(d):
                 ins.reads.append(key_of(d))
         spec = eg.spec(n)
-        if n.target is aten.copy_.default or n.target is _ops.alias or n in inplace:
+        if _is_scalar_node(n):
+            pass    # an Int value, no planned memory
+        elif n.target is aten.copy_.default or n.target is _ops.alias or n in inplace:
             ins.writes.append(key_of(n))
         elif isinstance(spec, tuple):
             ins.writes.extend((n, i) for i in range(len(spec)))
@@ -500,6 +516,9 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
             return tensor_value(n.args[0], n.args[1])
         if (n, i) in tensor_idx:
             return tensor_idx[(n, i)]
+        if _is_scalar_node(n):      # the Int the kernel call writes (its return slot)
+            tensor_idx[(n, i)] = idx = V.add(S.Int(int(eg.spec(n) or 0)))
+            return idx
         spec = spec_at(n, i)
         if eg.is_constant(n) and constants.is_external:
             t = _tensor(spec)

@@ -29,7 +29,8 @@ def export(model: torch.nn.Module, example_inputs, *,
            dynamic_shapes: Optional[Sequence[Optional[Dict[int, int]]]] = None,
            allow_etch_ops: bool = False, check_ops=True, optimize: bool = True,
            external_data=None, backend: Optional[str] = None, fallback: bool = False,
-           progress: Optional[Callable[[str], None]] = None) -> Program:
+           progress: Optional[Callable[[str], None]] = None,
+           graph_passes: Sequence[Callable] = ()) -> Program:
     """Export `model` for etch / ExecuTorch runtimes.
 
     model: an ``nn.Module`` (TypeError otherwise).
@@ -48,6 +49,9 @@ def export(model: torch.nn.Module, example_inputs, *,
         XNNPACK computes become ``XnnpackBackend`` delegate calls, their payloads laid out as
         ExecuTorch's XNNPACK serializer lays them out (:mod:`etch.backends.xnnpack`); the rest
         stays kernel calls.
+    graph_passes: functions called with the :class:`~etch.graph.ExportedGraph` after the
+        optimizing passes, in order (each may rewrite it; shapes are propagated again after
+        each): how :mod:`etch.llm.et_ops` puts ExecuTorch's LLM operators in a llama graph.
     fallback: with a backend, also write the plain-operator version of the method as
         ``<name>__cpu``, which etch's runtime loads in its place when the backend is missing or
         unavailable (``python/README.md``, "Delegated methods and their CPU twins").
@@ -83,6 +87,9 @@ def export(model: torch.nn.Module, example_inputs, *,
             fn(eg)
             eg.propagate()
         eg.prune()
+    for fn in graph_passes:
+        fn(eg)
+        eg.propagate()
     missing = _decomp.unsupported_ops(eg.graph)
     if missing:
         raise ExportError("no portable kernel for: %s" % ", ".join(missing))

@@ -16,7 +16,7 @@ import functools
 import operator
 import sys
 from dataclasses import dataclass
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
 
@@ -375,3 +375,18 @@ def is_known_op(target) -> bool:
     quantized one, :data:`QUANTIZED_OPS`)."""
     ov = out_variant(target)
     return ov is not None and (ov.name in PORTABLE_OPS or ov.name in QUANTIZED_OPS)
+
+
+# ---- torch.library namespaces defined from Python ----------------------------------------
+
+_LIBRARIES: Dict[str, "torch.library.Library"] = {}
+
+
+def library(ns: str) -> "torch.library.Library":
+    """The process's one ``torch.library.Library(ns, "DEF")`` (torch 1.13 allows one DEF per
+    namespace and has no FRAGMENT kind), shared by every module that defines operators in
+    `ns` (``llama``: :mod:`etch.llm.et_ops`, and tests)."""
+    lib = _LIBRARIES.get(ns)
+    if lib is None:
+        lib = _LIBRARIES[ns] = torch.library.Library(ns, "DEF")
+    return lib

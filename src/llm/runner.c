@@ -199,7 +199,11 @@ static etch_status load_metadata(etch_llm_runner *r, const char *method) {
         return etch_err(ETCH_ERR_INVALID_PROGRAM,
                         "get_vocab_size says %lld but %s returns %lld logits per position",
                         (long long)vocab, method, (long long)md->vocab_size);
-    if (md->max_seq_len < 1 || md->max_seq_len > tin.sizes[1] || md->max_context_len < 1 ||
+    /* ExecuTorch's llama export bounds the tokens input at get_max_seq_len - 1
+     * (Dim("token_dim", max=max_seq_len - 1)): a call then takes at most the bound. */
+    if (md->max_seq_len > tin.sizes[1])
+        md->max_seq_len = tin.sizes[1];
+    if (md->max_seq_len < 1 || md->max_context_len < 1 ||
         md->max_context_len > (int64_t)1 << 30)
         return etch_err(ETCH_ERR_INVALID_PROGRAM,
                         "max_seq_len %lld / max_context_len %lld do not fit the %s input "

@@ -8,12 +8,13 @@ import torch
 import torch.nn as nn
 
 from tests.export._common import etch
+from etch import ops as etch_ops
 
 _LIBS = []
 
 
 def _define(ns, name):
-    lib = torch.library.Library(ns, "DEF")
+    lib = etch_ops.library(ns)
     lib.define("%s(Tensor x, float s) -> Tensor" % name)
     lib.define("%s.out(Tensor x, float s, *, Tensor(a!) out) -> Tensor(a!)" % name)
 

@@ -15,6 +15,9 @@
  * its section below) and its errors (NaN / negative scales in the positions read, dtypes and
  * shapes of the scales and zero points).
  *
+ * Then ExecuTorch's llama::custom_sdpa.out and llama::sdpa_with_kv_cache.out (portable and
+ * optimized) on the float cases with ExecuTorch's [1, S, KV, hd] caches, and their errors.
+ *
  * Usage: test_sdpa_kv CASES_FILE Q8_CASES_FILE */
 #include <math.h>
 #include <stdint.h>
@@ -539,6 +542,166 @@ static void test_q8_errors(const etch_isa *isas, int n_isas) {
     q8_expect_fail(&c, isas, n_isas, ETCH_ERR_INVALID_ARGUMENT, "hd", "a Float k cache");
 }
 
+/* ---- ExecuTorch's llama::custom_sdpa.out and llama::sdpa_with_kv_cache.out ----------------
+ * The same cases with the query as [1, T, H, hd] (the same memory) and the caches transposed
+ * into ExecuTorch's [1, S, KV, hd] (rows past start_pos + T - 1 NaN: never read), causal,
+ * no mask: portable and optimized (every ISA, thread count and split; bit-identical across
+ * them per ISA) against PyTorch; sdpa_with_kv_cache writes the new rows into caches that held
+ * zeros there and attends the same. Then errors through both kernels. */
+
+typedef struct llama_call {
+    etch_tensor q, k, v, nk, nv, out;
+    etch_value vals[13];
+    etch_value *args[13];
+} llama_call;
+
+/* custom_sdpa.out: q, k, v, start_pos, attn_mask, drpout_p, is_causal, scale, out, out */
+static void llama_init(llama_call *c, const sdpa_case *cs, float *q, float *k, float *v,
+                       int64_t pos, float *out, bool causal) {
+    const int64_t qs[4] = {1, cs->T, cs->H, cs->hd}, ks[4] = {1, cs->S, cs->KV, cs->hd};
+    CHECK_OK(etch_tensor_init(&c->q, ETCH_DTYPE_FLOAT, 4, qs, q));
+    CHECK_OK(etch_tensor_init(&c->k, ETCH_DTYPE_FLOAT, 4, ks, k));
+    CHECK_OK(etch_tensor_init(&c->v, ETCH_DTYPE_FLOAT, 4, ks, v));
+    CHECK_OK(etch_tensor_init(&c->out, ETCH_DTYPE_FLOAT, 4, qs, out));
+    c->vals[0] = kt_vtensor(&c->q);
+    c->vals[1] = kt_vtensor(&c->k);
+    c->vals[2] = kt_vtensor(&c->v);
+    c->vals[3] = kt_vint(pos);
+    c->vals[4] = kt_vnone();
+    c->vals[5] = kt_vdouble(0.0);
+    c->vals[6] = kt_vbool(causal);
+    c->vals[7] = kt_vdouble(cs->scale);
+    c->vals[8] = kt_vtensor(&c->out);
+    c->vals[9] = kt_vtensor(&c->out);
+    for (int i = 0; i < 10; i++)
+        c->args[i] = &c->vals[i];
+}
+
+/* sdpa_with_kv_cache.out: q, key, value, key_cache, value_cache, start_pos, seq_len,
+ * attn_mask, drpout_p, is_causal, scale, out, out */
+static void llama_kv_init(llama_call *c, const sdpa_case *cs, float *k, float *v, float *nk,
+                          float *nv, float *out) {
+    const int64_t qs[4] = {1, cs->T, cs->H, cs->hd}, ks[4] = {1, cs->S, cs->KV, cs->hd};
+    const int64_t ns[4] = {1, cs->T, cs->KV, cs->hd};
+    CHECK_OK(etch_tensor_init(&c->q, ETCH_DTYPE_FLOAT, 4, qs, cs->q));
+    CHECK_OK(etch_tensor_init(&c->k, ETCH_DTYPE_FLOAT, 4, ks, k));
+    CHECK_OK(etch_tensor_init(&c->v, ETCH_DTYPE_FLOAT, 4, ks, v));
+    CHECK_OK(etch_tensor_init(&c->nk, ETCH_DTYPE_FLOAT, 4, ns, nk));
+    CHECK_OK(etch_tensor_init(&c->nv, ETCH_DTYPE_FLOAT, 4, ns, nv));
+    CHECK_OK(etch_tensor_init(&c->out, ETCH_DTYPE_FLOAT, 4, qs, out));
+    etch_tensor *t[6] = {&c->q, &c->nk, &c->nv, &c->k, &c->v, &c->out};
+    for (int i = 0; i < 5; i++)
+        c->vals[i] = kt_vtensor(t[i]);
+    c->vals[5] = kt_vint(cs->sp);
+    c->vals[6] = kt_vint(cs->T);
+    c->vals[7] = kt_vnone();
+    c->vals[8] = kt_vdouble(0.0);
+    c->vals[9] = kt_vbool(true);
+    c->vals[10] = kt_vnone(); /* scale: 1/sqrt(hd) */
+    c->vals[11] = kt_vtensor(&c->out);
+    c->vals[12] = kt_vtensor(&c->out);
+    for (int i = 0; i < 13; i++)
+        c->args[i] = &c->vals[i];
+}
+
+/* [KV, S, hd] -> [S, KV, hd]; rows from `nan_from` on NaN */
+static float *to_seq_major(const float *src, const sdpa_case *cs, int64_t nan_from) {
+    float *d = xmalloc((size_t)(cs->KV * cs->S * cs->hd));
+    for (int64_t h = 0; h < cs->KV; h++)
+        for (int64_t j = 0; j < cs->S; j++)
+            for (int64_t e = 0; e < cs->hd; e++)
+                d[(j * cs->KV + h) * cs->hd + e] =
+                    j >= nan_from ? NAN : src[(h * cs->S + j) * cs->hd + e];
+    return d;
+}
+
+static void run_llama_case(const sdpa_case *cs, const etch_isa *isas, int n_isas, double *worst_p,
+                           double *worst_o) {
+    const int64_t nq = cs->T * cs->H * cs->hd, nk = cs->KV * cs->S * cs->hd;
+    const int64_t end = cs->sp + cs->T, row = cs->KV * cs->hd;
+    float *k = to_seq_major(cs->k, cs, end), *v = to_seq_major(cs->v, cs, end);
+    float *out = xmalloc((size_t)nq), *first = xmalloc((size_t)nq);
+    llama_call c;
+    llama_init(&c, cs, cs->q, k, v, cs->sp, out, true);
+    CHECK_OK(call_k(etch_portable_llama_custom_sdpa_out, c.args, 10, 1, KT_SPLIT_EVEN));
+    double w = check_close(cs, out, "llama portable");
+    if (w > *worst_p)
+        *worst_p = w;
+    for (int ii = 0; ii < n_isas; ii++) {
+        CHECK_OK(etch_isa_set(isas[ii]));
+        for (size_t ti = 0; ti < N_THR; ti++) {
+            for (size_t si = 0; si < (thread_cfgs[ti] > 1 ? 3u : 1u); si++) {
+                for (int64_t i = 0; i < nq; i++)
+                    out[i] = -7.0f;
+                llama_init(&c, cs, cs->q, k, v, cs->sp, out, true);
+                CHECK_OK(call_k(etch_opt_llama_custom_sdpa_out, c.args, 10, thread_cfgs[ti],
+                                splits[si]));
+                char what[80];
+                snprintf(what, sizeof what, "llama optimized %s threads %d split %d",
+                         etch_isa_name(isas[ii]), thread_cfgs[ti], (int)si);
+                w = check_close(cs, out, what);
+                if (w > worst_o[ii])
+                    worst_o[ii] = w;
+                if (ti == 0)
+                    memcpy(first, out, (size_t)nq * sizeof(float));
+                else
+                    CHECK_MSG(memcmp(first, out, (size_t)nq * sizeof(float)) == 0,
+                              "%s: differs from the serial result", what);
+            }
+        }
+        /* sdpa_with_kv_cache: the new rows start as zeros in the caches */
+        float *kc = xmalloc((size_t)nk), *vc = xmalloc((size_t)nk);
+        memcpy(kc, k, (size_t)nk * sizeof(float));
+        memcpy(vc, v, (size_t)nk * sizeof(float));
+        for (int64_t i = cs->sp * row; i < end * row; i++)
+            kc[i] = 0.0f, vc[i] = 0.0f;
+        for (int64_t i = 0; i < nq; i++)
+            out[i] = -7.0f;
+        if (fabs(cs->scale - 1.0 / sqrt((double)cs->hd)) < 1e-12) {
+            llama_kv_init(&c, cs, kc, vc, k + cs->sp * row, v + cs->sp * row, out);
+            CHECK_OK(call_k(etch_opt_llama_sdpa_with_kv_cache_out, c.args, 13, 2,
+                            KT_SPLIT_RANDOM_PARTS));
+            check_close(cs, out, "llama sdpa_with_kv_cache optimized");
+            CHECK(memcmp(kc, k, (size_t)(end * row) * sizeof(float)) == 0 &&
+                  memcmp(vc, v, (size_t)(end * row) * sizeof(float)) == 0);
+        }
+        free(kc), free(vc);
+    }
+    free(k), free(v), free(out), free(first);
+}
+
+static void test_llama_errors(const etch_isa *isas, int n_isas) {
+    float q[2 * 4 * 8] = {0}, k[6 * 2 * 8] = {0}, out[2 * 4 * 8];
+    sdpa_case cs = {2, 4, 2, 8, 6, 0, 0.5, q, k, k, NULL};
+    llama_call c;
+    static const int64_t bad_pos[2] = {-1, 5};
+    for (int i = 0; i < 2; i++) {
+        llama_init(&c, &cs, q, k, k, bad_pos[i], out, true);
+        expect_fail_fns(etch_portable_llama_custom_sdpa_out, etch_opt_llama_custom_sdpa_out,
+                        c.args, 10, &c.out, isas, n_isas, ETCH_ERR_INVALID_ARGUMENT, "start_pos",
+                        "llama start_pos outside the cache");
+    }
+    float mask[2 * 6] = {0};
+    etch_tensor m;
+    const int64_t ms[2] = {2, 6};
+    CHECK_OK(etch_tensor_init(&m, ETCH_DTYPE_FLOAT, 2, ms, mask));
+    llama_init(&c, &cs, q, k, k, 0, out, true);
+    c.vals[4] = kt_vtensor(&m);
+    expect_fail_fns(etch_portable_llama_custom_sdpa_out, etch_opt_llama_custom_sdpa_out, c.args,
+                    10, &c.out, isas, n_isas, ETCH_ERR_INVALID_ARGUMENT, "is_causal",
+                    "llama mask and is_causal");
+    llama_init(&c, &cs, q, k, k, 0, out, true);
+    c.vals[5] = kt_vdouble(0.25);
+    expect_fail_fns(etch_portable_llama_custom_sdpa_out, etch_opt_llama_custom_sdpa_out, c.args,
+                    10, &c.out, isas, n_isas, ETCH_ERR_INVALID_ARGUMENT, "dropout",
+                    "llama dropout");
+    sdpa_case c3 = {2, 3, 2, 8, 6, 0, 0.5, q, k, k, NULL}; /* 3 heads over 2 kv heads */
+    llama_init(&c, &c3, q, k, k, 0, out, true);
+    expect_fail_fns(etch_portable_llama_custom_sdpa_out, etch_opt_llama_custom_sdpa_out, c.args,
+                    10, &c.out, isas, n_isas, ETCH_ERR_INVALID_ARGUMENT, "multiple",
+                    "llama heads not a multiple");
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: %s CASES_FILE Q8_CASES_FILE\n", argv[0]);
@@ -573,6 +736,15 @@ int main(int argc, char **argv) {
         printf(", %s vs portable %.3g", etch_isa_name(isas[i]), w8_o[i]);
     printf("\n");
     test_q8_errors(isas, n_isas);
+
+    double wl_p = 0.0, wl_o[KT_N_ISAS] = {0};
+    for (int i = 0; i < n; i++)
+        run_llama_case(&cases[i], isas, n_isas, &wl_p, wl_o);
+    printf("%d llama::custom_sdpa cases; largest |error| vs PyTorch: portable %.3g", n, wl_p);
+    for (int i = 0; i < n_isas; i++)
+        printf(", %s %.3g", etch_isa_name(isas[i]), wl_o[i]);
+    printf("\n");
+    test_llama_errors(isas, n_isas);
     for (int i = 0; i < n8; i++)
         free(q8[i].b.q), free(q8[i].b.want), free(q8[i].k), free(q8[i].ks), free(q8[i].kz),
             free(q8[i].v), free(q8[i].vs), free(q8[i].vz);

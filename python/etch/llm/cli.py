@@ -2,7 +2,8 @@
 
     python3 -m etch.llm export (--checkpoint PATH | --hf DIR) [--max-seq-len N] [--bos-id 1]
                                [--eos-ids 1,2] [--no-check] [--summary]
-                               [--fused-attention] [--no-chat-template]
+                               [--fused-attention | --executorch-llm-ops]
+                               [--no-chat-template]
                                [--quantize 4w|8da4w|8w|int8-dynamic] [--group-size G]
                                [--asymmetric] [--pad-groups] [--quantize-output SCHEME]
                                [--embedding-quantize BITS[,GROUP]] [--kv-cache int8]
@@ -74,6 +75,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="attend with the etch-only operator etch::sdpa_kv (only the keys "
                         "up to the current position; the file then loads in etch only, not "
                         "in ExecuTorch)")
+    e.add_argument("--executorch-llm-ops", action="store_true",
+                   help="attend with ExecuTorch's LLM custom operators: llama::update_cache "
+                        "writes the KV cache ([1, S, n_kv, head_dim] per layer) and "
+                        "llama::custom_sdpa reads only the keys up to the current position, "
+                        "as ExecuTorch's llama export with --use_sdpa_with_kv_cache; the file "
+                        "loads in etch and in ExecuTorch runtimes that link its custom ops "
+                        "library (extension/llm/custom_ops); not with --fused-attention or "
+                        "--kv-cache int8")
     e.add_argument("--quantize", metavar="SCHEME", default=None,
                    help="quantize the linear layers: 4w (int4 weights, group-wise), 8da4w "
                         "(int4 weights + int8 dynamic per-token activations), 8w (int8 "
@@ -156,7 +165,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                            quantize=args.quantize, group_size=args.group_size,
                            symmetric=not args.asymmetric, pad_groups=args.pad_groups,
                            embedding_quantize=args.embedding_quantize,
-                           kv_cache=args.kv_cache, output_quantize=args.quantize_output)
+                           kv_cache=args.kv_cache, output_quantize=args.quantize_output,
+                           executorch_llm_ops=args.executorch_llm_ops)
     except (OSError, ValueError, RuntimeError) as e:   # no libetch, operator check, ...
         print("error: %s" % e, file=sys.stderr)
         return 1

@@ -23,6 +23,12 @@ With ``fused_attention=True`` attention is the etch-only operator ``etch::sdpa_k
 softmax), the k cache is stored ``[n_kv, S, head_dim]``, and the file loads in etch only; by
 default the program uses ExecuTorch's operators only.  The methods are the same either way.
 
+With ``executorch_llm_ops=True`` the caches are ``[1, S, n_kv, head_dim]`` (ExecuTorch's
+``[B, S_max, H, D]``), written by ExecuTorch's ``llama::update_cache`` and read by its
+``llama::custom_sdpa`` (:mod:`etch.llm.et_ops`), as ExecuTorch's own llama export writes them
+with ``--use_sdpa_with_kv_cache``; the file keeps to ExecuTorch's namespaces and adds the
+metadata method ``use_sdpa_with_kv_cache`` (True).
+
 ``kv_cache="int8"`` stores the cache as int8 with a float32 scale and an int8 zero point
 per position and kv head (README.md, "int8 KV cache"), and adds the metadata methods
 ``get_kv_cache_dtype`` (String) and ``get_kv_cache_bytes_per_token`` (Int).
@@ -140,7 +146,8 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
                  quantize: Optional[str] = None, group_size: Optional[int] = None,
                  symmetric: bool = True, embedding_quantize=None,
                  pad_groups: bool = False, kv_cache: str = "float32",
-                 output_quantize: str = "auto") -> LlamaExport:
+                 output_quantize: str = "auto",
+                 executorch_llm_ops: bool = False) -> LlamaExport:
     """Export `model` (its KV cache sized by ``model.args.max_seq_len``).
 
     The default ``eos_ids`` suit llama2.c's TinyStories models: 2 is the tokenizer's EOS, and
@@ -150,6 +157,13 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
 
     fused_attention: attend with the etch-only operator ``etch::sdpa_kv`` (the file then
     loads in etch only); the model is switched for the export and switched back after.
+
+    executorch_llm_ops: attend with ExecuTorch's LLM custom operators: the KV cache
+    ``[1, S, n_kv, head_dim]`` per layer written by ``llama::update_cache`` and attention by
+    ``llama::custom_sdpa`` (causal, over positions ``0 .. start_pos + T - 1`` only), what
+    ExecuTorch's llama export writes with ``--use_sdpa_with_kv_cache``; the file loads in
+    ExecuTorch with its custom ops library linked (and in etch), and ``use_sdpa_with_kv_cache``
+    says True.  Not with ``fused_attention`` or ``kv_cache="int8"``.
 
     quantize: a scheme of :func:`etch.quantize` (``4w``, ``8da4w``, ``8w``, ``int8-dynamic``)
     for the linear layers (the classifier included), with ``group_size`` / ``symmetric`` /
@@ -177,12 +191,21 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
     if kv_cache not in KV_CACHE_DTYPES:
         raise ValueError("--kv-cache %r: expected one of %s" % (kv_cache,
                                                                 ", ".join(KV_CACHE_DTYPES)))
+    if executorch_llm_ops and (fused_attention or kv_cache != "float32"):
+        raise ValueError("executorch_llm_ops cannot be combined with fused_attention or an "
+                         "int8 KV cache")
     a = model.args
     S_ = a.max_seq_len
     model = model.eval()
     was_fused, was_kv = model.fused_attention, model.kv_cache_dtype
+    was_et = model.executorch_llm_ops
+    passes = ()
+    if executorch_llm_ops:
+        from . import et_ops
+        passes = (et_ops.lower,)
     model.set_fused_attention(bool(fused_attention))
     model.set_kv_cache(kv_cache)
+    model.set_executorch_llm_ops(bool(executorch_llm_ops))
     kv_bytes = model.kv_cache_bytes_per_token()
     try:
         tokens = torch.ones(1, S_, dtype=torch.long)
@@ -193,8 +216,9 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
                                 embedding_quantize, pad_groups, output_quantize)
         program = export(target, (tokens, start), dynamic_shapes=[{1: S_}, None],
                          check_ops=check_ops, progress=progress,
-                         allow_etch_ops=bool(fused_attention))
+                         allow_etch_ops=bool(fused_attention), graph_passes=passes)
     finally:
+        model.set_executorch_llm_ops(was_et)
         model.set_kv_cache(was_kv)
         model.set_fused_attention(was_fused)
     if not eos_ids:
@@ -212,6 +236,9 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
         "use_kv_cache": (True,),
         "enable_dynamic_shape": (True,),
     }
+    if executorch_llm_ops:
+        # only then, so that a default export stays byte for byte what it was
+        meta["use_sdpa_with_kv_cache"] = (True,)
     if kv_cache != "float32":
         # only then, so that a default export stays byte for byte what it was
         meta["get_kv_cache_dtype"] = (kv_cache,)

@@ -32,6 +32,12 @@ quantized per (position, kv head) with ExecuTorch's
 dequantized (``dequantize_per_token``) before the masked attention, or read by
 ``etch::sdpa_kv_q8`` with fused attention.
 
+With ExecuTorch's LLM operators (:meth:`Llama.set_executorch_llm_ops`, what
+``export_llama(..., executorch_llm_ops=True)`` uses) both caches are ``[1, max_seq_len,
+n_kv_heads, head_dim]``, written with ``index_copy_`` (``llama::update_cache`` once exported)
+and read by ``etch_trace::custom_sdpa`` (``llama::custom_sdpa`` once exported;
+:mod:`etch.llm.et_ops`).
+
 Prefill is one call with T prompt tokens; decoding is T = 1.  Nothing checks that
 ``start_pos + T <= max_seq_len``: the caller (the C runner) does.
 
@@ -171,11 +177,19 @@ class Attention(nn.Module):
         self.register_buffer("v_cache", torch.zeros(a.n_kv_heads, a.max_seq_len, a.head_dim))
         self.fused = False
         self.kv_int8 = False
+        self.et_ops = False
 
     def set_fused(self, on: bool) -> None:
         """Switch between the masked attention over the whole cache (k_cache [KV, hd, S]) and
         etch::sdpa_kv (k_cache [KV, S, hd]); the caches restart at zero."""
         self.fused = bool(on)
+        self._make_caches()
+
+    def set_et_ops(self, on: bool) -> None:
+        """Attend with ExecuTorch's LLM operators (True): caches [1, S, KV, hd] (ExecuTorch's
+        [B, S_max, H, D]) written at the new positions, attention by llama::custom_sdpa
+        (etch.llm.et_ops); the caches restart at zero."""
+        self.et_ops = bool(on)
         self._make_caches()
 
     def set_kv_int8(self, on: bool) -> None:
@@ -188,7 +202,8 @@ class Attention(nn.Module):
         self._make_caches()
 
     def _make_caches(self) -> None:
-        KV, hd, S = self.n_kv, self.hd, self.v_cache.shape[1]
+        KV, hd = self.n_kv, self.hd
+        S = self.v_cache.shape[-3] if self.v_cache.dim() == 4 else self.v_cache.shape[1]
         for n in ("k_cache_scales", "k_cache_zero_points", "v_cache_scales",
                   "v_cache_zero_points"):
             if n in self._buffers:
@@ -200,6 +215,10 @@ class Attention(nn.Module):
                 self.register_buffer(c + "_cache_scales", torch.zeros(KV, S, 1))
                 self.register_buffer(c + "_cache_zero_points",
                                      torch.zeros(KV, S, 1, dtype=torch.int8))
+            return
+        if self.et_ops:
+            self.k_cache = torch.zeros(1, S, KV, hd)
+            self.v_cache = torch.zeros(1, S, KV, hd)
             return
         self.k_cache = torch.zeros((KV, S, hd) if self.fused else (KV, hd, S))
         self.v_cache = torch.zeros(KV, S, hd)
@@ -243,6 +262,13 @@ class Attention(nn.Module):
             k_all = self._load_q8("k_cache").transpose(1, 2)              # [KV, hd, S]
             v_all = self._load_q8("v_cache")                              # [KV, S, hd]
             return self.wo(_masked_attention(q, k_all, v_all, mask, KV, G, hd))
+        if self.et_ops:
+            from .et_ops import trace_sdpa
+            # [1, T, KV, hd] at rows pos of dim 1: llama::update_cache once exported
+            self.k_cache.index_copy_(1, pos, k.unsqueeze(0))
+            self.v_cache.index_copy_(1, pos, v.unsqueeze(0))
+            o = trace_sdpa(q.unsqueeze(0), self.k_cache, self.v_cache, start_pos)
+            return self.wo(o.reshape(T, H * hd))
         if self.fused:
             from .attention import sdpa_kv
             self.k_cache.index_copy_(1, pos, k.permute(1, 0, 2))  # [KV, T, hd] at rows pos
@@ -326,7 +352,7 @@ class Llama(nn.Module):
         cos = self.rope_cos[pos].unsqueeze(1)                # [T, 1, hd/2]
         sin = self.rope_sin[pos].unsqueeze(1)
         mask = None
-        if not self.fused_attention:
+        if not self.fused_attention and not self.executorch_llm_ops:
             mask = self.key_pos.unsqueeze(0) > pos.unsqueeze(1)  # [T, S]: a future key
         h = self.tok_embeddings(tokens).view(T, self.args.dim)
         for layer in self.layers:
@@ -337,6 +363,16 @@ class Llama(nn.Module):
     @property
     def fused_attention(self) -> bool:
         return bool(self.layers) and self.layers[0].attention.fused
+
+    @property
+    def executorch_llm_ops(self) -> bool:
+        return bool(self.layers) and self.layers[0].attention.et_ops
+
+    def set_executorch_llm_ops(self, on: bool) -> None:
+        """Attend with ExecuTorch's llama::custom_sdpa over caches [1, S, KV, hd] written by
+        llama::update_cache once exported (True), or as before (False).  Clears the caches."""
+        for layer in self.layers:
+            layer.attention.set_et_ops(on)
 
     def set_fused_attention(self, on: bool) -> None:
         """Attend with the etch-only operator etch::sdpa_kv (True) or with the masked softmax

@@ -46,9 +46,9 @@
 /* ---- scalar block functions ------------------------------------------------------------- */
 
 static void scores_scalar(float *s, const float *q, const float *k, int64_t n, int64_t hd,
-                          float scale) {
+                          int64_t rs, float scale) {
     for (int64_t j = 0; j < n; j++) {
-        const float *kr = k + j * hd;
+        const float *kr = k + j * rs;
         float a = 0.0f;
         for (int64_t d = 0; d < hd; d++)
             a += q[d] * kr[d];
@@ -56,10 +56,11 @@ static void scores_scalar(float *s, const float *q, const float *k, int64_t n, i
     }
 }
 
-static void accum_scalar(float *acc, const float *p, const float *v, int64_t n, int64_t hd) {
+static void accum_scalar(float *acc, const float *p, const float *v, int64_t n, int64_t hd,
+                         int64_t rs) {
     for (int64_t j = 0; j < n; j++) {
         const float pj = p[j];
-        const float *vr = v + j * hd;
+        const float *vr = v + j * rs;
         for (int64_t d = 0; d < hd; d++)
             acc[d] += pj * vr[d];
     }
@@ -118,6 +119,9 @@ typedef struct attn_job {
     const int8_t *k8, *v8, *kz, *vz;
     const float *ks, *vs;
     int64_t T, H, hd, S, G, p0;
+    int64_t rs, hs; /* float caches: floats from one key row to the next, and from one kv head
+                     * to the next (hd and S * hd for [KV, S, hd]; KV * hd and hd for
+                     * ExecuTorch's [1, S, KV, hd]) */
     int64_t gc, ngc; /* heads of one kv head computed together, and groups of them per kv head */
     float scale;
 } attn_job;
@@ -140,7 +144,7 @@ static inline void row_update(const attn_job *jb, float *s, int64_t nb, float *m
     *l += jb->vec->exp_sum(s, s, *m, nb);
 }
 
-/* K, V: the kv head's rows of hd elements of esz bytes */
+/* K, V: the kv head's rows, rs elements of esz bytes apart (the bytes between them too) */
 static void prefetch_block(const void *K, const void *V, int64_t esz, int64_t j1, int64_t n,
                            int64_t hd) {
     if (j1 >= n)
@@ -158,22 +162,23 @@ static void prefetch_block(const void *K, const void *V, int64_t esz, int64_t j1
  * multiply-adds); position t + 1's last key (itself) follows alone. */
 static void attn_pair(const attn_job *jb, int64_t t, int64_t h, float *acc, float *s) {
     const int64_t hd = jb->hd, n = jb->p0 + t + 1, kh = h / jb->G;
-    const float *K = jb->k + kh * jb->S * hd, *V = jb->v + kh * jb->S * hd;
+    const int64_t rs = jb->rs;
+    const float *K = jb->k + kh * jb->hs, *V = jb->v + kh * jb->hs;
     const float *q0 = jb->q + (t * jb->H + h) * hd, *q1 = q0 + jb->H * hd;
     float *a0 = acc, *a1 = acc + hd, *s0 = s, *s1 = s + ETCH_ATTN_BLOCK;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
     memset(acc, 0, (size_t)(2 * hd) * sizeof(float));
     for (int64_t j0 = 0; j0 < n; j0 += ETCH_ATTN_BLOCK) {
         const int64_t nb = n - j0 < ETCH_ATTN_BLOCK ? n - j0 : ETCH_ATTN_BLOCK;
-        prefetch_block(K, V, (int64_t)sizeof(float), j0 + ETCH_ATTN_BLOCK, n, hd);
-        jb->isa->scores2(s0, s1, q0, q1, K + j0 * hd, nb, hd, jb->scale);
+        prefetch_block(K, V, (int64_t)sizeof(float), j0 + ETCH_ATTN_BLOCK, n, rs);
+        jb->isa->scores2(s0, s1, q0, q1, K + j0 * rs, nb, hd, rs, jb->scale);
         row_update(jb, s0, nb, &m0, &l0, a0);
         row_update(jb, s1, nb, &m1, &l1, a1);
-        jb->isa->accum2(a0, a1, s0, s1, V + j0 * hd, nb, hd);
+        jb->isa->accum2(a0, a1, s0, s1, V + j0 * rs, nb, hd, rs);
     }
-    jb->isa->scores(s1, q1, K + n * hd, 1, hd, jb->scale);
+    jb->isa->scores(s1, q1, K + n * rs, 1, hd, rs, jb->scale);
     row_update(jb, s1, 1, &m1, &l1, a1);
-    jb->isa->accum(a1, s1, V + n * hd, 1, hd);
+    jb->isa->accum(a1, s1, V + n * rs, 1, hd, rs);
     float *o0 = jb->out + t * jb->H * hd + h * hd, *o1 = o0 + jb->H * hd;
     for (int64_t d = 0; d < hd; d++) {
         o0[d] = a0[d] / l0;
@@ -190,7 +195,7 @@ static inline void blk_scores(const attn_job *jb, float *s, const float *q, int6
         jb->isa->scores_q8(s, q, jb->k8 + r * jb->hd, jb->ks + r, jb->kz + r, nb, jb->hd,
                            jb->scale);
     else
-        jb->isa->scores(s, q, jb->k + r * jb->hd, nb, jb->hd, jb->scale);
+        jb->isa->scores(s, q, jb->k + kh * jb->hs + j0 * jb->rs, nb, jb->hd, jb->rs, jb->scale);
 }
 
 static inline void blk_accum(const attn_job *jb, float *acc, const float *p, int64_t kh,
@@ -199,7 +204,7 @@ static inline void blk_accum(const attn_job *jb, float *acc, const float *p, int
     if (jb->v8)
         jb->isa->accum_q8(acc, p, jb->v8 + r * jb->hd, jb->vs + r, jb->vz + r, nb, jb->hd);
     else
-        jb->isa->accum(acc, p, jb->v + r * jb->hd, nb, jb->hd);
+        jb->isa->accum(acc, p, jb->v + kh * jb->hs + j0 * jb->rs, nb, jb->hd, jb->rs);
 }
 
 /* Query position t of heads h0 .. h0 + ng - 1 (all reading kv head kh): the key blocks are
@@ -208,10 +213,11 @@ static void attn_group(const attn_job *jb, int64_t t, int64_t kh, int64_t h0, in
                        float *acc, float *m, float *l, float *s) {
     const int64_t hd = jb->hd, n = jb->p0 + t + 1;
     const int64_t esz = jb->k8 ? 1 : (int64_t)sizeof(float);
-    const char *K = jb->k8 ? (const char *)jb->k8 : (const char *)jb->k;
-    const char *V = jb->v8 ? (const char *)jb->v8 : (const char *)jb->v;
-    K += kh * jb->S * hd * esz;
-    V += kh * jb->S * hd * esz;
+    const char *K = jb->k8 ? (const char *)(jb->k8 + kh * jb->S * hd)
+                           : (const char *)(jb->k + kh * jb->hs);
+    const char *V = jb->v8 ? (const char *)(jb->v8 + kh * jb->S * hd)
+                           : (const char *)(jb->v + kh * jb->hs);
+    const int64_t rs = jb->k8 ? hd : jb->rs;
     for (int64_t g = 0; g < ng; g++)
         m[g] = -INFINITY, l[g] = 0.0f;
     memset(acc, 0, (size_t)(ng * hd) * sizeof(float));
@@ -219,7 +225,7 @@ static void attn_group(const attn_job *jb, int64_t t, int64_t kh, int64_t h0, in
         const int64_t nb = n - j0 < ETCH_ATTN_BLOCK ? n - j0 : ETCH_ATTN_BLOCK;
         /* the next block's keys and values, from memory while this one is computed (the
          * cache of a long context is rarely still in cache between decode steps) */
-        prefetch_block(K, V, esz, j0 + ETCH_ATTN_BLOCK, n, hd);
+        prefetch_block(K, V, esz, j0 + ETCH_ATTN_BLOCK, n, rs);
         for (int64_t g = 0; g < ng; g++) {
             float *a = acc + g * hd;
             blk_scores(jb, s, jb->q + (t * jb->H + h0 + g) * hd, kh, j0, nb);
@@ -256,6 +262,8 @@ static void attn_items(void *arg, int64_t b, int64_t e) {
     }
 }
 
+static void attn_launch(etch_kernel_context *ctx, attn_job *jb, int64_t KV, double scale);
+
 /* The shared part of both fast paths: q, out, start_pos checked for the fast path, caches of
  * [KV, S, hd] (kdims / vdims); fills jb and runs it. false: not taken (the portable kernel
  * decides, errors included). */
@@ -283,6 +291,17 @@ static bool sdpa_fast_run(etch_kernel_context *ctx, attn_job *jb, etch_value *qa
         return true; /* failure recorded */
     if (T == 0 || H == 0)
         return true;
+    jb->q = (const float *)q->data;
+    jb->out = (float *)out->data;
+    jb->T = T, jb->H = H, jb->hd = hd, jb->S = S, jb->p0 = p0;
+    jb->rs = hd, jb->hs = S * hd;
+    attn_launch(ctx, jb, KV, scale);
+    return true;
+}
+
+/* Runs a filled job (q, out, caches, T, H, hd, S, p0, rs, hs) for KV kv heads. */
+static void attn_launch(etch_kernel_context *ctx, attn_job *jb, int64_t KV, double scale) {
+    const int64_t H = jb->H, hd = jb->hd, T = jb->T;
     const int64_t G = H / KV;
     int64_t gc = ETCH_ATTN_MAX_ACC / hd;
     if (gc > ETCH_ATTN_MAX_GROUP)
@@ -291,14 +310,11 @@ static bool sdpa_fast_run(etch_kernel_context *ctx, attn_job *jb, etch_value *qa
         gc = G;
     jb->isa = attn_isa_active();
     jb->vec = etch_opt_vec_active();
-    jb->q = (const float *)q->data;
-    jb->out = (float *)out->data;
-    jb->T = T, jb->H = H, jb->hd = hd, jb->S = S, jb->G = G, jb->p0 = p0;
+    jb->G = G;
     jb->gc = gc, jb->ngc = (G + gc - 1) / gc;
     jb->scale = (float)scale;
     const int64_t nqb = (T + ETCH_ATTN_QBLOCK - 1) / ETCH_ATTN_QBLOCK;
     etch_kernel_parallel_for(ctx, nqb * KV * jb->ngc, 1, attn_items, jb);
-    return true;
 }
 
 static bool sdpa_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
@@ -360,4 +376,61 @@ static bool sdpa_q8_fast(etch_kernel_context *ctx, etch_value **args, size_t nar
 ETCH_OPT_KERNEL(sdpa_kv_q8_out) {
     if (!sdpa_q8_fast(ctx, args, nargs))
         etch_portable_sdpa_kv_q8_out(ctx, args, nargs);
+}
+
+/* ---- ExecuTorch's llama::custom_sdpa.out / sdpa_with_kv_cache.out --------------------------
+ * The portable kernels' checks (op_custom_sdpa.c), then the streaming softmax above over the
+ * caches [1, S_max, KV, hd] (key rows KV * hd floats apart) for the calls it takes: batch 1,
+ * causal, no mask, everything contiguous, hd <= ETCH_ATTN_MAX_HD; the rest runs the portable
+ * loop. */
+
+static bool contiguous4(const etch_tensor *t) {
+    int64_t st = 1;
+    for (int d = 3; d >= 0; d--) {
+        if (t->sizes[d] != 1 && t->strides[d] != st)
+            return false;
+        st *= t->sizes[d];
+    }
+    return true;
+}
+
+static void llama_attend(etch_kernel_context *ctx, const etch_llama_sdpa *a) {
+    const etch_tensor *q = a->q, *k = a->k, *v = a->v;
+    if (a->mask || !a->causal || q->sizes[0] != 1 || q->sizes[3] > ETCH_ATTN_MAX_HD ||
+        !contiguous4(q) || !contiguous4(k) || !contiguous4(v) || !contiguous4(a->out) ||
+        !a->out->data) {
+        etch_pk_llama_sdpa_run(a);
+        return;
+    }
+    attn_job jb;
+    memset(&jb, 0, sizeof jb);
+    const int64_t KV = k->sizes[2], hd = q->sizes[3];
+    jb.q = (const float *)q->data;
+    jb.k = (const float *)k->data;
+    jb.v = (const float *)v->data;
+    jb.out = (float *)a->out->data;
+    jb.T = q->sizes[1], jb.H = q->sizes[2], jb.hd = hd, jb.S = k->sizes[1], jb.p0 = a->start;
+    jb.rs = KV * hd, jb.hs = hd;
+    attn_launch(ctx, &jb, KV, a->scale);
+}
+
+ETCH_OPT_KERNEL(llama_custom_sdpa_out) {
+    if (!etch_pk_nargs(ctx, nargs, 9))
+        return;
+    etch_tensor *q = etch_pk_tensor(ctx, args[0], "query");
+    etch_tensor *k = q ? etch_pk_tensor(ctx, args[1], "key") : NULL;
+    etch_tensor *v = k ? etch_pk_tensor(ctx, args[2], "value") : NULL;
+    etch_tensor *out = v ? etch_pk_tensor(ctx, args[8], "out") : NULL;
+    int64_t sp = 0;
+    if (!out || !etch_pk_int(ctx, args[3], "start_pos", &sp))
+        return;
+    etch_llama_sdpa a;
+    if (etch_pk_llama_sdpa_prepare(ctx, &a, q, k, v, sp, args + 4, out) > 0)
+        llama_attend(ctx, &a);
+}
+
+ETCH_OPT_KERNEL(llama_sdpa_with_kv_cache_out) {
+    etch_llama_sdpa a;
+    if (etch_pk_llama_sdpa_kv_prepare(ctx, &a, args, nargs) > 0)
+        llama_attend(ctx, &a);
 }

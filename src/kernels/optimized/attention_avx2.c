@@ -13,24 +13,24 @@ static inline float hsum8(__m256 x) {
 /* Eight keys at a time share each load of q; their eight sums are reduced together (two
  * rounds of hadd and one cross-lane add); the tail of hd % 8 is scalar. */
 static void scores_avx2(float *s, const float *q, const float *k, int64_t n, int64_t hd,
-                        float scale) {
+                        int64_t rs, float scale) {
     const int64_t hv = hd & ~(int64_t)7;
     const __m256 vs = _mm256_set1_ps(scale);
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        const float *kr = k + j * hd;
+        const float *kr = k + j * rs;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
                a7 = a0;
         for (int64_t d = 0; d < hv; d += 8) {
             const __m256 qv = _mm256_loadu_ps(q + d);
             a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + d), a0);
-            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + hd + d), a1);
-            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 2 * hd + d), a2);
-            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 3 * hd + d), a3);
-            a4 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 4 * hd + d), a4);
-            a5 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 5 * hd + d), a5);
-            a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 6 * hd + d), a6);
-            a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 7 * hd + d), a7);
+            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + rs + d), a1);
+            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 2 * rs + d), a2);
+            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 3 * rs + d), a3);
+            a4 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 4 * rs + d), a4);
+            a5 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 5 * rs + d), a5);
+            a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 6 * rs + d), a6);
+            a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + 7 * rs + d), a7);
         }
         const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
         const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a4, a5), _mm256_hadd_ps(a6, a7));
@@ -41,13 +41,13 @@ static void scores_avx2(float *s, const float *q, const float *k, int64_t n, int
             _mm256_storeu_ps(t, r);
             for (int i = 0; i < 8; i++)
                 for (int64_t d = hv; d < hd; d++)
-                    t[i] += q[d] * kr[i * hd + d];
+                    t[i] += q[d] * kr[i * rs + d];
             r = _mm256_loadu_ps(t);
         }
         _mm256_storeu_ps(s + j, _mm256_mul_ps(r, vs));
     }
     for (; j < n; j++) {
-        const float *kr = k + j * hd;
+        const float *kr = k + j * rs;
         __m256 a = _mm256_setzero_ps();
         for (int64_t d = 0; d < hv; d += 8)
             a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(kr + d), a);
@@ -59,14 +59,15 @@ static void scores_avx2(float *s, const float *q, const float *k, int64_t n, int
 }
 
 /* acc kept in registers 32 floats at a time while the keys stream past. */
-static void accum_avx2(float *acc, const float *p, const float *v, int64_t n, int64_t hd) {
+static void accum_avx2(float *acc, const float *p, const float *v, int64_t n, int64_t hd,
+                       int64_t rs) {
     int64_t d = 0;
     for (; d + 32 <= hd; d += 32) {
         __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);
         __m256 a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);
         for (int64_t j = 0; j < n; j++) {
             const __m256 pj = _mm256_set1_ps(p[j]);
-            const float *vr = v + j * hd + d;
+            const float *vr = v + j * rs + d;
             a0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vr), a0);
             a1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vr + 8), a1);
             a2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vr + 16), a2);
@@ -81,8 +82,8 @@ static void accum_avx2(float *acc, const float *p, const float *v, int64_t n, in
         __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);
         for (int64_t j = 0; j < n; j++) {
             const __m256 pj = _mm256_set1_ps(p[j]);
-            a0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + j * hd + d), a0);
-            a1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + j * hd + d + 8), a1);
+            a0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + j * rs + d), a0);
+            a1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + j * rs + d + 8), a1);
         }
         _mm256_storeu_ps(acc + d, a0);
         _mm256_storeu_ps(acc + d + 8, a1);
@@ -90,13 +91,13 @@ static void accum_avx2(float *acc, const float *p, const float *v, int64_t n, in
     for (; d + 8 <= hd; d += 8) {
         __m256 a = _mm256_loadu_ps(acc + d);
         for (int64_t j = 0; j < n; j++)
-            a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + j * hd + d), a);
+            a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + j * rs + d), a);
         _mm256_storeu_ps(acc + d, a);
     }
     for (; d < hd; d++) {
         float a = acc[d];
         for (int64_t j = 0; j < n; j++)
-            a += p[j] * v[j * hd + d];
+            a += p[j] * v[j * rs + d];
         acc[d] = a;
     }
 }
@@ -104,12 +105,12 @@ static void accum_avx2(float *acc, const float *p, const float *v, int64_t n, in
 /* Two query rows over four keys at a time: each key load feeds both rows; the eight sums
  * (row 0's four keys, row 1's four) are reduced as in scores_avx2. */
 static void scores2_avx2(float *s0, float *s1, const float *q0, const float *q1,
-                         const float *k, int64_t n, int64_t hd, float scale) {
+                         const float *k, int64_t n, int64_t hd, int64_t rs, float scale) {
     const int64_t hv = hd & ~(int64_t)7;
     const __m256 vs = _mm256_set1_ps(scale);
     int64_t j = 0;
     for (; j + 4 <= n; j += 4) {
-        const float *kr = k + j * hd;
+        const float *kr = k + j * rs;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0,
                b3 = a0;
         for (int64_t d = 0; d < hv; d += 8) {
@@ -117,13 +118,13 @@ static void scores2_avx2(float *s0, float *s1, const float *q0, const float *q1,
             __m256 kv = _mm256_loadu_ps(kr + d);
             a0 = _mm256_fmadd_ps(x, kv, a0);
             b0 = _mm256_fmadd_ps(y, kv, b0);
-            kv = _mm256_loadu_ps(kr + hd + d);
+            kv = _mm256_loadu_ps(kr + rs + d);
             a1 = _mm256_fmadd_ps(x, kv, a1);
             b1 = _mm256_fmadd_ps(y, kv, b1);
-            kv = _mm256_loadu_ps(kr + 2 * hd + d);
+            kv = _mm256_loadu_ps(kr + 2 * rs + d);
             a2 = _mm256_fmadd_ps(x, kv, a2);
             b2 = _mm256_fmadd_ps(y, kv, b2);
-            kv = _mm256_loadu_ps(kr + 3 * hd + d);
+            kv = _mm256_loadu_ps(kr + 3 * rs + d);
             a3 = _mm256_fmadd_ps(x, kv, a3);
             b3 = _mm256_fmadd_ps(y, kv, b3);
         }
@@ -134,8 +135,8 @@ static void scores2_avx2(float *s0, float *s1, const float *q0, const float *q1,
                                           _mm256_permute2f128_ps(u0, u1, 0x31)));
         for (int i = 0; i < 4; i++) {
             for (int64_t d = hv; d < hd; d++) {
-                t[i] += q0[d] * kr[i * hd + d];
-                t[4 + i] += q1[d] * kr[i * hd + d];
+                t[i] += q0[d] * kr[i * rs + d];
+                t[4 + i] += q1[d] * kr[i * rs + d];
             }
         }
         const __m256 r = _mm256_mul_ps(_mm256_loadu_ps(t), vs);
@@ -143,14 +144,14 @@ static void scores2_avx2(float *s0, float *s1, const float *q0, const float *q1,
         _mm_storeu_ps(s1 + j, _mm256_extractf128_ps(r, 1));
     }
     if (j < n) {
-        scores_avx2(s0 + j, q0, k + j * hd, n - j, hd, scale);
-        scores_avx2(s1 + j, q1, k + j * hd, n - j, hd, scale);
+        scores_avx2(s0 + j, q0, k + j * rs, n - j, hd, rs, scale);
+        scores_avx2(s1 + j, q1, k + j * rs, n - j, hd, rs, scale);
     }
 }
 
 /* Two rows of accumulators, 32 columns at a time in registers: each value load feeds both. */
 static void accum2_avx2(float *acc0, float *acc1, const float *p0, const float *p1,
-                        const float *v, int64_t n, int64_t hd) {
+                        const float *v, int64_t n, int64_t hd, int64_t rs) {
     int64_t d = 0;
     for (; d + 32 <= hd; d += 32) {
         __m256 a0 = _mm256_loadu_ps(acc0 + d), a1 = _mm256_loadu_ps(acc0 + d + 8);
@@ -159,7 +160,7 @@ static void accum2_avx2(float *acc0, float *acc1, const float *p0, const float *
         __m256 b2 = _mm256_loadu_ps(acc1 + d + 16), b3 = _mm256_loadu_ps(acc1 + d + 24);
         for (int64_t j = 0; j < n; j++) {
             const __m256 x = _mm256_set1_ps(p0[j]), y = _mm256_set1_ps(p1[j]);
-            const float *vr = v + j * hd + d;
+            const float *vr = v + j * rs + d;
             __m256 w = _mm256_loadu_ps(vr);
             a0 = _mm256_fmadd_ps(x, w, a0);
             b0 = _mm256_fmadd_ps(y, w, b0);
@@ -185,7 +186,7 @@ static void accum2_avx2(float *acc0, float *acc1, const float *p0, const float *
     for (; d + 8 <= hd; d += 8) {
         __m256 a = _mm256_loadu_ps(acc0 + d), b = _mm256_loadu_ps(acc1 + d);
         for (int64_t j = 0; j < n; j++) {
-            const __m256 w = _mm256_loadu_ps(v + j * hd + d);
+            const __m256 w = _mm256_loadu_ps(v + j * rs + d);
             a = _mm256_fmadd_ps(_mm256_set1_ps(p0[j]), w, a);
             b = _mm256_fmadd_ps(_mm256_set1_ps(p1[j]), w, b);
         }
@@ -195,8 +196,8 @@ static void accum2_avx2(float *acc0, float *acc1, const float *p0, const float *
     for (; d < hd; d++) {
         float a = acc0[d], b = acc1[d];
         for (int64_t j = 0; j < n; j++) {
-            a += p0[j] * v[j * hd + d];
-            b += p1[j] * v[j * hd + d];
+            a += p0[j] * v[j * rs + d];
+            b += p1[j] * v[j * rs + d];
         }
         acc0[d] = a;
         acc1[d] = b;

@@ -5,11 +5,11 @@
 
 /* Four keys at a time share each load of q; the tail of hd % 4 is scalar. */
 static void scores_neon(float *s, const float *q, const float *k, int64_t n, int64_t hd,
-                        float scale) {
+                        int64_t rs, float scale) {
     const int64_t hv = hd & ~(int64_t)3;
     int64_t j = 0;
     for (; j + 4 <= n; j += 4) {
-        const float *k0 = k + j * hd, *k1 = k0 + hd, *k2 = k1 + hd, *k3 = k2 + hd;
+        const float *k0 = k + j * rs, *k1 = k0 + rs, *k2 = k1 + rs, *k3 = k2 + rs;
         float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
         for (int64_t d = 0; d < hv; d += 4) {
             const float32x4_t qv = vld1q_f32(q + d);
@@ -32,7 +32,7 @@ static void scores_neon(float *s, const float *q, const float *k, int64_t n, int
         s[j + 3] = r3 * scale;
     }
     for (; j < n; j++) {
-        const float *kr = k + j * hd;
+        const float *kr = k + j * rs;
         float32x4_t a = vdupq_n_f32(0.0f);
         for (int64_t d = 0; d < hv; d += 4)
             a = vfmaq_f32(a, vld1q_f32(q + d), vld1q_f32(kr + d));
@@ -43,13 +43,14 @@ static void scores_neon(float *s, const float *q, const float *k, int64_t n, int
     }
 }
 
-static void accum_neon(float *acc, const float *p, const float *v, int64_t n, int64_t hd) {
+static void accum_neon(float *acc, const float *p, const float *v, int64_t n, int64_t hd,
+                       int64_t rs) {
     int64_t d = 0;
     for (; d + 16 <= hd; d += 16) {
         float32x4_t a0 = vld1q_f32(acc + d), a1 = vld1q_f32(acc + d + 4);
         float32x4_t a2 = vld1q_f32(acc + d + 8), a3 = vld1q_f32(acc + d + 12);
         for (int64_t j = 0; j < n; j++) {
-            const float *vr = v + j * hd + d;
+            const float *vr = v + j * rs + d;
             a0 = vfmaq_n_f32(a0, vld1q_f32(vr), p[j]);
             a1 = vfmaq_n_f32(a1, vld1q_f32(vr + 4), p[j]);
             a2 = vfmaq_n_f32(a2, vld1q_f32(vr + 8), p[j]);
@@ -63,13 +64,13 @@ static void accum_neon(float *acc, const float *p, const float *v, int64_t n, in
     for (; d + 4 <= hd; d += 4) {
         float32x4_t a = vld1q_f32(acc + d);
         for (int64_t j = 0; j < n; j++)
-            a = vfmaq_n_f32(a, vld1q_f32(v + j * hd + d), p[j]);
+            a = vfmaq_n_f32(a, vld1q_f32(v + j * rs + d), p[j]);
         vst1q_f32(acc + d, a);
     }
     for (; d < hd; d++) {
         float a = acc[d];
         for (int64_t j = 0; j < n; j++)
-            a += p[j] * v[j * hd + d];
+            a += p[j] * v[j * rs + d];
         acc[d] = a;
     }
 }

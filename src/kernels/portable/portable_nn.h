@@ -132,6 +132,32 @@ bool etch_pk_sdpa_q8_check_params(etch_kernel_context *ctx, const etch_tensor *c
                                   const etch_tensor *s, const etch_tensor *z, const char *which,
                                   int64_t n);
 ETCH_PK_KERNEL(log_softmax_out);
+/* ExecuTorch's LLM operators (namespace llama): op_update_cache.c, op_custom_sdpa.c */
+ETCH_PK_KERNEL(llama_update_cache_out);
+ETCH_PK_KERNEL(llama_custom_sdpa_out);
+ETCH_PK_KERNEL(llama_sdpa_with_kv_cache_out);
+/* value [B, S, H, D] into cache [B, S_max, H, D] at start_pos, after every check (false:
+ * failed, recorded, nothing written). */
+bool etch_pk_update_cache(etch_kernel_context *ctx, const etch_tensor *value, const char *vname,
+                          etch_tensor *cache, const char *cname, int64_t start_pos);
+/* A checked custom_sdpa call (op_custom_sdpa.c). */
+typedef struct etch_llama_sdpa {
+    const etch_tensor *q, *k, *v, *mask; /* mask NULL: none */
+    etch_tensor *out;
+    int64_t start;
+    bool causal;
+    double scale;
+} etch_llama_sdpa;
+/* Checks q, k, v, start_pos, opt[0..3] (attn_mask, drpout_p, is_causal, scale) and out,
+ * resizes out: -1 failed (recorded), 0 nothing to compute, 1 compute (a filled). */
+int etch_pk_llama_sdpa_prepare(etch_kernel_context *ctx, etch_llama_sdpa *a, etch_tensor *q,
+                               etch_tensor *k, etch_tensor *v, int64_t start_pos,
+                               etch_value **opt, etch_tensor *out);
+void etch_pk_llama_sdpa_run(const etch_llama_sdpa *a);
+/* sdpa_with_kv_cache's checks, then both cache writes (nothing written when a check fails):
+ * -1 failed, 0 nothing more to compute, 1 attend (a filled). */
+int etch_pk_llama_sdpa_kv_prepare(etch_kernel_context *ctx, etch_llama_sdpa *a,
+                                  etch_value **args, size_t nargs);
 /* reductions */
 ETCH_PK_KERNEL(mean_out);
 ETCH_PK_KERNEL(mean_dtype_out);
