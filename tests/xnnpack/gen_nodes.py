@@ -478,6 +478,19 @@ def build_quant_cases():
         g.node("FullyConnected", {0: U(src), 1: U(wv), 2: U(bv), 3: U(o)})
         case(name, g, [xin], tol=2e-3 if dyn else 1e-4)
 
+    # the 2023 form of dynamic quantization: an fp32 input with dq_datatype qint8 read by
+    # the FC as its per-token quantization (ExecuTorch's runtime adds the Convert)
+    g = G()
+    xin = rnd(3, 64)
+    a = g.value(xin.shape, flags=INPUT, ext=0, dq=QINT8)
+    w = rng.randint(-8, 8, size=(10, 64))
+    packed = ((w[:, 0::2] + 8) | ((w[:, 1::2] + 8) << 4)).astype(np.uint8)
+    sc = (rng.rand(10) * 0.05 + 0.01).astype(np.float32)
+    wv = g.value([10, 64], dtype=QCINT4, const=packed.tobytes(), q=("channel", list(sc), 0))
+    o = g.value([3, 10], flags=OUTPUT, ext=1)
+    g.node("FullyConnected", {0: U(a), 1: U(wv), 2: U(0xffffffff), 3: U(o)})
+    case("q_dq_datatype_input", g, [xin], tol=2e-3)
+
     # weight-only int4, blockwise (4w)
     g = G()
     xin = rnd(3, 64)

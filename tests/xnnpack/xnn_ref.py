@@ -72,6 +72,7 @@ class Graph:
             v.ext = tv.scalar(4, "I", 0xffffffff)
             v.flags = tv.scalar(5, "I")
             vid = tv.scalar(6, "I")
+            v.dq = tv.scalar(7, "h", 0) if kind == 1 else 0
             if kind == 2:
                 qt, qp = u.scalar(1, "B"), u.table(2)
                 if qt == 2:
@@ -185,6 +186,10 @@ class Graph:
                 env[vid] = self.const_tensor(v)
         for vid, x in zip(self.inputs, inputs):
             env[vid] = self.dequant(self.values[vid], torch.as_tensor(x))
+            if self.values[vid].dq == QINT8:  # readers see it quantized per token
+                tok = Value()
+                tok.dtype, tok.q = QDINT8, ("token", 1)
+                env[vid] = self.quant_out(tok, env[vid])
         for kind, t, lo, hi in self.nodes:
             out_id, y = self.node(kind, t, env)
             if lo > -math.inf or hi < math.inf:

@@ -14,7 +14,7 @@ enum { G_VERSION = 0, G_XNODES, G_XVALUES, G_NUM_EXTERNS, G_INPUT_IDS, G_OUTPUT_
 enum { XNODE_TYPE = 0, XNODE_UNION, XNODE_DEBUG, XNODE_MINMAX };
 enum { XVALUE_TYPE = 0, XVALUE_UNION };
 enum { TV_DATATYPE = 0, TV_NUM_DIMS, TV_DIMS, TV_CONSTANT_IDX, TV_EXTERNAL_ID, TV_FLAGS,
-       TV_ID_OUT };
+       TV_ID_OUT, TV_DQ_DATATYPE };
 enum { QTV_TENSOR = 0, QTV_PARAMS_TYPE, QTV_PARAMS };
 enum { CDO_OFFSET = 0, CDO_SIZE, CDO_NAMED_KEY };
 
@@ -88,6 +88,11 @@ typedef struct reader {
     uint64_t const_off, const_size; /* the constant data section, in blob bytes */
     uint32_t *id_map;               /* id_out -> value index */
     uint32_t nids;
+    /* dq_datatype (the 2023 dynamic-quantization form): an fp32 external input whose readers
+     * see its per-token int8 quantization; dq[value] is that internal qdint8 value
+     * (XNN_INVALID_ID: none), made by a Convert node placed first (ndq of them) */
+    uint32_t *dq;
+    uint32_t ndq;
     const etch_backend_init_context *ctx;
     xnn_alloc *a;
 } reader;
@@ -303,16 +308,29 @@ static etch_status read_values(reader *r, xnn_graph *g) {
         FB_OK(&r->fb, "xvalues");
         return BAD("graph has no xvalues");
     }
-    g->nvalues = xv.len;
     xnn_alloc *a = r->a;
-    g->values = (xnn_value *)xnn_alloc_zeroed(a, sizeof(xnn_value) * (xv.len ? xv.len : 1), 16);
+    uint32_t ndq = 0;
+    for (uint32_t i = 0; i < xv.len; i++) {
+        fb_table x, u, tv;
+        fb_vec_table(&xv, i, &x);
+        if (fb_u(&x, XVALUE_TYPE, 1, 0) == 1 && fb_table_field(&x, XVALUE_UNION, &u)) {
+            tv = u;
+            if (fb_i(&tv, TV_DQ_DATATYPE, 2, 0) != XDT_INVALID)
+                ndq++;
+        }
+    }
+    FB_OK(&r->fb, "xvalues");
+    g->nvalues = xv.len + ndq;
+    g->values =
+        (xnn_value *)xnn_alloc_zeroed(a, sizeof(xnn_value) * (g->nvalues ? g->nvalues : 1), 16);
     r->id_map = (uint32_t *)xnn_alloc_bytes(a, sizeof(uint32_t) * (xv.len ? xv.len : 1), 4);
+    r->dq = (uint32_t *)xnn_alloc_bytes(a, sizeof(uint32_t) * (xv.len ? xv.len : 1), 4);
     r->nids = xv.len;
-    if (!g->values || !r->id_map)
+    if (!g->values || !r->id_map || !r->dq)
         return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED,
                         "XnnpackBackend: method pool too small for %u values", xv.len);
     for (uint32_t i = 0; i < xv.len; i++)
-        r->id_map[i] = XNN_INVALID_ID;
+        r->id_map[i] = r->dq[i] = XNN_INVALID_ID;
     for (uint32_t i = 0; i < xv.len; i++) {
         xnn_value *v = &g->values[i];
         fb_table x, u, tv;
@@ -340,6 +358,7 @@ static etch_status read_values(reader *r, xnn_graph *g) {
         v->external_id = (uint32_t)fb_u(&tv, TV_EXTERNAL_ID, 4, XNN_INVALID_ID);
         v->flags = (uint32_t)fb_u(&tv, TV_FLAGS, 4, 0);
         uint32_t id = (uint32_t)fb_u(&tv, TV_ID_OUT, 4, 0);
+        int dq_dtype = type == 1 ? (int)fb_i(&tv, TV_DQ_DATATYPE, 2, 0) : XDT_INVALID;
         FB_OK(&r->fb, "tensor value");
         if (v->dtype <= XDT_INVALID || v->dtype > XDT_QBINT4)
             return etch_err(ETCH_ERR_NOT_SUPPORTED,
@@ -398,6 +417,30 @@ static etch_status read_values(reader *r, xnn_graph *g) {
             if (st)
                 return st;
         }
+        if (dq_dtype != XDT_INVALID) { /* as ExecuTorch's runtime defines it */
+            if (dq_dtype != XDT_QINT8)
+                return etch_err(ETCH_ERR_NOT_SUPPORTED, "XnnpackBackend payload: value %u: "
+                                "dynamic quantization to %s (only qint8 is)", i,
+                                xnn_datatype_name(dq_dtype));
+            if (!(v->flags & XNN_FLAG_EXTERNAL_INPUT) || cidx != 0 ||
+                (v->dtype != XDT_FP32 && v->dtype != XDT_FP16) || rank < 1)
+                return BAD("value %u: dynamic quantization of anything but a float external "
+                           "input", i);
+            if (ndq == r->ndq)
+                return BAD("value %u: more dynamically quantized values than counted", i);
+            uint32_t j = xv.len + r->ndq++;
+            xnn_value *d = &g->values[j];
+            d->dtype = XDT_QDINT8;
+            d->rank = rank;
+            memcpy(d->bound, v->bound, sizeof d->bound);
+            memcpy(d->dims, v->dims, sizeof d->dims);
+            d->external_id = XNN_INVALID_ID;
+            d->q.kind = XQ_PER_TOKEN;
+            d->q.num_nonbatch_dims = 1;
+            d->offset = -1;
+            d->producer = d->last_use = d->alias_of = -1;
+            r->dq[i] = j;
+        }
     }
     return ETCH_OK;
 }
@@ -407,6 +450,8 @@ static etch_status map_id(reader *r, uint32_t node, const char *what, uint32_t i
     if (id >= r->nids || r->id_map[id] == XNN_INVALID_ID)
         return BAD("node %u: %s id %u names no value", node, what, id);
     *out = r->id_map[id];
+    if (strcmp(what, "output") != 0 && r->dq[*out] != XNN_INVALID_ID)
+        *out = r->dq[*out]; /* readers of a dq_datatype input see its quantization */
     return ETCH_OK;
 }
 
@@ -763,7 +808,8 @@ etch_status xnn_graph_load(const uint8_t *blob, size_t size, const etch_backend_
     fb_vec xn;
     if (!fb_vec_field(&r.root, G_XNODES, 4, 4, &xn))
         FB_OK(&r.fb, "xnodes");
-    g->nnodes = xn.pos ? xn.len : 0;
+    const uint32_t npayload = xn.pos ? xn.len : 0;
+    g->nnodes = npayload + r.ndq;
     g->nodes = (xnn_node *)xnn_alloc_zeroed(a, sizeof(xnn_node) * (g->nnodes ? g->nnodes : 1), 16);
     if ((st = read_externals(&r, g, G_INPUT_IDS, true)) ||
         (st = read_externals(&r, g, G_OUTPUT_IDS, false)))
@@ -771,10 +817,23 @@ etch_status xnn_graph_load(const uint8_t *blob, size_t size, const etch_backend_
     uint32_t *order = (uint32_t *)xnn_alloc_bytes(a, sizeof(uint32_t) * (g->nvalues + 1), 4);
     if (!g->nodes || !order)
         return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "XnnpackBackend: pool too small");
-    for (uint32_t i = 0; i < g->nnodes; i++) {
+    /* the Convert nodes of dq_datatype inputs first, numbered after the payload's nodes */
+    for (uint32_t i = 0, k = 0; i < r.nids && k < r.ndq; i++) {
+        if (r.dq[i] == XNN_INVALID_ID)
+            continue;
+        xnn_node *n = &g->nodes[k];
+        n->kind = XN_CONVERT;
+        n->index = npayload + k++;
+        n->in[0] = i;
+        n->out[0] = r.dq[i];
+        n->nin = n->nout = 1;
+        n->out_min = -INFINITY;
+        n->out_max = INFINITY;
+    }
+    for (uint32_t i = 0; i < npayload; i++) {
         fb_table x;
         fb_vec_table(&xn, i, &x);
-        if ((st = read_node(&r, i, &x, &g->nodes[i])))
+        if ((st = read_node(&r, i, &x, &g->nodes[r.ndq + i])))
             return st;
     }
     if ((st = check_order(g)))

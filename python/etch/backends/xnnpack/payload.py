@@ -54,10 +54,13 @@ class XnnGraph:
         self._const_index: Dict[bytes, int] = {}
 
     def value(self, dims: Sequence[int], dtype: int = FP32, flags: int = 0,
-              ext: Optional[int] = None, const: Optional[bytes] = None, q=None) -> int:
+              ext: Optional[int] = None, const: Optional[bytes] = None, q=None,
+              dq: int = 0) -> int:
         """A value; returns its id.  ``const``: its bytes (identical bytes are stored once);
         ``q``: quantization, ("tensor", scale, zero_point) | ("channel", scales, axis) |
-        ("token", num_nonbatch_dims) | ("block", scales, axis, block_size) (bf16 scales)."""
+        ("token", num_nonbatch_dims) | ("block", scales, axis, block_size) (bf16 scales);
+        ``dq``: the dq_datatype of a float external input its readers see quantized per token
+        (QINT8; the form ExecuTorch wrote before the Convert-to-qdint8 node, 2023)."""
         cidx = 0
         if const is not None:
             data = bytes(const)
@@ -68,7 +71,7 @@ class XnnGraph:
         vid = len(self.values)
         self.values.append(dict(dims=[int(d) for d in dims], dtype=dtype, flags=flags,
                                 ext=NO_VALUE if ext is None else int(ext), cidx=cidx, id=vid,
-                                q=q))
+                                q=q, dq=int(dq)))
         return vid
 
     def node(self, kind: str, fields: Dict[int, Tuple[str, object]],
@@ -132,6 +135,7 @@ class XnnGraph:
             b.add_scalar(4, "I", v["ext"], default=None)
             b.add_scalar(5, "I", v["flags"], default=0)
             b.add_scalar(6, "I", v["id"], default=0)
+            b.add_scalar(7, "h", v.get("dq", 0), default=0)
             tv = b.end_table()
             if v["q"] is None:
                 kind, u = 1, tv                      # XValueUnion.XNNTensorValue
