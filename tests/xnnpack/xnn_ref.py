@@ -44,6 +44,7 @@ class Value:
         self.flags = 0
         self.ext = 0xffffffff
         self.q = None  # ("tensor", s, zp) | ("channel", scales, dim) | ("token", n) | ("block", ...)
+        self.dq = 0  # dq_datatype (the 2023 dynamic-quantization form)
 
 
 class Graph:
