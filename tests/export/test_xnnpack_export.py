@@ -195,6 +195,24 @@ class Lowerings(unittest.TestCase):
         got = etch.runtime.load(program).forward(x, i)
         self.assertLessEqual(rel_err(got, m(x, i)), TOL)
 
+    def test_dynamic_rows(self):
+        # a dynamic dim: the payload holds the bounds, the backend re-infers the rest
+        m = Lambda(lambda s, x: torch.softmax(s.b(torch.relu(s.a(x)) * 0.5 + 1.0), -1),
+                   a=nn.Linear(12, 20), b=nn.Linear(20, 7)).eval()
+        x = rnd(1, 9, 12)
+        program = etch.export(m, (x,), dynamic_shapes=[{1: 9}], backend="xnnpack")
+        self.assertTrue(delegates(program), "nothing was delegated")
+        # what stays outside: the dynamic dim's size and a view by it, no arithmetic
+        left = set(program.method("forward").op_calls)
+        self.assertLessEqual(left, {"aten::sym_size.int", "executorch_prim::et_view.default"})
+        rt = etch.runtime.load(program)
+        for rows in (9, 4, 1):
+            with torch.no_grad():
+                ref = m(x[:, :rows])
+            got = rt.forward(x[:, :rows].contiguous())
+            self.assertEqual(tuple(got.shape), tuple(ref.shape))
+            self.assertLessEqual(rel_err(got, ref), TOL, "%d rows" % rows)
+
     def test_bad_arguments(self):
         m, x = nn.ReLU(), rnd(2, 2)
         with self.assertRaisesRegex(ValueError, "backend 'npu'"):

@@ -19,7 +19,12 @@ llama::update_cache + llama::custom_sdpa) generate what the default export gener
   get_max_context_len) runs through ``etch llm`` with the same text;
 * torch.ops.llama.* run eagerly (CPU against torch's own attention, .out, Meta shapes, bad
   arguments raise);
-* executorch_llm_ops with fused_attention or an int8 KV cache is refused.
+* executorch_llm_ops with fused_attention or an int8 KV cache is refused;
+* stories260K exported with ``--executorch-llm-ops --backend xnnpack`` (what XNNPACK computes
+  lowered to XnnpackBackend payloads, dynamic prefill lengths included; attention and the KV
+  cache as llama:: operators between them, as ExecuTorch's llama export with -X writes it)
+  generates the same text through the backend on 1 and 3 threads, and keeps to ExecuTorch's
+  namespaces.
 
 Under the sanitizer build (LLMA_NO_BINDING=1) the comparisons through the Python binding are
 skipped and everything else runs, exporting without the operator check.
@@ -61,12 +66,15 @@ class ExecuTorchOpsTest(unittest.TestCase):
         OUT.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
         cls.stories = {}
-        for et in (False, True):
-            path = OUT / ("stories260K%s.pte" % ("_etops" if et else "_plain"))
+        for et in (False, True, "xnnpack"):
+            path = OUT / ("stories260K%s.pte" % {False: "_plain", True: "_etops",
+                                                  "xnnpack": "_etops_xnn"}[et])
             cmd = [sys.executable, "-m", "etch.llm", "export", "--checkpoint",
                    str(FIXTURES / "stories260K.bin"), "-o", str(path)]
             if et:
                 cmd.append("--executorch-llm-ops")
+            if et == "xnnpack":
+                cmd += ["--backend", "xnnpack"]
             if NO_BINDING:
                 cmd.append("--no-check")
             p = subprocess.run(cmd, env=env, capture_output=True, timeout=900)
@@ -95,6 +103,7 @@ class ExecuTorchOpsTest(unittest.TestCase):
             texts[et] = out
         self.assertEqual(texts[True], texts[False])
         self.assertEqual(texts[True], want)
+        self.assertEqual(texts["xnnpack"], want)
 
     def test_stories_prompt_threads_kernels(self):
         args = ["--prompt", "Tim had a red ball. He liked to", "--temperature", "0",
@@ -106,6 +115,26 @@ class ExecuTorchOpsTest(unittest.TestCase):
             rc, out, err = llm(self.stories[True], *args, *extra)
             self.assertEqual(rc, 0, err)
             self.assertEqual(out, want, " ".join(extra))
+
+    def test_stories_xnnpack(self):
+        ops, info = file_operators(self.stories["xnnpack"])
+        bad = [n for n in ops if n.split("::", 1)[0] not in EXECUTORCH_NAMESPACES]
+        self.assertEqual(bad, [], "operators outside ExecuTorch's namespaces")
+        fwd = [m for m in info["methods"] if m["name"] == "forward"][0]
+        delegates = fwd["delegates"]
+        self.assertGreaterEqual(len(delegates), 5)   # at least the linears of every layer
+        self.assertTrue(all(d["id"] == "XnnpackBackend" and d["available"] for d in delegates))
+        self.assertEqual(ops.get("llama::custom_sdpa.out"), 5)
+        for op in ("aten::mm.out", "aten::addmm.out"):   # every linear went to the backend
+            self.assertNotIn(op, ops)
+        args = ["--prompt", "Tim had a red ball. He liked to", "--temperature", "0",
+                "--max-new-tokens", "120"]
+        rc, want, err = llm(self.stories[False], *args)
+        self.assertEqual(rc, 0, err)
+        for threads in ("1", "3"):
+            rc, out, err = llm(self.stories["xnnpack"], *args, "--cpu-threads", threads)
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(out, want, "%s threads" % threads)
 
     def test_stories_file(self):
         ops, info = file_operators(self.stories[True])

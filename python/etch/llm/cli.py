@@ -3,7 +3,7 @@
     python3 -m etch.llm export (--checkpoint PATH | --hf DIR) [--max-seq-len N] [--bos-id 1]
                                [--eos-ids 1,2] [--no-check] [--summary]
                                [--fused-attention | --executorch-llm-ops]
-                               [--no-chat-template]
+                               [--backend xnnpack] [--no-chat-template]
                                [--quantize 4w|8da4w|8w|int8-dynamic] [--group-size G]
                                [--asymmetric] [--pad-groups] [--quantize-output SCHEME]
                                [--embedding-quantize BITS[,GROUP]] [--kv-cache int8]
@@ -83,6 +83,10 @@ def _parser() -> argparse.ArgumentParser:
                         "loads in etch and in ExecuTorch runtimes that link its custom ops "
                         "library (extension/llm/custom_ops); not with --fused-attention or "
                         "--kv-cache int8")
+    e.add_argument("--backend", choices=["xnnpack"], default=None,
+                   help="lower what XNNPACK computes (the float linears, norms, rotary "
+                        "arithmetic) to XnnpackBackend payloads, as ExecuTorch's llama export "
+                        "with -X does; attention and the KV cache stay operators")
     e.add_argument("--quantize", metavar="SCHEME", default=None,
                    help="quantize the linear layers: 4w (int4 weights, group-wise), 8da4w "
                         "(int4 weights + int8 dynamic per-token activations), 8w (int8 "
@@ -166,7 +170,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                            symmetric=not args.asymmetric, pad_groups=args.pad_groups,
                            embedding_quantize=args.embedding_quantize,
                            kv_cache=args.kv_cache, output_quantize=args.quantize_output,
-                           executorch_llm_ops=args.executorch_llm_ops)
+                           executorch_llm_ops=args.executorch_llm_ops,
+                           backend=args.backend)
     except (OSError, ValueError, RuntimeError) as e:   # no libetch, operator check, ...
         print("error: %s" % e, file=sys.stderr)
         return 1

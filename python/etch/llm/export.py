@@ -147,7 +147,8 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
                  symmetric: bool = True, embedding_quantize=None,
                  pad_groups: bool = False, kv_cache: str = "float32",
                  output_quantize: str = "auto",
-                 executorch_llm_ops: bool = False) -> LlamaExport:
+                 executorch_llm_ops: bool = False,
+                 backend: Optional[str] = None) -> LlamaExport:
     """Export `model` (its KV cache sized by ``model.args.max_seq_len``).
 
     The default ``eos_ids`` suit llama2.c's TinyStories models: 2 is the tokenizer's EOS, and
@@ -216,7 +217,8 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
                                 embedding_quantize, pad_groups, output_quantize)
         program = export(target, (tokens, start), dynamic_shapes=[{1: S_}, None],
                          check_ops=check_ops, progress=progress,
-                         allow_etch_ops=bool(fused_attention), graph_passes=passes)
+                         allow_etch_ops=bool(fused_attention), graph_passes=passes,
+                         backend=backend)
     finally:
         model.set_executorch_llm_ops(was_et)
         model.set_kv_cache(was_kv)

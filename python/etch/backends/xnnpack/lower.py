@@ -84,6 +84,24 @@ def _is_f32_static(spec) -> bool:
             and not spec.is_dynamic)
 
 
+def _is_f32(spec) -> bool:
+    """float32 with at most one dynamic dim (a payload shape of upper bounds that the backend
+    re-infers at run time; a reshape names the dynamic dim 0, "inferred")."""
+    return (spec is not None and hasattr(spec, "dtype") and spec.dtype == torch.float32
+            and len(spec.dynamic) <= 1)
+
+
+def _dynamic_dims(eg, n, i=0) -> Tuple[int, ...]:
+    s = _spec(eg, n, i)
+    return tuple(s.dynamic) if s is not None and hasattr(s, "dynamic") else ()
+
+
+def _new_shape(eg, n, i=0) -> List[int]:
+    """n's shape as a StaticReshape names it: its dynamic dim 0 (inferred from the input)."""
+    dyn = _dynamic_dims(eg, n, i)
+    return [0 if d in dyn else int(s) for d, s in enumerate(_shape(eg, n, i))]
+
+
 def _shape(eg, n, i=0) -> Tuple[int, ...]:
     return tuple(int(d) for d in _spec(eg, n, i).shape)
 
@@ -154,11 +172,17 @@ def supported(eg, n: torch.fx.Node) -> bool:
                 and supported(eg, src))
     outs = eg.spec(n)
     outs = list(outs[:1]) if t is aten.max_pool2d_with_indices.default else [outs]
-    if not all(_is_f32_static(s) for s in outs):
-        return False
-    if not all(_is_f32_static(eg.spec(x)) for x in _tensor_args(n)):
-        return False
+    specs = outs + [eg.spec(x) for x in _tensor_args(n)]
+    if not all(_is_f32_static(s) for s in specs):
+        # dynamic shapes only where the node's result shape follows from its inputs' at run
+        # time (the payload holds the upper bounds)
+        if t not in _DYNAMIC_OK or not all(_is_f32(s) for s in specs):
+            return False
     a = bind_args(n) if t is not _ops.alias else {}
+    if t in (aten.addmm.default, aten.mm.default, aten.linear.default, aten._softmax.default):
+        x = a.get("mat1", a.get("self", a.get("input")))
+        if isinstance(x, torch.fx.Node) and (len(_shape(eg, x)) - 1) in _dynamic_dims(eg, x):
+            return False       # the reduced (last) dim must be static
     if t in _UNARY or t in _BINARY:
         return t not in (aten.add.Tensor, aten.sub.Tensor) or a.get("alpha", 1) == 1
     if t in _BINARY_SCALAR:
@@ -221,6 +245,12 @@ def supported(eg, n: torch.fx.Node) -> bool:
                    for s, i, o in zip(scales, ins[2:], shape[2:]))
     return False
 
+
+# kinds whose output shape XNNPACK derives from the inputs' (so they may be dynamic)
+_DYNAMIC_OK = frozenset(list(_UNARY) + list(_BINARY) + list(_BINARY_SCALAR) + list(_CLAMPS) + [
+    aten.gelu.default, aten.leaky_relu.default, aten.elu.default, aten._softmax.default,
+    aten.pow.Tensor_Scalar, aten.addmm.default, aten.mm.default, aten.linear.default,
+    aten.bmm.default, aten.permute_copy.default, _ops.alias])
 
 # ---- lowering ------------------------------------------------------------------------------
 
@@ -362,7 +392,8 @@ class Lowering:
                           [src])
                 return
             src = self.transpose(src, TO_NCHW, v.nchw4)
-        self.emit("StaticReshape", {0: U(len(shape)), 1: V(shape), 2: U(src), 3: U(o)}, o, [src])
+        dims = _new_shape(self.eg, n, i)
+        self.emit("StaticReshape", {0: U(len(dims)), 1: V(dims), 2: U(src), 3: U(o)}, o, [src])
 
     # ---- nodes ----
 
@@ -592,7 +623,9 @@ class Lowering:
                 self.vals[self.key(n)] = v            # the same NHWC bytes
                 return
         xv = self.logical(x)
-        self.reshape(xv, list(shape), n)
+        o = self.new(list(shape), n)
+        dims = _new_shape(self.eg, n)
+        self.emit("StaticReshape", {0: U(len(dims)), 1: V(dims), 2: U(xv), 3: U(o)}, o, [xv])
 
     def permute(self, n, perm) -> None:
         x = n.args[0]
