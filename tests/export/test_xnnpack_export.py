@@ -213,6 +213,38 @@ class Lowerings(unittest.TestCase):
             self.assertEqual(tuple(got.shape), tuple(ref.shape))
             self.assertLessEqual(rel_err(got, ref), TOL, "%d rows" % rows)
 
+    def test_quantized_linears(self):
+        # etch.quantize's linears lower to XNNPACK's quantized nodes (qfuse.py): the payload
+        # holds the packed weights (no float copy), the backend runs etch's integer kernels
+        torch.manual_seed(11)
+        m = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 16, bias=False)).eval()
+        x = rnd(1, 6, 64)
+        float_bytes = 4 * sum(p.numel() for p in m.parameters())
+        for scheme, kw in (("8da4w", {"group_size": 32}), ("4w", {"group_size": 64}),
+                           ("8w", {}), ("int8-dynamic", {})):
+            with self.subTest(scheme=scheme):
+                q = etch.quantize(m, (x,), scheme, **kw)
+                plain = etch.export(q, (x,))
+                program = etch.export(q, (x,), backend="xnnpack", fallback=True)
+                self.assertEqual(dict(program.method("forward").op_calls), {})
+                self.assertTrue(delegates(program))
+                payload = sum(size for _, size, _ in delegates(program))
+                self.assertLess(payload, float_bytes / 2, "weights stored as floats?")
+                with torch.no_grad():
+                    ref = q(x)
+                want = etch.runtime.load(plain).forward(x)
+                outs = [etch.runtime.load(program, num_threads=t).forward(x) for t in (1, 2)]
+                self.assertTrue(torch.equal(outs[0], outs[1]), "1 and 2 threads differ")
+                self.assertLessEqual(float((outs[0] - want).abs().max()), 1e-5,
+                                     "backend vs the CPU path's kernels")
+                self.assertLessEqual(rel_err(outs[0], ref), 1e-4, "backend vs eager")
+                with tempfile.TemporaryDirectory() as d:
+                    pte = os.path.join(d, "m.pte")
+                    program.save(pte)
+                    ind = xnn_ref.run_program(pte, [x.numpy()])[0]
+                self.assertLessEqual(rel_err(torch.from_numpy(ind), ref), 2e-2,
+                                     "reference interpreter")
+
     def test_bad_arguments(self):
         m, x = nn.ReLU(), rnd(2, 2)
         with self.assertRaisesRegex(ValueError, "backend 'npu'"):

@@ -18,6 +18,7 @@
 #include "kernels/optimized/nchwc.h"
 #include "kernels/optimized/opt_eltwise.h"
 #include "kernels/optimized/opt_gemm.h"
+#include "kernels/optimized/quant.h"
 #include "kernels/portable/portable.h"
 #include "runtime/context.h"
 #include "runtime/error.h"
@@ -162,24 +163,6 @@ static inline int32_t q_round(float x, float inv_scale, int32_t zp, int32_t lo, 
 }
 
 /* Per-token parameters as choose_qparams_per_token_asymmetric (int8, range including 0). */
-static void token_params(const float *x, int64_t n, float *scale, int32_t *zp) {
-    float lo = 0.0f, hi = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        if (x[i] < lo) lo = x[i];
-        if (x[i] > hi) hi = x[i];
-    }
-    float s = (hi - lo) / 255.0f;
-    if (!(s > 1.1920929e-07f))
-        s = 1.1920929e-07f; /* torch.finfo(float32).eps */
-    float dmin = lo / s, dmax = hi / s;
-    float zmin_err = -128.0f + dmin, zmax_err = 127.0f + dmax;
-    float z = (zmin_err + zmax_err > 0) ? -128.0f - dmin : 127.0f - dmax;
-    z = nearbyintf(z);
-    if (z < -128.0f) z = -128.0f;
-    if (z > 127.0f) z = 127.0f;
-    *scale = s;
-    *zp = (int32_t)z;
-}
 
 /* float32 src (v's current shape) into v's bytes. */
 static void from_float(xnn_value *v, const float *src, void *dst) {
@@ -219,14 +202,13 @@ static void from_float(xnn_value *v, const float *src, void *dst) {
         }
         return;
     }
-    case XDT_QDINT8: {
+    case XDT_QDINT8: { /* per row: ExecuTorch's choose_qparams_per_token_asymmetric and
+                          quantize_per_token, as etch's CPU path computes them */
         int64_t row = token_row(v), rows = row ? n / row : 0;
-        for (int64_t r = 0; r < rows; r++) {
-            token_params(src + r * row, row, &v->row_scale[r], &v->row_zp[r]);
-            float inv = 1.0f / v->row_scale[r];
-            for (int64_t i = 0; i < row; i++)
-                ((int8_t *)dst)[r * row + i] =
-                    (int8_t)q_round(src[r * row + i], inv, v->row_zp[r], -128, 127);
+        if (rows > 0 && row > 0) {
+            etch_q8_choose_qparams_per_token(src, rows, row, row, v->row_scale, v->row_zp);
+            etch_q8_quantize_per_token(src, rows, row, row, v->row_scale, v->row_zp,
+                                       (int8_t *)dst, row);
         }
         return;
     }

@@ -182,7 +182,10 @@ def _arg_nodes(n) -> List[torch.fx.Node]:
 
 def partition(eg) -> int:
     """Lower every run of supported nodes of `eg` to an XnnpackBackend delegate node;
-    returns the number of delegates made."""
+    returns the number of delegates made.  Quantized linears (8da4w, 4w, 8w, int8-dynamic)
+    are fused first (:mod:`.qfuse`), so that they lower to XNNPACK's quantized nodes."""
+    from .qfuse import fuse
+    fuse(eg)
     made = 0
     for run in _runs(eg):
         _lower_run(eg, run)

@@ -1,4 +1,5 @@
-"""Lowering of graph nodes to XNNGraph nodes (float32, static shapes).
+"""Lowering of graph nodes to XNNGraph nodes (float32 values; quantized linears through the
+nodes of :mod:`.qfuse`; static shapes, or one dynamic dim where XNNPACK re-infers it).
 
 XNNPACK computes convolutions, pooling and resizing in NHWC; a program's tensors are NCHW.
 Each lowered value therefore has a physical layout: *logical* (the tensor as PyTorch has it) or
@@ -24,7 +25,9 @@ import torch.fx
 
 from ... import ops as _ops
 from ...passes._util import bind_args
-from .payload import EXTERNAL_INPUT, EXTERNAL_OUTPUT, NO_VALUE, XnnGraph
+from .payload import (EXTERNAL_INPUT, EXTERNAL_OUTPUT, NO_VALUE, QBINT4, QCINT8, QDINT8,
+                      XnnGraph)
+from .qfuse import DynQuant, QLinear
 
 aten = torch.ops.aten
 
@@ -170,6 +173,12 @@ def supported(eg, n: torch.fx.Node) -> bool:
         return (isinstance(src, torch.fx.Node) and src.op == "call_function"
                 and src.target is aten.max_pool2d_with_indices.default and n.args[1] == 0
                 and supported(eg, src))
+    if isinstance(t, (DynQuant, QLinear)):   # (qfuse: the patterns were checked there)
+        specs = [eg.spec(n)] + [eg.spec(x) for x in _tensor_args(n)]
+        x = n.args[0]
+        return (all(_is_f32(s) for s in specs) and isinstance(x, torch.fx.Node)
+                and (len(_shape(eg, x)) - 1) not in _dynamic_dims(eg, x)
+                and (not isinstance(t, QLinear) or _shape(eg, x)[-1] == t.K))
     outs = eg.spec(n)
     outs = list(outs[:1]) if t is aten.max_pool2d_with_indices.default else [outs]
     specs = outs + [eg.spec(x) for x in _tensor_args(n)]
@@ -340,11 +349,24 @@ class Lowering:
         self.emit("StaticReshape", {0: U(len(dims)), 1: V(dims), 2: U(vid), 3: U(o)}, o, [vid])
         return o
 
+    def is_qd(self, vid: int) -> bool:
+        return self.g.values[vid]["dtype"] == QDINT8
+
+    def float_of(self, vid: int) -> int:
+        """vid, or for a per-token quantized value its dequantization (a Convert)."""
+        if not self.is_qd(vid):
+            return vid
+        if vid not in self.logical_cache:
+            f = self.g.value(self.g.dims(vid))
+            self.emit("Convert", {0: U(vid), 1: U(f)}, f, [vid])
+            self.logical_cache[vid] = f
+        return self.logical_cache[vid]
+
     def logical(self, n) -> int:
-        """The id of n's value in its logical layout."""
+        """The id of n's value in its logical layout (float)."""
         v = self.val(n)
         if v.nchw4 is None:
-            return v.vid
+            return self.float_of(v.vid)
         if v.vid not in self.logical_cache:
             shape = _shape(self.eg, *self.key(n))
             N, C, H, W = v.nchw4
@@ -386,6 +408,11 @@ class Lowering:
         src = v.vid
         shape = list(_shape(self.eg, n, i))
         o = self.g.value(shape, flags=EXTERNAL_OUTPUT, ext=ext)
+        if self.is_qd(src):     # a dynamically quantized value the program reads: dequantized
+            if list(self.g.dims(src)) == shape:
+                self.emit("Convert", {0: U(src), 1: U(o)}, o, [src])
+                return
+            src = self.float_of(src)
         if v.nchw4 is not None and v.nchw4[2] * v.nchw4[3] != 1 and v.nchw4[1] != 1:
             if tuple(shape) == v.nchw4:
                 self.emit("StaticTranspose", {0: U(4), 1: V(TO_NCHW), 2: U(src), 3: U(o)}, o,
@@ -402,6 +429,10 @@ class Lowering:
         eg = self.eg
         if t is operator.getitem:
             return                               # max_pool2d_with_indices' result 0: its key
+        if isinstance(t, DynQuant):
+            return self.dyn_quant(n)
+        if isinstance(t, QLinear):
+            return self.qlinear(n)
         a = bind_args(n) if t is not _ops.alias else {}
         if t in _UNARY:
             return self.unary(n, _UNARY[t], a["self"])
@@ -613,10 +644,47 @@ class Lowering:
             fields.update({8: U(1), 9: U(1), 10: U(xv), 11: U(o)})
             self.emit("AvgPooling2d", fields, o, [xv])
 
+    def dyn_quant(self, n) -> None:
+        """x -> its per-token int8 quantization (qdint8: the fully connected nodes read it)."""
+        xv = self.logical(n.args[0])
+        qd = self.g.value(self.g.dims(xv), dtype=QDINT8, q=("token", 1))
+        self.emit("Convert", {0: U(xv), 1: U(qd)}, qd, [xv])
+        self.vals[self.key(n)] = _Val(qd)
+
+    def qlinear(self, n) -> None:
+        q: QLinear = n.target
+        a = n.args[0]
+        v = self.val(a)
+        xv = v.vid if v.nchw4 is None and self.is_qd(v.vid) else self.logical(a)
+        if q.kind == "4":
+            # etch (embedding_4bit): even k in the high nibble; XNNPACK: in the low one
+            d = q.data.to(torch.int32)
+            packed = (((d & 0x0F) << 4) | (d >> 4)).to(torch.uint8).contiguous().numpy()
+            wv = self.g.value([q.N, q.K], dtype=QBINT4, const=packed.tobytes(),
+                              q=("block32", [float(s) for s in q.scales.flatten()], 0, q.group))
+        else:
+            wv = self.g.value([q.N, q.K], dtype=QCINT8,
+                              const=q.data.contiguous().numpy().tobytes(),
+                              q=("channel", [float(s) for s in q.scales], 0))
+        bv = NO_VALUE if q.bias is None else self.const(q.bias)
+        in_dims = list(self.g.dims(xv))
+        out_dims = in_dims[:-1] + [q.N]
+        shape = list(_shape(self.eg, n))
+        o = self.new(out_dims, n) if out_dims == shape else self.g.value(out_dims)
+        self.emit("FullyConnected", {0: U(xv), 1: U(wv), 2: U(bv), 3: U(o), 4: U(0)}, o, [xv])
+        if out_dims != shape:   # the node's own shape (XNNPACK keeps the input's leading dims)
+            r = self.new(shape, n)
+            dims = _new_shape(self.eg, n)
+            self.emit("StaticReshape", {0: U(len(dims)), 1: V(dims), 2: U(o), 3: U(r)}, r, [o])
+
     def alias(self, n) -> None:
         x = n.args[0]
         v = self.val(x)
         shape = _shape(self.eg, n)
+        if (v.nchw4 is None and self.is_qd(v.vid) and self.key(n) not in self.out_ext
+                and shape[-1] == self.g.dims(v.vid)[-1]):
+            self.vals[self.key(n)] = v   # the same rows: a linear reads them as they are
+            return
         if v.nchw4 is not None and self.key(n) not in self.out_ext:
             s4 = v.nchw4
             if shape == s4 or (len(shape) == 3 and s4[2] == 1 and shape == (s4[0], s4[1], s4[3])):

@@ -58,7 +58,8 @@ class XnnGraph:
               dq: int = 0) -> int:
         """A value; returns its id.  ``const``: its bytes (identical bytes are stored once);
         ``q``: quantization, ("tensor", scale, zero_point) | ("channel", scales, axis) |
-        ("token", num_nonbatch_dims) | ("block", scales, axis, block_size) (bf16 scales);
+        ("token", num_nonbatch_dims) | ("block", scales, axis, block_size) (bf16 scales) |
+        ("block32", scales, axis, block_size) (float32 scales);
         ``dq``: the dq_datatype of a float external input its readers see quantized per token
         (QINT8; the form ExecuTorch wrote before the Convert-to-qdint8 node, 2023)."""
         cidx = 0
@@ -106,6 +107,13 @@ class XnnGraph:
             b.start_table()
             b.add_scalar(0, "i", q[1], default=0)
             return 3, b.end_table()
+        if q[0] == "block32":  # scales as float32 (ExecuTorch's runtime accepts both)
+            sc = b.create_scalar_vector("f", q[1], 4)
+            b.start_table()
+            b.add_offset(0, sc)
+            b.add_scalar(1, "i", q[2], default=0)
+            b.add_scalar(2, "i", q[3], default=0)
+            return 4, b.end_table()
         if q[0] == "block":   # scales as bf16 (the upper half of each float's bits)
             bf = [struct.unpack("<I", struct.pack("<f", s))[0] >> 16 for s in q[1]]
             sc = b.create_scalar_vector("H", bf, 4)
