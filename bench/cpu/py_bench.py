@@ -10,7 +10,8 @@ Engines:
           etch through the ctypes binding (python/etch/runtime.py) with num_threads = N: a
           stand-in used only while the `etch bench` command is missing (run_bench.py
           --etch-runner binding); each iteration includes setting the input and Python's
-          call overhead, so it is slower than `etch bench` for small models.
+          call overhead, so it is slower than `etch bench` for small models. With
+          --delegated it loads the XNNPACK-delegated export (<model>.xnn.pte) instead.
 
     /usr/bin/python3 bench/cpu/py_bench.py --engine torch --model resnet18 --threads 2 \
         --warmup 2 --iterations 8
@@ -54,13 +55,14 @@ def bench_torch(name: str, threads: int, warmup: int, iterations: int) -> dict:
             "torch_threads": torch.get_num_threads()}
 
 
-def bench_etch_binding(name: str, threads: int, warmup: int, iterations: int) -> dict:
+def bench_etch_binding(name: str, threads: int, warmup: int, iterations: int,
+                       delegated: bool = False) -> dict:
     import numpy as np
     import torch
     from etch import runtime
     p = models.paths(name)
     t0 = time.perf_counter()
-    mod = runtime.load(str(p["pte"]), num_threads=threads)
+    mod = runtime.load(str(p["xnn" if delegated else "pte"]), num_threads=threads)
     x = torch.from_numpy(np.load(p["input"]))
     m = mod._method(None)
     lib = mod._lib
@@ -83,15 +85,20 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--delegated", action="store_true",
+                    help="etch-binding: the XNNPACK-delegated export (<model>.xnn.pte)")
     args = ap.parse_args(argv)
     if args.threads < 1 or args.warmup < 0 or args.iterations < 1:
         ap.error("--threads and --iterations must be >= 1, --warmup >= 0")
     if not models.paths(args.model)["input"].exists():
         ap.error("%s: no saved input; run models.py first" % args.model)
-    fn = bench_torch if args.engine == "torch" else bench_etch_binding
-    res = fn(args.model, args.threads, args.warmup, args.iterations)
+    if args.engine == "torch":
+        res = bench_torch(args.model, args.threads, args.warmup, args.iterations)
+    else:
+        res = bench_etch_binding(args.model, args.threads, args.warmup, args.iterations,
+                                 delegated=args.delegated)
     t = res["times_ms"]
-    out = {"engine": args.engine, "model": args.model, "threads": args.threads,
+    out = {"engine": args.engine + ("-delegated" if args.delegated else ""), "model": args.model, "threads": args.threads,
            "warmup": args.warmup, "iterations": args.iterations,
            "median_ms": statistics.median(t), "min_ms": min(t), "max_ms": max(t)}
     out.update(res)

@@ -1,11 +1,14 @@
-"""etch vs ONNX Runtime vs PyTorch eager on the CPU, side by side, in one go.
+"""etch (CPU path and XNNPACK-delegated) vs ONNX Runtime vs PyTorch eager on the CPU, side by
+side, in one go.
 
-For each model (models.py), the three engines run at every thread count in alternating rounds,
+For each model (models.py), the four engines run at every thread count in alternating rounds,
 each run in a fresh process and the order of the (thread count, engine) runs rotated every
 round, so that machine noise falls on all engines and thread counts alike:
 
   etch      `etch bench FILE --inputs X.npy --cpu-threads N --kernels K --warmup W
             --iterations I --json`
+  etch-xnn  the same command on FILE.xnn.pte, the export with backend="xnnpack": its delegate
+            calls run in etch's own XnnpackBackend, the kernel calls left on etch's kernels
   ORT       `node ort_bench.mjs` (onnxruntime-node, intraOpNumThreads N, interOpNumThreads 1,
             graph optimization 'all', sequential execution)
   PyTorch   `py_bench.py --engine torch` (torch.set_num_threads(N), inference_mode)
@@ -14,11 +17,13 @@ A calibration run per engine (discarded) sizes each engine's iterations so one r
 about --target-s seconds (between --min-iterations and the model's cap in models.py).  The
 reported latency is the median of the per-iteration times pooled over the rounds; where an
 engine reports only a per-round median (etch bench without per-iteration times), the row uses
-the median of the per-round medians for all three engines (results.json says which).
+the median of the per-round medians for all engines (results.json says which).
+--engines picks a subset (default all four).
 
 Writes results.json and RESULTS.md (default: next to this script; with --quick: .work/quick/).
 
     /usr/bin/python3 bench/cpu/run_bench.py [--quick] [--models a,b] [--threads 1,2]
+                                            [--engines etch,etch-xnn,ort,torch]
 """
 
 from __future__ import annotations
@@ -42,8 +47,11 @@ sys.path.insert(0, str(HERE))
 
 import models  # noqa: E402
 
-ENGINES = ("etch", "ort", "torch")
-LABEL = {"etch": "etch", "ort": "ONNX Runtime", "torch": "PyTorch"}
+ENGINES = models.ENGINES              # ("etch", "etch-xnn", "ort", "torch")
+OLD_ENGINES = ("etch", "ort", "torch")  # what a results.json without config.engines measured
+LABEL = {"etch": "etch", "etch-xnn": "etch-xnn", "ort": "ONNX Runtime", "torch": "PyTorch"}
+SHORT = {"etch": "etch", "etch-xnn": "etch-xnn", "ort": "ORT", "torch": "PyTorch"}
+ETCH_CLI = ("etch", "etch-xnn")           # timed by `etch bench`, report isa / ops
 SPEEDUP_TARGET = {"resnet18": 1.7, "mobilenet_v2": 1.7}
 
 
@@ -100,15 +108,16 @@ class Runner:
         p = models.paths(name)
         a = self.args
         env = dict(os.environ)
-        if engine == "etch" and a.etch_runner == "cli":
-            cmd = [str(a.etch), "bench", str(p["pte"]), "--inputs", str(p["input"]),
+        if engine in ETCH_CLI and a.etch_runner == "cli":
+            pte = p["xnn" if engine == "etch-xnn" else "pte"]
+            cmd = [str(a.etch), "bench", str(pte), "--inputs", str(p["input"]),
                    "--cpu-threads", str(threads), "--kernels", a.kernels,
                    "--warmup", str(warmup), "--iterations", str(iterations), "--json"]
-        elif engine == "etch":
+        elif engine in ETCH_CLI:
             env["ETCH_LIB"] = str(a.etch.resolve().parent / "libetch.so")
             cmd = [self.py, str(HERE / "py_bench.py"), "--engine", "etch-binding", "--model",
                    name, "--threads", str(threads), "--warmup", str(warmup), "--iterations",
-                   str(iterations)]
+                   str(iterations)] + (["--delegated"] if engine == "etch-xnn" else [])
         elif engine == "ort":
             cmd = [a.node, str(HERE / "ort_bench.mjs"), "--model", str(p["onnx"]), "--input",
                    str(p["input"]), "--threads", str(threads), "--warmup", str(warmup),
@@ -150,22 +159,26 @@ def _loadavg() -> float:
 
 
 def measure_model(runner: Runner, name: str, threads: List[int], rounds: int, target_s: float,
-                  min_iter: int, warm_frac: float, calibrate: bool = True) -> List[dict]:
+                  min_iter: int, warm_frac: float, calibrate: bool = True,
+                  engines=ENGINES, skip: Optional[Dict[str, str]] = None) -> List[dict]:
     """One row per thread count. The thread counts are interleaved: every round runs each
     engine at each thread count (the order rotated each round), so that the 1- and 2-thread
     figures see the same stretch of machine noise and their ratio is not a comparison of two
-    different minutes."""
+    different minutes. skip: {engine: why} for engines not to run on this model (an error of
+    that engine in every row)."""
     spec = models.MODELS[name]
-    rows = {th: {"model": name, "threads": th, "engines": {}, "errors": {}, "notes": []}
+    skip = skip or {}
+    rows = {th: {"model": name, "threads": th, "engines": {}, "errors": dict(skip), "notes": []}
             for th in threads}
+    run_engines = [e for e in engines if e not in skip]
     plans = {th: {} for th in threads}
     for th in threads:
         row, plan = rows[th], plans[th]
         if not calibrate:       # --quick: a fixed small plan, no calibration processes
             it = max(min_iter, spec.iterations // 10)
-            plan.update({e: (max(1, spec.warmup // 3), it) for e in ENGINES})
+            plan.update({e: (max(1, spec.warmup // 3), it) for e in run_engines})
         # calibration: one warm-up + one timed run per engine (discarded) sizes the rounds
-        for e in (ENGINES if calibrate else ()):
+        for e in (run_engines if calibrate else ()):
             try:
                 c = runner.run(e, name, th, 1, 1)
                 per = max(c["median_ms"], 1e-3) / 1e3
@@ -178,8 +191,8 @@ def measure_model(runner: Runner, name: str, threads: List[int], rounds: int, ta
         row["plan"] = {e: {"warmup": w, "iterations": i} for e, (w, i) in plan.items()}
     per_round = {th: {e: [] for e in plans[th]} for th in threads}
     busy = []
-    combos = [(th, e) for th in threads for e in ENGINES]
-    for r in range(rounds):
+    combos = [(th, e) for th in threads for e in run_engines]
+    for r in range(rounds if combos else 0):
         k = r % len(combos)
         order = combos[k:] + combos[:k]
         for th, e in order:
@@ -193,8 +206,8 @@ def measure_model(runner: Runner, name: str, threads: List[int], rounds: int, ta
                 row["errors"][e] = "round %d: %s" % (r + 1, err)
                 log("    %s, %d thread(s) failed: %s" % (LABEL[e], th, err))
         log("    round %d/%d: %s" % (r + 1, rounds, "  ".join(
-            "%s/%dt %.3f ms" % (e, th, per_round[th][e][-1]["median_ms"])
-            for th in threads for e in ENGINES
+            "%s/%dt %s ms" % (e, th, _fmt_ms(per_round[th][e][-1]["median_ms"]))
+            for th in threads for e in run_engines
             if per_round[th].get(e) and len(per_round[th][e]) == r + 1)))
     out = []
     for th in threads:
@@ -222,7 +235,7 @@ def measure_model(runner: Runner, name: str, threads: List[int], rounds: int, ta
             if pooled and len(samples) >= 2:
                 q = statistics.quantiles(samples, n=4)
                 info["iqr_ms"] = [q[0], q[2]]
-            if e == "etch":
+            if e in ETCH_CLI:
                 last = results[-1]
                 for key in ("isa", "kernels", "threads", "method"):
                     if key in last:
@@ -340,25 +353,35 @@ def _paired_speedup(one: dict, row: dict, e: str) -> Optional[float]:
     return statistics.median(ratios) if ratios else None
 
 
+def _key(e: str) -> str:
+    """An engine's prefix in the table's fields: etch_ms, etch_xnn_ms, ort_ms, torch_ms."""
+    return e.replace("-", "_")
+
+
+SPEEDUP_ENGINES = ("etch", "etch-xnn", "ort")
+
+
 def summarize(rows: List[dict]) -> List[dict]:
-    """Table rows: ratios and the 1→2 thread speedups."""
+    """Table rows: ratios (etch/ORT, etch/PyTorch, etch-xnn/etch, etch-xnn/ORT) and the 1→2
+    thread speedups; None where an engine was not measured."""
     by = {(r["model"], r["threads"]): r for r in rows}
     table = []
     for r in rows:
         t = {"model": r["model"], "threads": r["threads"]}
         for e in ENGINES:
-            t[e + "_ms"] = _ms(r, e)
+            t[_key(e) + "_ms"] = _ms(r, e)
         t["etch_over_ort"] = _ratio(t["etch_ms"], t["ort_ms"])
         t["etch_over_torch"] = _ratio(t["etch_ms"], t["torch_ms"])
+        t["etch_xnn_over_etch"] = _ratio(t["etch_xnn_ms"], t["etch_ms"])
+        t["etch_xnn_over_ort"] = _ratio(t["etch_xnn_ms"], t["ort_ms"])
         one = by.get((r["model"], 1))
-        if r["threads"] != 1 and one is not None:
-            t["etch_speedup_vs_1t"] = _ratio(_ms(one, "etch"), t["etch_ms"])
-            t["ort_speedup_vs_1t"] = _ratio(_ms(one, "ort"), t["ort_ms"])
-            t["etch_speedup_paired"] = _paired_speedup(one, r, "etch")
-            t["ort_speedup_paired"] = _paired_speedup(one, r, "ort")
-        else:
-            t["etch_speedup_vs_1t"] = t["ort_speedup_vs_1t"] = None
-            t["etch_speedup_paired"] = t["ort_speedup_paired"] = None
+        for e in SPEEDUP_ENGINES:
+            k = _key(e)
+            if r["threads"] != 1 and one is not None:
+                t[k + "_speedup_vs_1t"] = _ratio(_ms(one, e), t[k + "_ms"])
+                t[k + "_speedup_paired"] = _paired_speedup(one, r, e)
+            else:
+                t[k + "_speedup_vs_1t"] = t[k + "_speedup_paired"] = None
         t["errors"] = r.get("errors", {})
         table.append(t)
     return table
@@ -370,11 +393,35 @@ def _speedup(pooled: Optional[float], paired: Optional[float]) -> str:
     return "%.2fx" % pooled + (" (%.2fx)" % paired if paired else "")
 
 
+def _engines_of(res: dict) -> List[str]:
+    """The engines a results.json measured (one from before --engines: etch, ORT, PyTorch)."""
+    return [e for e in ENGINES if e in (res.get("config", {}).get("engines") or OLD_ENGINES)]
+
+
+def _delegation(st: dict) -> str:
+    """'1 call, 67 nodes; 0 kernel calls' or the kernel calls left, for the correctness table."""
+    x = st.get("xnn") or {}
+    if x.get("delegate_calls") is None:
+        return "—"
+    s = "%d call%s, %d nodes; %d kernel call%s" % (
+        x["delegate_calls"], "" if x["delegate_calls"] == 1 else "s", x["delegated_nodes"],
+        x["kernel_calls"], "" if x["kernel_calls"] == 1 else "s")
+    if x["kernel_calls"]:
+        s += " (%s)" % ", ".join("`%s` x%d" % (op.replace("aten::", ""), n)
+                                  for op, n in (x.get("kernel_ops") or {}).items())
+    return s
+
+
 def write_markdown(path: Path, res: dict) -> None:
     m = res["machine"]
     cfg = res["config"]
+    engines = _engines_of(res)
+    has = set(engines)
+    xnn = "etch-xnn" in has
     L = []
-    L.append("# CPU benchmark: etch vs ONNX Runtime vs PyTorch eager")
+    L.append("# CPU benchmark: %s" % " vs ".join(
+        {"etch": "etch", "etch-xnn": "etch XNNPACK-delegated", "ort": "ONNX Runtime",
+         "torch": "PyTorch eager"}[e] for e in engines))
     L.append("")
     L.append("Generated by `bench/cpu/run_bench.py`%s on %s. Batch 1, float32. How to rerun: "
              "`bench/cpu/README.md`." % (" --quick" if cfg["quick"] else "", m["date_utc"]))
@@ -388,6 +435,15 @@ def write_markdown(path: Path, res: dict) -> None:
                  else "", cfg["etch_runner"], cfg["kernels"], res.get("isa") or "?",
                  res.get("ort_version") or "?", m.get("node_version"), m.get("torch_version")))
     L.append("")
+    if xnn:
+        L.append("Engines: **etch** runs the plain export (every node a kernel call: etch's CPU "
+                 "path); **etch-xnn** runs the same module exported with `etch.export(model, "
+                 "inputs, backend=\"xnnpack\")`, timed by the same `etch bench` command: its "
+                 "delegate calls run in etch's own `XnnpackBackend`, the kernel calls the "
+                 "lowering leaves (see the correctness table) on etch's `%s` kernels. "
+                 "**etch-xnn/etch** <= 1.0: the delegated path is no slower than the CPU path."
+                 % cfg["kernels"])
+        L.append("")
     L.append("Method: per model, %d rounds; in each round every engine runs at every thread "
              "count in its own fresh process (its own warm-up, then timed iterations), the order "
              "of these runs rotated each round, so the thread counts are interleaved in time. "
@@ -412,22 +468,32 @@ def write_markdown(path: Path, res: dict) -> None:
                  "are the more meaningful ones, and even they vary between rounds."
                  % (la, m["cpus"]))
         L.append("")
-    L.append("| model | threads | etch ms | ORT ms | PyTorch ms | etch/ORT | etch/PyTorch | "
-             "etch 1t/2t speedup | ORT 1t/2t speedup |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+    def r2(v):
+        return "—" if v is None else "%.2f" % v
+    # (header, cell function) per column after model and threads
+    cols = [("%s ms" % SHORT[e], (lambda t, e=e: _fmt_ms(t.get(_key(e) + "_ms"))))
+            for e in engines]
+    for a, b, key in (("etch", "ort", "etch_over_ort"), ("etch", "torch", "etch_over_torch"),
+                      ("etch-xnn", "etch", "etch_xnn_over_etch"),
+                      ("etch-xnn", "ort", "etch_xnn_over_ort")):
+        if a in has and b in has:
+            cols.append(("%s/%s" % (SHORT[a], SHORT[b]), (lambda t, key=key: r2(t.get(key)))))
+    for e in SPEEDUP_ENGINES:
+        if e in has:
+            k = _key(e)
+            cols.append(("%s 1t/2t speedup" % SHORT[e], (lambda t, k=k: _speedup(
+                t.get(k + "_speedup_vs_1t"), t.get(k + "_speedup_paired")))))
+    L.append("| model | threads | %s |" % " | ".join(h for h, _ in cols))
+    L.append("|---|---:|%s" % ("---:|" * len(cols)))
     for t in res["table"]:
-        def r2(v):
-            return "—" if v is None else "%.2f" % v
-        L.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
-            t["model"], t["threads"], _fmt_ms(t["etch_ms"]), _fmt_ms(t["ort_ms"]),
-            _fmt_ms(t["torch_ms"]), r2(t["etch_over_ort"]), r2(t["etch_over_torch"]),
-            _speedup(t["etch_speedup_vs_1t"], t.get("etch_speedup_paired")),
-            _speedup(t["ort_speedup_vs_1t"], t.get("ort_speedup_paired"))))
+        L.append("| %s | %d | %s |" % (t["model"], t["threads"],
+                                       " | ".join(f(t) for _, f in cols)))
     for name, st in res["models"].items():
         if not st.get("ok"):
             for th in cfg["threads"]:
-                L.append("| %s | %d | **ERROR** (%s) | | | | | | |" % (
-                    name, th, st.get("stage")))
+                L.append("| %s | %d | **ERROR** (%s) |%s" % (
+                    name, th, st.get("stage"), " |" * (len(cols) - 1)))
     L.append("")
     errs = [(t["model"], t["threads"], e, msg) for t in res["table"]
             for e, msg in t["errors"].items()]
@@ -443,25 +509,29 @@ def write_markdown(path: Path, res: dict) -> None:
     L.append("Spread: the lowest and highest per-round median of each engine (ms), a measure "
              "of the noise:")
     L.append("")
-    L.append("| model | threads | etch | ORT | PyTorch |")
-    L.append("|---|---:|---:|---:|---:|")
+    L.append("| model | threads | %s |" % " | ".join(SHORT[e] for e in engines))
+    L.append("|---|---:|%s" % ("---:|" * len(engines)))
     for r in res["rows"]:
         def spread(e):
             m = r["engines"].get(e, {}).get("round_medians_ms")
             return "—" if not m else "%s – %s" % (_fmt_ms(min(m)), _fmt_ms(max(m)))
-        L.append("| %s | %d | %s | %s | %s |" % (r["model"], r["threads"], spread("etch"),
-                                                  spread("ort"), spread("torch")))
+        L.append("| %s | %d | %s |" % (r["model"], r["threads"],
+                                       " | ".join(spread(e) for e in engines)))
     L.append("")
     L.append("## Targets")
     L.append("")
-    for t in res["table"]:
-        v = t["etch_over_ort"]
-        L.append("- %s, %d thread(s): etch/ORT %s — %s" % (
-            t["model"], t["threads"], "n/a" if v is None else "%.2f" % v,
-            "n/a" if v is None else ("met (<= 1.0)" if v <= 1.0 else "**not met** (> 1.0)")))
+    for a, b, key in (("etch", "ort", "etch_over_ort"), ("etch-xnn", "etch", "etch_xnn_over_etch"),
+                      ("etch-xnn", "ort", "etch_xnn_over_ort")):
+        if a not in has or b not in has:
+            continue
+        for t in res["table"]:
+            v = t.get(key)
+            L.append("- %s, %d thread(s): %s/%s %s — %s" % (
+                t["model"], t["threads"], SHORT[a], SHORT[b], "n/a" if v is None else "%.2f" % v,
+                "n/a" if v is None else ("met (<= 1.0)" if v <= 1.0 else "**not met** (> 1.0)")))
     for t in res["table"]:
         need = SPEEDUP_TARGET.get(t["model"])
-        if need and t["threads"] == 2:
+        if need and t["threads"] == 2 and "etch" in has:
             s = t["etch_speedup_vs_1t"]
             L.append("- %s: etch 2 threads vs 1: %s — %s" % (
                 t["model"], "n/a" if s is None else _speedup(s, t.get("etch_speedup_paired")),
@@ -473,67 +543,91 @@ def write_markdown(path: Path, res: dict) -> None:
     L.append("Max abs difference from PyTorch eager on the benchmark input (tolerance %g):"
              % cfg["tolerance"])
     L.append("")
-    L.append("| model | input | etch | etch run with | ONNX Runtime | max abs eager output |")
-    L.append("|---|---|---:|---|---:|---:|")
+    if xnn:
+        L.append("| model | input | etch | etch-xnn | etch run with | ONNX Runtime | "
+                 "max abs eager output | etch-xnn: delegate calls, nodes in them; kernel calls "
+                 "left |")
+        L.append("|---|---|---:|---:|---|---:|---:|---|")
+    else:
+        L.append("| model | input | etch | etch run with | ONNX Runtime | max abs eager output |")
+        L.append("|---|---|---:|---|---:|---:|")
     for name, st in res["models"].items():
         def d(v):
             return "—" if v is None else "%.2g" % v
         how = "%s kernels, %s thread(s)" % (
             st.get("etch_kernels_checked", "default"),
             "+".join(str(t) for t in st.get("etch_threads_checked") or [1]))
-        L.append("| %s | %s | %s | %s | %s | %s |" % (
-            name, "x".join(str(s) for s in models.MODELS[name].shape),
-            d(st.get("etch_max_abs_diff")), how, d(st.get("ort_max_abs_diff")),
-            d(st.get("ref_max_abs"))))
+        shape = "x".join(str(s) for s in models.MODELS[name].shape) \
+            if name in models.MODELS else "?"
+        if xnn:
+            x = st.get("xnn") or {}
+            xd = d(x.get("max_abs_diff"))
+            if x.get("ok") is False:
+                xd = "**%s** (%s)" % ("failed" if x.get("max_abs_diff") is None else xd,
+                                      x.get("stage"))
+            L.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                name, shape, d(st.get("etch_max_abs_diff")), xd, how,
+                d(st.get("ort_max_abs_diff")), d(st.get("ref_max_abs")), _delegation(st)))
+        else:
+            L.append("| %s | %s | %s | %s | %s | %s |" % (
+                name, shape, d(st.get("etch_max_abs_diff")), how, d(st.get("ort_max_abs_diff")),
+                d(st.get("ref_max_abs"))))
     L.append("")
     L.append("## Where etch spends its time (top 5 operators, `etch bench --json` ops)")
     L.append("")
     L.append("impl: `/8c` reads or writes channel-blocked tensors; `/chainN` runs N calls as one "
-             "(a 1x1 -> depthwise -> 1x1 block, or depthwise -> 1x1), whose time it holds.")
+             "(a 1x1 -> depthwise -> 1x1 block, or depthwise -> 1x1), whose time it holds."
+             + (" For etch-xnn, `XnnpackBackend` / `delegate` is one delegate call (its calls: "
+                "how many the method makes)." if xnn else ""))
     L.append("")
     any_ops = False
     for name in res["models"]:
         rows = {r["threads"]: r for r in res["rows"] if r["model"] == name}
-        e1 = rows.get(min(rows)) if rows else None
-        ops = (e1 or {}).get("engines", {}).get("etch", {}).get("ops") or []
-        if not ops:
+        if not rows:
             continue
-        any_ops = True
         th1 = min(rows)
-        others = {th: {(o["op"], o["impl"], str(o["fused"])): o
-                       for o in rows[th]["engines"].get("etch", {}).get("ops") or []}
-                  for th in rows if th != th1}
-        L.append("### %s" % name)
-        L.append("")
-        hdr = "| op | impl | fused | calls | ms/run %dt | %% %dt |" % (th1, th1)
-        sep = "|---|---|---|---:|---:|---:|"
-        for th in sorted(others):
-            hdr += " ms/run %dt |" % th
-            sep += "---:|"
-        L.append(hdr)
-        L.append(sep)
-        for o in ops[:5]:
-            line = "| %s | %s | %s | %s | %s | %.1f |" % (
-                o["op"], o.get("impl") or "", o.get("fused") or "", o.get("calls") or "",
-                _fmt_ms(o["ms_per_run"]), o["pct"])
+        for e in ETCH_CLI:
+            if e not in has:
+                continue
+            ops = rows[th1].get("engines", {}).get(e, {}).get("ops") or []
+            if not ops:
+                continue
+            any_ops = True
+            others = {th: {(o["op"], o["impl"], str(o["fused"])): o
+                           for o in rows[th]["engines"].get(e, {}).get("ops") or []}
+                      for th in rows if th != th1}
+            L.append("### %s" % (name if e == "etch" else "%s, %s" % (name, e)))
+            L.append("")
+            hdr = "| op | impl | fused | calls | ms/run %dt | %% %dt |" % (th1, th1)
+            sep = "|---|---|---|---:|---:|---:|"
             for th in sorted(others):
-                oo = others[th].get((o["op"], o["impl"], str(o["fused"])))
-                line += " %s |" % (_fmt_ms(oo["ms_per_run"]) if oo else "—")
-            L.append(line)
-        L.append("")
+                hdr += " ms/run %dt |" % th
+                sep += "---:|"
+            L.append(hdr)
+            L.append(sep)
+            for o in ops[:5]:
+                line = "| %s | %s | %s | %s | %s | %.1f |" % (
+                    o["op"], o.get("impl") or "", o.get("fused") or "", o.get("calls") or "",
+                    _fmt_ms(o["ms_per_run"]), o["pct"])
+                for th in sorted(others):
+                    oo = others[th].get((o["op"], o["impl"], str(o["fused"])))
+                    line += " %s |" % (_fmt_ms(oo["ms_per_run"]) if oo else "—")
+                L.append(line)
+            L.append("")
     if not any_ops:
         L.append("(no operator profile: the etch runner did not report ops)")
         L.append("")
     L.append("## Peak resident memory (MB, per process, largest over the rounds)")
     L.append("")
-    L.append("| model | threads | etch | ORT (Node) | PyTorch (Python) |")
-    L.append("|---|---:|---:|---:|---:|")
+    L.append("| model | threads | %s |" % " | ".join(
+        {"ort": "ORT (Node)", "torch": "PyTorch (Python)"}.get(e, e) for e in engines))
+    L.append("|---|---:|%s" % ("---:|" * len(engines)))
     for r in res["rows"]:
         def mb(e):
             v = r["engines"].get(e, {}).get("peak_rss_kb")
             return "—" if not v else "%.1f" % (v / 1024)
-        L.append("| %s | %d | %s | %s | %s |" % (r["model"], r["threads"], mb("etch"),
-                                                  mb("ort"), mb("torch")))
+        L.append("| %s | %d | %s |" % (r["model"], r["threads"],
+                                       " | ".join(mb(e) for e in engines)))
     L.append("")
     L.append("The PyTorch and ORT figures include their interpreters (Python with torch "
              "imported, Node); etch's is the whole `etch` process.")
@@ -554,6 +648,8 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=",".join(models.names()),
                     help="comma-separated subset of: %s" % ", ".join(models.names()))
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (1,2)")
+    ap.add_argument("--engines", default=",".join(ENGINES),
+                    help="comma-separated subset of: %s (default: all)" % ", ".join(ENGINES))
     ap.add_argument("--rounds", type=int, default=None, help="rounds per row (default 5)")
     ap.add_argument("--target-s", type=float, default=None,
                     help="seconds of timed iterations per engine and round (default 2)")
@@ -590,6 +686,11 @@ def main(argv=None) -> int:
     if bad or not selected:
         ap.error("unknown model(s) %s; choose from %s" % (", ".join(bad) or "(none)",
                                                            ", ".join(models.names())))
+    engines = [e for e in ENGINES if e in args.engines.split(",")]
+    bad = [e for e in args.engines.split(",") if e and e not in ENGINES]
+    if bad or not engines:
+        ap.error("--engines: unknown engine(s) %s; choose from %s" % (
+            ", ".join(bad) or "(none)", ", ".join(ENGINES)))
     try:
         threads = sorted({int(t) for t in args.threads.split(",") if t})
     except ValueError:
@@ -603,11 +704,11 @@ def main(argv=None) -> int:
     if not args.etch.exists():
         ap.error("etch CLI not found at %s (build it: cmake --build build --target etch; or "
                  "pass --etch / set ETCH_BIN)" % args.etch)
-    if shutil.which(args.node) is None and not Path(args.node).exists():
+    if "ort" in engines and shutil.which(args.node) is None and not Path(args.node).exists():
         ap.error("node not found (%s); install Node.js or pass --node" % args.node)
-    if not (HERE / "node_modules" / "onnxruntime-node").exists():
+    if "ort" in engines and not (HERE / "node_modules" / "onnxruntime-node").exists():
         ap.error("onnxruntime-node is not installed: run `npm ci` in %s" % HERE)
-    if args.etch_runner == "cli":
+    if args.etch_runner == "cli" and any(e in ETCH_CLI for e in engines):
         r = subprocess.run([str(args.etch), "help", "bench"], capture_output=True, text=True)
         if r.returncode != 0:
             ap.error("%s has no `bench` command (exit %d); rebuild etch, or use "
@@ -621,17 +722,22 @@ def main(argv=None) -> int:
         machine["cpu"], machine["cpus"], machine["etch_commit"], machine["torch_version"],
         machine["node_version"]))
     status = models.prepare(selected, args.etch, force=args.force_export, node=args.node,
-                            log=log, kernels=args.kernels, threads=threads)
+                            log=log, kernels=args.kernels, threads=threads, engines=engines)
     for st in status.values():
         st.pop("trace", None)
+        (st.get("xnn") or {}).pop("trace", None)
     runner = Runner(args)
     rows = []
     for name in selected:
         if not status[name].get("ok"):
             continue
+        skip = {}
+        x = status[name].get("xnn") or {}
+        if "etch-xnn" in engines and not x.get("ok"):
+            skip["etch-xnn"] = "not timed: %s: %s" % (x.get("stage"), x.get("error"))
         log("[bench] %s, %s thread(s), interleaved" % (name, ",".join(map(str, threads))))
         rows.extend(measure_model(runner, name, threads, rounds, target, args.min_iterations,
-                                  0.25, calibrate=not args.quick))
+                                  0.25, calibrate=not args.quick, engines=engines, skip=skip))
     machine["loadavg_end"] = _loadavg()
     table = summarize(rows)
     busy = max([r.get("busy_compilers_max", 0) for r in rows] or [0])
@@ -642,11 +748,12 @@ def main(argv=None) -> int:
             "at once); load average %.1f at the start, %.1f at the end." % (
                 busy, machine["loadavg_start"], machine["loadavg_end"]))
     stats = {r["stat"] for r in rows}
-    etch_any = next((r["engines"]["etch"] for r in rows if "etch" in r["engines"]), {})
+    etch_any = next((r["engines"][e] for e in ETCH_CLI for r in rows if e in r["engines"]), {})
     ort_any = next((r["engines"]["ort"] for r in rows if "ort" in r["engines"]), {})
     res = {
         "machine": machine,
-        "config": {"quick": args.quick, "models": selected, "threads": threads,
+        "config": {"quick": args.quick, "models": selected, "engines": engines,
+                   "threads": threads,
                    "rounds": rounds, "target_s": target, "min_iterations": args.min_iterations,
                    "kernels": args.kernels, "etch_runner": args.etch_runner,
                    "tolerance": models.TOLERANCE, "onnx_opset": models.ONNX_OPSET},
@@ -664,10 +771,12 @@ def main(argv=None) -> int:
     log("[bench] wrote %s and %s (%.0f s)" % (out_dir / "results.json", out_dir / "RESULTS.md",
                                              res["elapsed_s"]))
     for t in table:
-        log("  %-13s %dt  etch %s  ORT %s  PyTorch %s  etch/ORT %s" % (
-            t["model"], t["threads"], _fmt_ms(t["etch_ms"]), _fmt_ms(t["ort_ms"]),
-            _fmt_ms(t["torch_ms"]),
-            "—" if t["etch_over_ort"] is None else "%.2f" % t["etch_over_ort"]))
+        log("  %-13s %dt  etch %s  etch-xnn %s  ORT %s  PyTorch %s  etch/ORT %s  "
+            "etch-xnn/etch %s  etch-xnn/ORT %s" % (
+                t["model"], t["threads"], _fmt_ms(t["etch_ms"]), _fmt_ms(t["etch_xnn_ms"]),
+                _fmt_ms(t["ort_ms"]), _fmt_ms(t["torch_ms"]),
+                *("—" if t[k] is None else "%.2f" % t[k]
+                  for k in ("etch_over_ort", "etch_xnn_over_etch", "etch_xnn_over_ort"))))
     ok = all(st.get("ok") for st in status.values()) and not any(t["errors"] for t in table)
     return 0 if ok else 1
 
