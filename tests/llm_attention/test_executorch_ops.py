@@ -24,7 +24,8 @@ llama::update_cache + llama::custom_sdpa) generate what the default export gener
   lowered to XnnpackBackend payloads, dynamic prefill lengths included; attention and the KV
   cache as llama:: operators between them, as ExecuTorch's llama export with -X writes it)
   generates the same text through the backend on 1 and 3 threads, and keeps to ExecuTorch's
-  namespaces.
+  namespaces; so does its 8da4w export (the linears as XNNPACK's dynamically quantized
+  FullyConnected nodes with 4-bit weights) against the plain 8da4w export.
 
 Under the sanitizer build (LLMA_NO_BINDING=1) the comparisons through the Python binding are
 skipped and everything else runs, exporting without the operator check.
@@ -133,6 +134,36 @@ class ExecuTorchOpsTest(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         for threads in ("1", "3"):
             rc, out, err = llm(self.stories["xnnpack"], *args, "--cpu-threads", threads)
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(out, want, "%s threads" % threads)
+
+    def test_stories_8da4w_xnnpack(self):
+        # ExecuTorch's usual LLM file: 8da4w linears delegated to XNNPACK (Convert to qdint8 +
+        # FullyConnected with qbint4 weights), llama:: attention and KV cache between them
+        env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+        paths = {}
+        for name, extra in (("plain", []),
+                            ("xnn", ["--executorch-llm-ops", "--backend", "xnnpack"])):
+            paths[name] = OUT / ("stories260K_8da4w_%s.pte" % name)
+            cmd = [sys.executable, "-m", "etch.llm", "export", "--checkpoint",
+                   str(FIXTURES / "stories260K.bin"), "-o", str(paths[name]), "--quantize",
+                   "8da4w", "--group-size", "32", "--pad-groups"] + extra
+            if NO_BINDING:
+                cmd.append("--no-check")
+            p = subprocess.run(cmd, env=env, capture_output=True, timeout=900)
+            self.assertEqual(p.returncode, 0, p.stderr.decode("utf-8", "replace"))
+        ops, info = file_operators(paths["xnn"])
+        bad = [n for n in ops if n.split("::", 1)[0] not in EXECUTORCH_NAMESPACES]
+        self.assertEqual(bad, [], "operators outside ExecuTorch's namespaces")
+        fwd = [m for m in info["methods"] if m["name"] == "forward"][0]
+        self.assertGreaterEqual(len(fwd["delegates"]), 10)
+        self.assertNotIn("quantized_decomposed::choose_qparams_per_token_asymmetric.out", ops)
+        args = ["--prompt", "Tim had a red ball. He liked to", "--temperature", "0",
+                "--max-new-tokens", "120"]
+        rc, want, err = llm(paths["plain"], *args)
+        self.assertEqual(rc, 0, err)
+        for threads in ("1", "3"):
+            rc, out, err = llm(paths["xnn"], *args, "--cpu-threads", threads)
             self.assertEqual(rc, 0, err)
             self.assertEqual(out, want, "%s threads" % threads)
 

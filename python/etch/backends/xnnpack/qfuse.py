@@ -164,6 +164,10 @@ def _dyn_chain(eg, d) -> Optional[torch.fx.Node]:
 def fuse(eg) -> int:
     """Rewrite the patterns above in `eg` (in place); returns how many nodes it made."""
     Q = _q()
+    try:   # the operators exist once etch.quant registered them (a quantized model)
+        Q.dequantize_per_token.default
+    except (AttributeError, RuntimeError):
+        return 0
     made = 0
     g = eg.graph
     for d in list(g.nodes):
