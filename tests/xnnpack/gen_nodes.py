@@ -400,6 +400,32 @@ def build_net_cases():
     g.node("FullyConnected", {0: U(r), 1: U(wv), 2: U(bv), 3: U(o)})
     case("net_blocked_concat", g, [xin])
 
+    # inverted-residual blocks the backend runs as one (etch_opt_conv_block_run): a stem
+    # (3x3 stride 2 on the NCHW image) -> depthwise -> 1x1, then 1x1 expand -> depthwise ->
+    # 1x1 project -> residual add
+    g = G()
+    xin = rnd(1, 3, 32, 32)
+    a = g.value(xin.shape, flags=INPUT, ext=0)
+    t = g.value([1, 32, 32, 3])
+    g.node("StaticTranspose", {0: U(4), 1: V([0, 2, 3, 1]), 2: U(a), 3: U(t)})
+    s1 = g.value([1, 16, 16, 16])
+    conv_node(g, t, s1, rnd(16, 3, 3, 3, scale=0.4), rnd(16), stride=2, lo=0.0, hi=6.0)
+    d1 = g.value([1, 16, 16, 16])
+    conv_node(g, s1, d1, rnd(1, 3, 3, 16, scale=0.4), rnd(16), depthwise=True, lo=0.0, hi=6.0)
+    p1 = g.value([1, 16, 16, 16])
+    conv_node(g, d1, p1, rnd(16, 1, 1, 16, scale=0.3), rnd(16), pad=0)
+    e2 = g.value([1, 16, 16, 64])
+    conv_node(g, p1, e2, rnd(64, 1, 1, 16, scale=0.3), rnd(64), pad=0, lo=0.0, hi=6.0)
+    d2 = g.value([1, 16, 16, 64])
+    conv_node(g, e2, d2, rnd(1, 3, 3, 64, scale=0.4), rnd(64), depthwise=True, lo=0.0, hi=6.0)
+    p2 = g.value([1, 16, 16, 16])
+    conv_node(g, d2, p2, rnd(16, 1, 1, 64, scale=0.2), rnd(16), pad=0)
+    r = g.value([1, 16, 16, 16])
+    g.node("Add", {0: U(p1), 1: U(p2), 2: U(r)})
+    o = g.value([1, 16, 16, 16], flags=OUTPUT, ext=1)
+    g.node("StaticTranspose", {0: U(4), 1: V([0, 3, 1, 2]), 2: U(r), 3: U(o)})
+    case("net_inverted_residual", g, [xin])
+
 
 def build_quant_cases():
     """Quantized products on the backend's integer kernels (xnn_quant.c): static int8 fully

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "etch/backend.h"
+#include "etch/kernel.h"
 
 #define XNN_MAX_DIMS 6
 #define XNN_INVALID_ID 0xffffffffu
@@ -129,6 +130,12 @@ typedef struct xnn_node {
     void *prep;
     /* a quantized product run on the integer kernels (xnn_quant.c; NULL: the float path) */
     struct xnn_qnode *qn;
+    /* an inverted-residual block run as one (1x1 or stem -> depthwise -> 1x1 [-> residual
+     * add], consecutive nodes, xnn_layout.c): its last node has block_len > 0 and runs the
+     * nodes from block_first on; the others have in_block set and are skipped */
+    uint32_t block_first, block_len;
+    bool in_block;
+    etch_epilogue epi; /* the output range as the blocked kernels' activation (block nodes) */
     size_t scratch; /* bytes of scratch this node needs at the largest shapes */
 } xnn_node;
 

@@ -212,6 +212,127 @@ static etch_status fuse_plan(xnn_graph *g, xnn_alloc *a) {
     return ETCH_OK;
 }
 
+/* The activation of node n's output range (none: act NONE). */
+static etch_epilogue range_epi(const xnn_node *n) {
+    etch_epilogue e;
+    memset(&e, 0, sizeof e);
+    e.act = n->out_min > -INFINITY || n->out_max < INFINITY ? ETCH_ACT_CLAMP : ETCH_ACT_NONE;
+    e.lo = n->out_min;
+    e.hi = n->out_max;
+    return e;
+}
+
+static bool only_reader(const xnn_graph *g, const uint32_t *uses, uint32_t v, const xnn_node *r) {
+    return uses[v] == 1 && r->nin >= 1 && r->in[0] == v && intermediate(&g->values[v]);
+}
+
+void xnn_layout_block(const xnn_graph *g, const xnn_node *last, etch_conv_block *b) {
+    memset(b, 0, sizeof *b);
+    const xnn_node *n0 = &g->nodes[last->block_first];
+    uint32_t nconv = last->block_len;
+    const xnn_node *add = NULL;
+    if (g->nodes[last->block_first + nconv - 1].kind == XN_ADD)
+        add = &g->nodes[last->block_first + --nconv];
+    b->has_e = nconv == 3;
+    for (uint32_t k = 0; k < nconv; k++) {
+        const xnn_node *n = n0 + k;
+        conv_shape *s = &b->s[b->has_e ? k : k + 1];
+        xnn_layout_conv_shape(g, n, s);
+        s->epi = n->epi.act != ETCH_ACT_NONE ? &n->epi : NULL;
+        const xnn_value *bias = in_v((xnn_graph *)g, n, 2);
+        s->bias = n->bf ? n->bf : bias ? (const float *)(const void *)bias->data : NULL;
+        s->in = (const float *)(const void *)g->values[n->in[0]].data;
+        s->out = (float *)(void *)g->values[n->out[0]].data;
+    }
+    if (add) {
+        const uint32_t y = n0[nconv - 1].out[0];
+        b->y_first = add->in[0] == y;
+        b->add_r = (const float *)(const void *)g->values[add->in[b->y_first ? 1 : 0]].data;
+        b->add_z = (float *)(void *)g->values[add->out[0]].data;
+        b->add_epi = add->epi.act != ETCH_ACT_NONE ? &add->epi : NULL;
+    }
+}
+
+/* Consecutive blocked nodes 1x1 (or a stem reading NCHW) -> depthwise 3x3 -> 1x1 [-> Add of
+ * that result and another blocked value], each intermediate read only by the next, run as
+ * one block (etch_opt_conv_block_run: the CPU path's chained calls), at the last node. */
+static etch_status block_plan(xnn_graph *g, xnn_alloc *a) {
+    uint32_t *uses = (uint32_t *)xnn_alloc_bytes(a, sizeof(uint32_t) * (g->nvalues + 1), 4);
+    if (!uses)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "XnnpackBackend: method pool too small");
+    memset(uses, 0, sizeof(uint32_t) * g->nvalues);
+    for (uint32_t i = 0; i < g->nnodes; i++)
+        for (uint32_t k = 0; k < g->nodes[i].nin; k++)
+            if (g->nodes[i].in[k] != XNN_INVALID_ID)
+                uses[g->nodes[i].in[k]]++;
+    for (uint32_t i = 0; i < g->nnodes; i++)
+        g->nodes[i].epi = range_epi(&g->nodes[i]);
+    for (uint32_t i = 0; i + 1 < g->nnodes; i++) {
+        xnn_node *n = &g->nodes[i];
+        if (!n->blk || n->in_block)
+            continue;
+        /* expand / stem, depthwise, project: three convolutions from i, else two */
+        uint32_t nconv = 0;
+        for (uint32_t want = 3; want >= 2 && !nconv; want--) {
+            if (i + want > g->nnodes)
+                continue;
+            const xnn_node *c = &g->nodes[i];
+            bool ok = true;
+            static const int k3[3] = {XN_CONV2D, XN_DEPTHWISE_CONV2D, XN_CONV2D};
+            static const int k2[2] = {XN_DEPTHWISE_CONV2D, XN_CONV2D};
+            const int *kinds = want == 3 ? k3 : k2;
+            for (uint32_t k = 0; k < want && ok; k++) {
+                const xnn_node *m = c + k;
+                ok = m->blk && !m->wino && m->kind == kinds[k] &&
+                     g->values[m->out[0]].layout == XL_BLK;
+                if (ok && k + 1 < want)
+                    ok = only_reader(g, uses, m->out[0], m + 1);
+            }
+            const xnn_value *x = ok ? &g->values[c->in[0]] : NULL;
+            if (ok && !(x->layout == XL_BLK || (want == 3 && x->layout == XL_NCHW)))
+                ok = false;
+            if (ok)
+                nconv = want;
+        }
+        if (!nconv)
+            continue;
+        uint32_t len = nconv;
+        const xnn_node *p = &g->nodes[i + nconv - 1];
+        if (i + nconv < g->nnodes) { /* a residual add of the project's result */
+            const xnn_node *d = &g->nodes[i + nconv];
+            const uint32_t y = p->out[0];
+            if (d->kind == XN_ADD && d->nin == 2 && g->values[d->out[0]].layout == XL_BLK &&
+                uses[y] == 1 && intermediate(&g->values[y]) &&
+                (d->in[0] == y) != (d->in[1] == y) &&
+                g->values[d->in[d->in[0] == y ? 1 : 0]].layout == XL_BLK)
+                len++;
+        }
+        xnn_node *last = &g->nodes[i + len - 1];
+        if (!a->measure) { /* (measuring: the packed weights are not there to check; every
+                              candidate then counts, which only lengthens lifetimes) */
+            last->block_first = i;
+            last->block_len = len;
+            etch_conv_block b;
+            xnn_layout_block(g, last, &b);
+            bool stem;
+            if (!etch_opt_conv_block_ok(&b, &stem) ||
+                stem != (g->values[n->in[0]].layout == XL_NCHW)) {
+                last->block_len = 0;
+                continue;
+            }
+            for (uint32_t k = 0; k + 1 < len; k++)
+                g->nodes[i + k].in_block = true;
+        }
+        /* the block reads its input up to its last node, which may write its result over
+         * storage the plan would otherwise hand on */
+        xnn_value *x = &g->values[n->in[0]];
+        if (x->last_use < (int32_t)(i + len - 1))
+            x->last_use = (int32_t)(i + len - 1);
+        i += len - 1;
+    }
+    return ETCH_OK;
+}
+
 etch_status xnn_layout_plan(xnn_graph *g, xnn_alloc *a) {
     /* candidates, then pruned to a fixed point (each pass only removes) */
     uint8_t *cand = (uint8_t *)xnn_alloc_bytes(a, g->nvalues ? g->nvalues : 1, 1);
@@ -314,7 +435,8 @@ etch_status xnn_layout_plan(xnn_graph *g, xnn_alloc *a) {
         if (all && any)
             o->layout = XL_NCHW;
     }
-    return fuse_plan(g, a);
+    etch_status st = fuse_plan(g, a);
+    return st ? st : block_plan(g, a);
 }
 
 int xnn_layout_wanted(const xnn_graph *g, const xnn_node *n, uint32_t k) {

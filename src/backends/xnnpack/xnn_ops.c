@@ -1814,10 +1814,26 @@ etch_status xnn_ops_reshape(xnn_graph *g) {
 etch_status xnn_ops_execute(xnn_graph *g, etch_kernel_context *ctx) {
     etch_status st;
     for (uint32_t i = 0; i < g->nnodes; i++) {
-        run r = {g, ctx, g->scratch, g->scratch_size};
+        xnn_node *n = &g->nodes[i];
+        if (n->in_block)
+            continue; /* its block runs at the block's last node */
         const size_t mark = ctx->temp_used; /* the kernels' scratch, given back per node */
-        st = run_node(&r, &g->nodes[i]);
-        ctx->temp_used = mark;
+        st = ETCH_OK;
+        bool done = false;
+        if (n->block_len) {
+            etch_conv_block b;
+            xnn_layout_block(g, n, &b);
+            done = etch_opt_conv_block_run(ctx, &b);
+            ctx->temp_used = mark;
+            if (done && etch_kernel_failed(ctx))
+                return ETCH_ERR_INTERNAL;
+        }
+        /* the node, or a block whose scratch was short, one node at a time */
+        for (uint32_t k = n->block_len ? n->block_first : i; !done && k <= i && !st; k++) {
+            run r = {g, ctx, g->scratch, g->scratch_size};
+            st = run_node(&r, &g->nodes[k]);
+            ctx->temp_used = mark;
+        }
         if (st)
             return st;
     }

@@ -24,6 +24,9 @@ bool xnn_layout_tied(const xnn_graph *g, const xnn_node *n);
 /* The conv_shape of a blocked convolution node at its current dims (in, out, w: NULL). */
 struct conv_shape;
 void xnn_layout_conv_shape(const xnn_graph *g, const xnn_node *n, struct conv_shape *s);
+/* The block a node with block_len > 0 ends, at the current dims and data pointers. */
+struct etch_conv_block;
+void xnn_layout_block(const xnn_graph *g, const xnn_node *last, struct etch_conv_block *b);
 
 /* Quantized fully connected / convolution nodes on the integer kernels (xnn_quant.c). At load,
  * after the node's shapes: plan node n (n->qn set when it fits: its weights packed or repacked,

@@ -66,37 +66,50 @@ static bool blocked_io(const etch_kernel_call *c) {
     return (c->blocked & io) == io;
 }
 
-/* A 1x1 stride-1 convolution the band loop can run: blocked, its NCHWc pack prepared. */
-static bool pointwise_ok(const etch_kernel_call *c, const conv_shape *s) {
+/* A 1x1 stride-1 convolution the band loop can run (its tensors blocked): its NCHWc pack
+ * prepared. */
+static bool pointwise_shape_ok(const conv_shape *s) {
     bool act;
     float lo, hi;
-    return blocked_io(c) && s->groups == 1 && s->KH == 1 && s->KW == 1 && s->sh == 1 &&
-           s->sw == 1 && s->ph == 0 && s->pw == 0 && s->C_in % 8 == 0 && s->C_out % 8 == 0 &&
+    return s->groups == 1 && s->KH == 1 && s->KW == 1 && s->sh == 1 && s->sw == 1 &&
+           s->ph == 0 && s->pw == 0 && s->C_in % 8 == 0 && s->C_out % 8 == 0 &&
            etch_opt_conv_prep_nchwc(s) && etch_nchwc_tile_act(s->epi, &act, &lo, &hi);
 }
 
+static bool pointwise_ok(const etch_kernel_call *c, const conv_shape *s) {
+    return blocked_io(c) && pointwise_shape_ok(s);
+}
+
 /* A depthwise 3x3 (stride 1 or 2 both ways, padding 1, dilation 1) on blocked tensors. */
-static bool depthwise_ok(const etch_kernel_call *c, const conv_shape *s) {
+static bool depthwise_shape_ok(const conv_shape *s) {
     bool act;
     float lo, hi;
-    return blocked_io(c) && s->groups == s->C_in && s->C_out == s->C_in && s->cin_g == 1 &&
+    return s->groups == s->C_in && s->C_out == s->C_in && s->cin_g == 1 &&
            s->C_in % 8 == 0 && s->KH == 3 && s->KW == 3 && s->sh == s->sw &&
            (s->sh == 1 || s->sh == 2) && s->ph == 1 && s->pw == 1 && s->dh == 1 &&
            s->dw == 1 && etch_nchwc_tile_act(s->epi, &act, &lo, &hi);
+}
+
+static bool depthwise_ok(const etch_kernel_call *c, const conv_shape *s) {
+    return blocked_io(c) && depthwise_shape_ok(s);
 }
 
 /* A network's first convolution as the block's first call (the "stem"): an NCHW input of at
  * most 8 channels (an image), any kernel, stride and padding, dilation 1 across, groups 1, a
  * blocked output, its NCHWc pack prepared: the blocked convolution's interleaved path, whose
  * windows read one run of KW * C_in lanes per row of a padded copy of the image. */
-static bool stem_ok(const etch_kernel_call *c, const conv_shape *s) {
+static bool stem_shape_ok(const conv_shape *s) {
     bool act;
     float lo, hi;
     /* the padded copy: as large as the unchained call would make it at most */
     const double copy = (double)s->C_in * (double)(s->IH + 2 * s->ph) * (double)(s->IW + 2 * s->pw);
-    return !(c->blocked & 1u) && ((c->blocked >> 9) & 1u) && s->groups == 1 && s->C_in <= 8 &&
-           s->C_out % 8 == 0 && s->dw == 1 && copy < STEM_MAX_COPY &&
-           etch_opt_conv_prep_nchwc(s) && etch_nchwc_tile_act(s->epi, &act, &lo, &hi);
+    return s->groups == 1 && s->C_in <= 8 && s->C_out % 8 == 0 && s->dw == 1 &&
+           copy < STEM_MAX_COPY && etch_opt_conv_prep_nchwc(s) &&
+           etch_nchwc_tile_act(s->epi, &act, &lo, &hi);
+}
+
+static bool stem_ok(const etch_kernel_call *c, const conv_shape *s) {
+    return !(c->blocked & 1u) && ((c->blocked >> 9) & 1u) && stem_shape_ok(s);
 }
 
 /* Does convolution call q read (as its input) the tensor convolution call p writes? The
@@ -188,6 +201,17 @@ static size_t run_of(const etch_kernel_call *calls, size_t n, conv_shape s[3], c
     return got + (*has_add ? 1 : 0);
 }
 
+/* The intermediate written and read back, against the weights every thread would read. */
+static bool worth_chaining(const conv_shape s[3], bool has_e) {
+    const conv_shape *d = &s[1], *p = &s[2];
+    const double mid = has_e ? (double)d->N * (double)d->C_in * (double)(d->IH * d->IW)
+                             : (double)d->N * (double)d->C_out * (double)(d->OH * d->OW);
+    double weights = (double)p->C_in * (double)p->C_out;
+    if (has_e)
+        weights += (double)s[0].C_in * (double)s[0].C_out * (double)(s[0].KH * s[0].KW);
+    return mid >= CHAIN_MIN_RATIO * weights;
+}
+
 size_t etch_opt_convolution_chain(etch_kernel_context *ctx, const etch_kernel_call *calls,
                                   size_t n) {
     (void)ctx;
@@ -198,14 +222,7 @@ size_t etch_opt_convolution_chain(etch_kernel_context *ctx, const etch_kernel_ca
     const size_t got = all - (has_add ? 1 : 0); /* the convolutions */
     if (!all)
         return 0;
-    /* the intermediate written and read back, against the weights every thread would read */
-    const conv_shape *d = &s[1], *p = &s[2];
-    const double mid = got == 3 ? (double)d->N * (double)d->C_in * (double)(d->IH * d->IW)
-                                : (double)d->N * (double)d->C_out * (double)(d->OH * d->OW);
-    double weights = (double)p->C_in * (double)p->C_out;
-    if (got == 3)
-        weights += (double)s[0].C_in * (double)s[0].C_out * (double)(s[0].KH * s[0].KW);
-    return mid >= CHAIN_MIN_RATIO * weights ? all : 0;
+    return worth_chaining(s, got == 3) ? all : 0;
 }
 
 /* ---- the band loop ---------------------------------------------------------------------- */
@@ -392,6 +409,9 @@ static void chain_steps(void *arg, int t, int64_t i0, int64_t i1) {
     }
 }
 
+static bool block_exec(etch_kernel_context *ctx, const conv_shape s[3], bool has_e, bool stem,
+                       const chain_add *add);
+
 void etch_opt_conv_chain_run(etch_kernel_context *ctx) {
     const size_t n = etch_kernel_chain_length(ctx);
     etch_kernel_call calls[4];
@@ -404,15 +424,25 @@ void etch_opt_conv_chain_run(etch_kernel_context *ctx) {
         etch_chain_run_each(ctx); /* not the block accepted at load (the arguments changed) */
         return;
     }
+    const bool has_e = n - (has_add ? 1 : 0) == 3;
+    if (!block_exec(ctx, s, has_e, has_e && stem_ok(&calls[0], &s[0]), has_add ? &add : NULL))
+        etch_chain_run_each(ctx);
+}
+
+/* Run the block of shapes s (s[0] with has_e: the expand, or a stem), its residual add (NULL:
+ * none); false, having written nothing, when scratch is short. */
+static bool block_exec(etch_kernel_context *ctx, const conv_shape s[3], bool has_e, bool stem,
+                       const chain_add *add) {
     chain_job j;
     memset(&j, 0, sizeof j);
-    j.has_e = n - (has_add ? 1 : 0) == 3;
-    j.has_add = has_add;
-    j.add = add;
+    j.has_e = has_e;
+    j.has_add = add != NULL;
+    if (add)
+        j.add = *add;
     j.vec = etch_opt_vec_active();
     if (j.has_e)
         j.e = s[0];
-    j.stem = j.has_e && stem_ok(&calls[0], &j.e);
+    j.stem = stem;
     j.d = s[1];
     j.p = s[2];
     j.we = j.has_e ? etch_opt_conv_prep_nchwc(&j.e) : NULL;
@@ -450,16 +480,14 @@ void etch_opt_conv_chain_run(etch_kernel_context *ctx) {
         ctx, (size_t)(threads * j.worker_floats + copy_floats) * sizeof(float), 64);
     j.ring = (chain_ring *)etch_kernel_temp_try(ctx, (size_t)threads * sizeof(chain_ring),
                                                 _Alignof(chain_ring));
-    if (!j.scratch || !j.ring) {
-        etch_chain_run_each(ctx);
-        return;
-    }
+    if (!j.scratch || !j.ring)
+        return false;
     for (int64_t t = 0; t < threads; t++)
         j.ring[t] = (chain_ring){.n = -1, .next = 0, .have = 0};
     if (!j.stem) {
         j.n0 = 0;
         etch_kernel_parallel_for_thread(ctx, d->N * j.steps, 1, chain_steps, &j);
-        return;
+        return true;
     }
     float *copy = j.scratch + threads * j.worker_floats;
     j.copy = copy;
@@ -469,4 +497,28 @@ void etch_opt_conv_chain_run(etch_kernel_context *ctx) {
         j.n0 = img;
         etch_kernel_parallel_for_thread(ctx, j.steps, 1, chain_steps, &j);
     }
+    return true;
+}
+
+bool etch_opt_conv_block_ok(const etch_conv_block *b, bool *stem) {
+    const conv_shape *e = &b->s[0], *d = &b->s[1], *p = &b->s[2];
+    *stem = false;
+    if (!depthwise_shape_ok(d) || !pointwise_shape_ok(p) || d->C_out != p->C_in ||
+        d->N != p->N || d->OH != p->IH || d->OW != p->IW)
+        return false;
+    if (b->has_e) {
+        *stem = !pointwise_shape_ok(e) && stem_shape_ok(e);
+        if ((!*stem && !pointwise_shape_ok(e)) || e->C_out != d->C_in || e->N != d->N ||
+            e->OH != d->IH || e->OW != d->IW)
+            return false;
+    }
+    return worth_chaining(b->s, b->has_e);
+}
+
+bool etch_opt_conv_block_run(etch_kernel_context *ctx, const etch_conv_block *b) {
+    bool stem;
+    if (!etch_opt_conv_block_ok(b, &stem))
+        return false;
+    chain_add add = {b->add_r, b->add_z, b->y_first, b->add_epi};
+    return block_exec(ctx, b->s, b->has_e, stem, b->add_r ? &add : NULL);
 }

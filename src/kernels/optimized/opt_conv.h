@@ -52,6 +52,28 @@ size_t etch_opt_convolution_chain(etch_kernel_context *ctx, const etch_kernel_ca
                                   size_t n);
 void etch_opt_conv_chain_run(etch_kernel_context *ctx);
 
+/* An inverted-residual block run as one by a caller outside the runtime's chains (a backend):
+ * the same band loop, bitwise the calls one by one. s: the expand 1x1 or a stem (with has_e),
+ * the depthwise 3x3, the project 1x1, every one's prep made by etch_opt_conv_prepare_blocked
+ * (s[k].epi its activation), the tensors channel-blocked but a stem's NCHW input; s[0].in (or
+ * s[1].in) the block's input, s[2].out its result; the intermediates are not written. With
+ * add_r, the result is add_z = y + r (r + y unless y_first) with add_epi after it, y (s[2].out)
+ * unwritten. */
+typedef struct etch_conv_block {
+    conv_shape s[3];
+    bool has_e;
+    const float *add_r;
+    float *add_z;
+    bool y_first;
+    const etch_epilogue *add_epi;
+} etch_conv_block;
+/* Whether the block fits the band loop and is worth it (what the runtime's chain function
+ * asks); *stem: s[0] is a stem. */
+bool etch_opt_conv_block_ok(const etch_conv_block *b, bool *stem);
+/* Run it: false, having written nothing, when it does not fit or scratch is short (then run
+ * the calls one by one). */
+bool etch_opt_conv_block_run(etch_kernel_context *ctx, const etch_conv_block *b);
+
 /* Layout function of aten::convolution.out (etch_kernels_register_layout), conv.c. A 2-D
  * float convolution (not transposed) may take its input (args[0]) and output (args[9],
  * args[10]) channel-blocked (NCHW8c, etch/kernel.h):
