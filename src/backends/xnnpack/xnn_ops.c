@@ -1560,13 +1560,25 @@ static void contiguous_strides(const int64_t *dims, uint32_t rank, int64_t *st) 
     }
 }
 
-static void run_bmm(run *r, xnn_node *n, const float *x, const float *y, float *o) {
-    xnn_value *vx = IN(r->g, n, 0), *vy = IN(r->g, n, 1), *vo = OUT(r->g, n, 0);
-    bool tb = n->flags & XNN_FLAG_TRANSPOSE_B;
-    uint32_t R = vo->rank;
-    int64_t M = vo->dims[R - 2], N = vo->dims[R - 1], K = vx->dims[vx->rank - 1];
-    int64_t batches = xnn_numel(vo->dims, R - 2);
-    for (int64_t bi = 0; bi < batches; bi++) {
+typedef struct bmm_args {
+    xnn_graph *g;
+    const xnn_node *n;
+    const float *x, *y;
+    float *o;
+    etch_kernel_context *ctx; /* NULL: each product on its thread's direct path */
+} bmm_args;
+
+/* products [b0, b1) of a batch matrix multiply */
+static void bmm_range(void *arg, int64_t b0, int64_t b1) {
+    const bmm_args *s = (const bmm_args *)arg;
+    const xnn_node *n = s->n;
+    xnn_value *vx = IN(s->g, n, 0), *vy = IN(s->g, n, 1), *vo = OUT(s->g, n, 0);
+    const bool tb = n->flags & XNN_FLAG_TRANSPOSE_B;
+    const uint32_t R = vo->rank;
+    const int64_t M = vo->dims[R - 2], N = vo->dims[R - 1], K = vx->dims[vx->rank - 1];
+    const float *x = s->x, *y = s->y;
+    float *o = s->o;
+    for (int64_t bi = b0; bi < b1; bi++) {
         int64_t rem = bi, ox = 0, oy = 0, sx = 1, sy = 1;
         for (int32_t d = (int32_t)R - 3; d >= 0; d--) {
             int64_t c = rem % vo->dims[d];
@@ -1587,7 +1599,25 @@ static void run_bmm(run *r, xnn_node *n, const float *x, const float *y, float *
         d.b_cs = tb ? K : 1;
         d.c = o + bi * M * N, d.ldc = N;
         d.alpha = 1.0f;
-        etch_opt_sgemm(r->ctx, &d);
+        etch_opt_sgemm(s->ctx, &d);
+    }
+}
+
+static void run_bmm(run *r, xnn_node *n, const float *x, const float *y, float *o) {
+    xnn_value *vx = IN(r->g, n, 0), *vo = OUT(r->g, n, 0);
+    const uint32_t R = vo->rank;
+    const int64_t M = vo->dims[R - 2], N = vo->dims[R - 1], K = vx->dims[vx->rank - 1];
+    const int64_t batches = xnn_numel(vo->dims, R - 2);
+    const double per = (double)M * (double)N * (double)(K > 0 ? K : 1);
+    bmm_args s = {r->g, n, x, y, o, NULL};
+    if (batches > 1 && per < 4e6) {
+        /* many small products (attention, a head each): one parallel loop over them, each
+         * on one thread's direct path, as the CPU path's bmm; the same for any thread count */
+        const int64_t grain = per >= 65536 ? 1 : (int64_t)(65536 / per) + 1;
+        etch_kernel_parallel_for(r->ctx, batches, grain, bmm_range, &s);
+    } else {
+        s.ctx = r->ctx;
+        bmm_range(&s, 0, batches);
     }
     clamp_floats(o, batches * M * N, n->out_min, n->out_max);
 }

@@ -293,6 +293,7 @@ class Lowering:
         self.producer: Dict[int, int] = {}       # value id -> index of the node writing it
         self.readers: Dict[int, int] = {}        # value id -> nodes reading it
         self.out_ext = {k: len(inputs) + i for i, k in enumerate(outputs)}
+        self.tb_of: Dict[Any, int] = {}     # a last-two-dims permute -> its input's value
         self.outputs = list(outputs)
         for i, x in enumerate(inputs):
             vid = self.g.value(_shape(eg, x), flags=EXTERNAL_INPUT, ext=i)
@@ -467,10 +468,13 @@ class Lowering:
         if t in (aten.addmm.default, aten.mm.default, aten.linear.default):
             return self.fully_connected(n, a)
         if t is aten.bmm.default:
-            x, y = self.logical(a["self"]), self.logical(a["mat2"])
+            x = self.logical(a["self"])
+            m2 = a["mat2"]
+            tb = isinstance(m2, torch.fx.Node) and self.key(m2) in self.tb_of
+            y = self.tb_of[self.key(m2)] if tb else self.logical(m2)
             o = self.new(_shape(eg, n), n)
-            return self.emit("BatchMatrixMultiply", {0: U(x), 1: U(y), 2: U(o), 3: U(0)}, o,
-                             [x, y])
+            return self.emit("BatchMatrixMultiply",
+                             {0: U(x), 1: U(y), 2: U(o), 3: U(1 if tb else 0)}, o, [x, y])
         if t in (aten.max_pool2d_with_indices.default, aten.avg_pool2d.default):
             return self.pool(n, a)
         if t is aten.mean.dim:
@@ -699,6 +703,14 @@ class Lowering:
         x = n.args[0]
         v = self.val(x)
         shape = _shape(self.eg, n)
+        r = len(perm)
+        if (v.nchw4 is None and r >= 2 and list(perm) == list(range(r - 2)) + [r - 1, r - 2]
+                and self.key(n) not in self.out_ext and n.users
+                and all(u.target is aten.bmm.default and u.args[1] is n and u.args[0] is not n
+                        for u in n.users)):
+            # read only as a bmm's second operand: the bmm transposes it (XNN_FLAG_TRANSPOSE_B)
+            self.tb_of[self.key(n)] = self.logical(x)
+            return
         if v.nchw4 is not None and len(perm) == 4 and _shape(self.eg, x) == v.nchw4:
             # L = P.permute(TO_NCHW), so L.permute(perm) = P.permute(TO_NCHW[perm])
             self.transpose(v.vid, [TO_NCHW[p] for p in perm], list(shape), n)
