@@ -104,6 +104,15 @@ static bool mul_ok(int64_t a, int64_t b, int64_t *out) {
     return true;
 }
 
+bool xnn_same_dims(const xnn_value *a, const xnn_value *b) {
+    if (a->rank != b->rank)
+        return false;
+    for (uint32_t d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
+
 int64_t xnn_numel(const int64_t *dims, uint32_t rank) {
     int64_t n = 1;
     for (uint32_t i = 0; i < rank; i++)

@@ -175,5 +175,7 @@ etch_status xnn_graph_load(const uint8_t *blob, size_t size, const etch_backend_
 /* Bytes of one element row of `dt` for n elements (4-bit types round up). */
 size_t xnn_dtype_bytes(int dt, int64_t n);
 int64_t xnn_numel(const int64_t *dims, uint32_t rank);
+/* Whether a and b have the same current shape. */
+bool xnn_same_dims(const xnn_value *a, const xnn_value *b);
 
 #endif

@@ -57,15 +57,6 @@ static bool concat_kind(int k) {
     return k == XN_CONCAT2 || k == XN_CONCAT3 || k == XN_CONCAT4 || k == XN_CONCAT5;
 }
 
-static bool dims_equal(const xnn_value *a, const xnn_value *b) {
-    if (a->rank != b->rank)
-        return false;
-    for (uint32_t d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return false;
-    return true;
-}
-
 /* A float filter / bias operand the blocked kernels can read (fp32 data, or its float copy). */
 static bool float_operand(const xnn_value *v, const float *copy) {
     return !v || copy || (v->dtype == XDT_FP32 && ((uintptr_t)v->constant & 3) == 0);
@@ -93,10 +84,10 @@ bool xnn_layout_tied(const xnn_graph *g, const xnn_node *n) {
     if (!f32_4d(o) || !f32_4d(x) || o->dims[3] % 8)
         return false;
     if (unary_kind(n->kind))
-        return dims_equal(x, o);
+        return xnn_same_dims(x, o);
     if (binary_kind(n->kind)) {
         const xnn_value *y = in_v(g, n, 1);
-        return y && f32_4d(y) && dims_equal(x, o) && dims_equal(y, o);
+        return y && f32_4d(y) && xnn_same_dims(x, o) && xnn_same_dims(y, o);
     }
     if (n->kind == XN_MAX_POOL || n->kind == XN_AVG_POOL)
         return !(n->flags & XNN_FLAG_TENSORFLOW_SAME_PADDING) && x->dims[3] == o->dims[3];
@@ -168,18 +159,26 @@ static bool clamps_output(const xnn_node *n) {
     }
 }
 
-/* After the layouts: a reshape of a float intermediate to another (same storage order) shares
- * its storage instead of copying it; a Clamp whose input has no other reader and comes from a
- * node that clamps its own output moves its range onto that node and shares its storage. */
-static etch_status fuse_plan(xnn_graph *g, xnn_alloc *a) {
+/* How many node inputs read each value (NULL: the pool is short). */
+static uint32_t *count_uses(const xnn_graph *g, xnn_alloc *a) {
     uint32_t *uses = (uint32_t *)xnn_alloc_bytes(a, sizeof(uint32_t) * (g->nvalues + 1), 4);
     if (!uses)
-        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "XnnpackBackend: method pool too small");
+        return NULL;
     memset(uses, 0, sizeof(uint32_t) * g->nvalues);
     for (uint32_t i = 0; i < g->nnodes; i++)
         for (uint32_t k = 0; k < g->nodes[i].nin; k++)
             if (g->nodes[i].in[k] != XNN_INVALID_ID)
                 uses[g->nodes[i].in[k]]++;
+    return uses;
+}
+
+/* After the layouts: a reshape of a float intermediate to another (same storage order) shares
+ * its storage instead of copying it; a Clamp whose input has no other reader and comes from a
+ * node that clamps its own output moves its range onto that node and shares its storage. */
+static etch_status fuse_plan(xnn_graph *g, xnn_alloc *a) {
+    uint32_t *uses = count_uses(g, a);
+    if (!uses)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "XnnpackBackend: method pool too small");
     for (uint32_t i = 0; i < g->nnodes; i++) {
         xnn_node *n = &g->nodes[i];
         if ((n->kind != XN_STATIC_RESHAPE && n->kind != XN_CLAMP) || n->nin < 1 || n->nout != 1)
@@ -257,14 +256,9 @@ void xnn_layout_block(const xnn_graph *g, const xnn_node *last, etch_conv_block 
  * that result and another blocked value], each intermediate read only by the next, run as
  * one block (etch_opt_conv_block_run: the CPU path's chained calls), at the last node. */
 static etch_status block_plan(xnn_graph *g, xnn_alloc *a) {
-    uint32_t *uses = (uint32_t *)xnn_alloc_bytes(a, sizeof(uint32_t) * (g->nvalues + 1), 4);
+    uint32_t *uses = count_uses(g, a);
     if (!uses)
         return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "XnnpackBackend: method pool too small");
-    memset(uses, 0, sizeof(uint32_t) * g->nvalues);
-    for (uint32_t i = 0; i < g->nnodes; i++)
-        for (uint32_t k = 0; k < g->nodes[i].nin; k++)
-            if (g->nodes[i].in[k] != XNN_INVALID_ID)
-                uses[g->nodes[i].in[k]]++;
     for (uint32_t i = 0; i < g->nnodes; i++)
         g->nodes[i].epi = range_epi(&g->nodes[i]);
     for (uint32_t i = 0; i + 1 < g->nnodes; i++) {

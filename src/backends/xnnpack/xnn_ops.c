@@ -258,15 +258,6 @@ static etch_status set_dims(xnn_node *n, xnn_value *o, uint32_t rank, const int6
     return ETCH_OK;
 }
 
-static bool same_dims(const xnn_value *a, const xnn_value *b) {
-    if (a->rank != b->rank)
-        return false;
-    for (uint32_t d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return false;
-    return true;
-}
-
 static etch_status conv_out(const xnn_node *n, int64_t in, uint32_t k, uint32_t s, uint32_t d,
                             uint32_t p0, uint32_t p1, int64_t *out) {
     int64_t eff = (int64_t)d * ((int64_t)k - 1) + 1, padded = in + p0 + p1;
@@ -303,7 +294,7 @@ static etch_status reshape_node(xnn_graph *g, xnn_node *n, bool at_load) {
                                 NKN(n), (long long)a, (long long)b, d);
             dims[d] = a == 1 ? b : a;
         }
-        if (n->kind == XN_PRELU && !same_dims(x, o) && o->rank == x->rank)
+        if (n->kind == XN_PRELU && !xnn_same_dims(x, o) && o->rank == x->rank)
             memcpy(dims, x->dims, sizeof dims), rank = x->rank;
         break;
     }
@@ -1054,7 +1045,7 @@ static void run_binary(run *r, xnn_node *n, const float *x, const float *y, floa
     }
     int64_t inner = vo->rank ? s.dims[s.rank - 1] : 1;
     int64_t rows = inner ? xnn_numel(vo->dims, vo->rank) / inner : 0; /* (0 dims: none) */
-    if (same_dims(vx, vo) && same_dims(vy, vo) && vo->rank > 0) {
+    if (xnn_same_dims(vx, vo) && xnn_same_dims(vy, vo) && vo->rank > 0) {
         /* no broadcast: one flat run (any layout: the same elements line up) */
         s.dims[0] = xnn_numel(vo->dims, vo->rank);
         etch_kernel_parallel_for(r->ctx, s.dims[0], 16384, binary_flat, &s);
