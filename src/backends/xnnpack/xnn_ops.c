@@ -897,7 +897,9 @@ static void unary_span(void *arg, int64_t b, int64_t e) {
               : -1;
     if (vop >= 0) /* the optimized kernels' row functions (opt_eltwise.h: their accuracy) */
         etch_opt_vec_active()->unary(vop, o + b, x + b, e - b, -INFINITY, INFINITY);
-    switch (vop >= 0 ? -1 : s->op) {
+    else if (s->op == XN_SQUARE) /* x * x, correctly rounded either way */
+        etch_opt_vec_active()->binary(ETCH_OPT_BIN_MUL, o + b, x + b, 0, x + b, 0, 1.0f, e - b);
+    switch (vop >= 0 || s->op == XN_SQUARE ? -1 : s->op) {
     case XN_CLAMP: case XN_CONVERT: case XN_STATIC_RESHAPE:
         if (o != x)
             memcpy(o + b, x + b, (size_t)(e - b) * 4);
@@ -910,7 +912,6 @@ static void unary_span(void *arg, int64_t b, int64_t e) {
     case XN_SIN: for (int64_t i = b; i < e; i++) o[i] = sinf(x[i]); break;
     case XN_ABS: for (int64_t i = b; i < e; i++) o[i] = fabsf(x[i]); break;
     case XN_NEGATE: for (int64_t i = b; i < e; i++) o[i] = -x[i]; break;
-    case XN_SQUARE: for (int64_t i = b; i < e; i++) o[i] = x[i] * x[i]; break;
     case XN_GELU: for (int64_t i = b; i < e; i++) o[i] = gelu(x[i]); break;
     case XN_HARDSWISH:
         for (int64_t i = b; i < e; i++) {
