@@ -1660,7 +1660,7 @@ static etch_status run_qnode(run *r, xnn_node *n) {
     if (((io & XQ_IO_FLOAT_IN) && !xf) || ((io & XQ_IO_FLOAT_OUT) && !yf) ||
         ((io & XQ_IO_FLOAT_BIAS) && n->in[2] != XNN_INVALID_ID && !b))
         return NODE_ERR(ETCH_ERR_MEMORY_ALLOCATION_FAILED, n, "scratch exhausted", NKN(n));
-    etch_status st = xnn_quant_run(r->g, n, r->ctx, xf, b, yf, r->sp, r->left);
+    etch_status st = xnn_quant_run(r->g, n, r->ctx, xf, b, yf, r->sp);
     if (st == ETCH_OK && etch_kernel_failed(r->ctx))
         st = ETCH_ERR_INTERNAL;
     if (st == ETCH_OK && yf) {

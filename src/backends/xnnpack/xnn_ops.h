@@ -39,10 +39,10 @@ size_t xnn_quant_scratch(const xnn_graph *g, const xnn_node *n);
 enum { XQ_IO_FLOAT_IN = 1u, XQ_IO_FLOAT_OUT = 2u, XQ_IO_FLOAT_BIAS = 4u };
 unsigned xnn_quant_io(const xnn_node *n);
 /* Run n (n->qn set): xf / bias / yf as xnn_quant_io asks (NULL otherwise), scratch of at least
- * xnn_quant_scratch bytes. Integer outputs are written to the output value's data, clamped to
+ * xnn_quant_scratch bytes (sized at load for the bounds). Integer outputs are written to the output value's data, clamped to
  * the node's output range; float ones to yf, unclamped. */
 etch_status xnn_quant_run(xnn_graph *g, xnn_node *n, etch_kernel_context *ctx, const float *xf,
-                          const float *bias, float *yf, void *scratch, size_t size);
+                          const float *bias, float *yf, void *scratch);
 
 /* Every node's output shape from the inputs' current dims (checked against the planned
  * capacities of intermediates; external outputs are for the caller to size). */

@@ -314,11 +314,10 @@ unsigned xnn_quant_io(const xnn_node *n) {
 }
 
 etch_status xnn_quant_run(xnn_graph *g, xnn_node *n, etch_kernel_context *ctx, const float *xf,
-                          const float *bias, float *yf, void *scratch, size_t size) {
+                          const float *bias, float *yf, void *scratch) {
     const struct xnn_qnode *q = n->qn;
     xnn_value *x = &g->values[n->in[0]], *o = &g->values[n->out[0]];
     void *work = align_up(scratch);
-    (void)size; /* sized at load by xnn_quant_scratch for the bounds */
     switch (q->kind) {
     case XQK_Q4_F32:
         etch_q4_linear_f32(ctx, &q->q4, fc_rows(g, n, q->K), xf, q->K, bias, yf, q->q4.N, work);

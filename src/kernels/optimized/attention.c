@@ -415,17 +415,8 @@ static void llama_attend(etch_kernel_context *ctx, const etch_llama_sdpa *a) {
 }
 
 ETCH_OPT_KERNEL(llama_custom_sdpa_out) {
-    if (!etch_pk_nargs(ctx, nargs, 9))
-        return;
-    etch_tensor *q = etch_pk_tensor(ctx, args[0], "query");
-    etch_tensor *k = q ? etch_pk_tensor(ctx, args[1], "key") : NULL;
-    etch_tensor *v = k ? etch_pk_tensor(ctx, args[2], "value") : NULL;
-    etch_tensor *out = v ? etch_pk_tensor(ctx, args[8], "out") : NULL;
-    int64_t sp = 0;
-    if (!out || !etch_pk_int(ctx, args[3], "start_pos", &sp))
-        return;
     etch_llama_sdpa a;
-    if (etch_pk_llama_sdpa_prepare(ctx, &a, q, k, v, sp, args + 4, out) > 0)
+    if (etch_pk_llama_custom_sdpa_args(ctx, &a, args, nargs) > 0)
         llama_attend(ctx, &a);
 }
 

@@ -189,18 +189,23 @@ void etch_pk_llama_sdpa_run(const etch_llama_sdpa *a) {
     csdpa_run(a);
 }
 
-ETCH_PK_KERNEL(llama_custom_sdpa_out) {
+int etch_pk_llama_custom_sdpa_args(etch_kernel_context *ctx, etch_llama_sdpa *a,
+                                   etch_value **args, size_t nargs) {
     if (!etch_pk_nargs(ctx, nargs, 9))
-        return;
+        return -1;
     etch_tensor *q = etch_pk_tensor(ctx, args[0], "query");
     etch_tensor *k = q ? etch_pk_tensor(ctx, args[1], "key") : NULL;
     etch_tensor *v = k ? etch_pk_tensor(ctx, args[2], "value") : NULL;
     etch_tensor *out = v ? etch_pk_tensor(ctx, args[8], "out") : NULL;
     int64_t sp = 0;
     if (!out || !etch_pk_int(ctx, args[3], "start_pos", &sp))
-        return;
+        return -1;
+    return etch_pk_llama_sdpa_prepare(ctx, a, q, k, v, sp, args + 4, out);
+}
+
+ETCH_PK_KERNEL(llama_custom_sdpa_out) {
     etch_llama_sdpa a;
-    if (etch_pk_llama_sdpa_prepare(ctx, &a, q, k, v, sp, args + 4, out) > 0)
+    if (etch_pk_llama_custom_sdpa_args(ctx, &a, args, nargs) > 0)
         csdpa_run(&a);
 }
 

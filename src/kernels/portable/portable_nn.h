@@ -154,6 +154,10 @@ int etch_pk_llama_sdpa_prepare(etch_kernel_context *ctx, etch_llama_sdpa *a, etc
                                etch_tensor *k, etch_tensor *v, int64_t start_pos,
                                etch_value **opt, etch_tensor *out);
 void etch_pk_llama_sdpa_run(const etch_llama_sdpa *a);
+/* custom_sdpa.out's arguments (query, key, value, start_pos, the four options, out) read and
+ * checked as etch_pk_llama_sdpa_prepare does: -1 failed, 0 nothing to compute, 1 attend. */
+int etch_pk_llama_custom_sdpa_args(etch_kernel_context *ctx, etch_llama_sdpa *a,
+                                   etch_value **args, size_t nargs);
 /* sdpa_with_kv_cache's checks, then both cache writes (nothing written when a check fails):
  * -1 failed, 0 nothing more to compute, 1 attend (a filled). */
 int etch_pk_llama_sdpa_kv_prepare(etch_kernel_context *ctx, etch_llama_sdpa *a,

@@ -27,7 +27,7 @@ the operators themselves.
 from __future__ import annotations
 
 import operator
-from typing import List, Optional
+from typing import Optional
 
 import torch
 
@@ -214,7 +214,3 @@ def fuse(eg) -> int:
         eg.prune()
     return made
 
-
-def fused_nodes(n) -> List[str]:  # pragma: no cover - debugging aid
-    return [repr(x.target) for x in n.graph.nodes
-            if isinstance(x.target, (DynQuant, QLinear))]
