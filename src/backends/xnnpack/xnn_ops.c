@@ -1439,16 +1439,6 @@ static void run_spatial_blk(run *r, xnn_node *n, const float *x, float *o, etch_
     etch_kernel_parallel_for(r->ctx, vo->dims[0] * (vo->dims[3] / 8) * vo->dims[1], 1, fn, &s);
 }
 
-typedef struct maxpool_call {
-    const nchwc_rows *rows;
-    nchwc_maxpool_job job;
-} maxpool_call;
-
-static void maxpool_chunk(void *arg, int64_t r0, int64_t r1) {
-    const maxpool_call *c = (const maxpool_call *)arg;
-    c->rows->maxpool(&c->job, r0, r1);
-}
-
 /* Max pooling of blocked planes with the optimized kernels' rows (their indices go to
  * scratch); false when scratch is short (sized at load: cannot happen within the bounds). */
 static bool run_maxpool_blk(run *r, xnn_node *n, const float *x, float *o) {
@@ -1457,13 +1447,11 @@ static bool run_maxpool_blk(run *r, xnn_node *n, const float *x, float *o) {
     int64_t *idx = (int64_t *)(void *)scratch_floats(r, rows * vo->dims[2] * 8 * 2);
     if (!idx)
         return false;
-    maxpool_call c;
-    c.rows = etch_opt_nchwc_rows();
-    c.job = (nchwc_maxpool_job){.H = vx->dims[1], .W = vx->dims[2], .OH = vo->dims[1],
-                                .OW = vo->dims[2], .kh = n->kh, .kw = n->kw, .sh = n->sh,
-                                .sw = n->sw, .ph = n->pad[0], .pw = n->pad[3], .dh = n->dh,
-                                .dw = n->dw, .in = x, .out = o, .idx = idx};
-    etch_kernel_parallel_for(r->ctx, rows, 4, maxpool_chunk, &c);
+    const nchwc_maxpool_job job = {.H = vx->dims[1], .W = vx->dims[2], .OH = vo->dims[1],
+                                   .OW = vo->dims[2], .kh = n->kh, .kw = n->kw, .sh = n->sh,
+                                   .sw = n->sw, .ph = n->pad[0], .pw = n->pad[3],
+                                   .dh = n->dh, .dw = n->dw, .in = x, .out = o, .idx = idx};
+    etch_opt_nchwc_maxpool(r->ctx, &job, rows);
     clamp_floats(o, xnn_numel(vo->dims, 4), n->out_min, n->out_max);
     return true;
 }

@@ -93,6 +93,8 @@ const nchwc_rows *etch_opt_nchwc_rows(void);
 
 /* Run the blocked global average over planes (pool.c and norm.c share it). */
 void etch_opt_nchwc_mean(etch_kernel_context *ctx, const nchwc_mean_job *j, int64_t planes);
+/* The blocked max pooling of j over its rows (N * C/8 * OH), in parallel (pool.c). */
+void etch_opt_nchwc_maxpool(etch_kernel_context *ctx, const nchwc_maxpool_job *j, int64_t rows);
 
 /* ---- layout functions (etch_kernels_register_layout) ------------------------------------------
  * max_pool2d_with_indices.out: self (0), out (6), indices (7) and the result list (8) blocked,

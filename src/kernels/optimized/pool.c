@@ -239,12 +239,19 @@ void etch_opt_max_pool2d_layout(etch_kernel_context *ctx, etch_value **args, siz
 
 typedef struct maxpool_call {
     const nchwc_rows *rows;
-    nchwc_maxpool_job job;
+    const nchwc_maxpool_job *job;
 } maxpool_call;
 
 static void maxpool_blocked_rows(void *arg, int64_t r0, int64_t r1) {
     const maxpool_call *c = (const maxpool_call *)arg;
-    c->rows->maxpool(&c->job, r0, r1);
+    c->rows->maxpool(c->job, r0, r1);
+}
+
+void etch_opt_nchwc_maxpool(etch_kernel_context *ctx, const nchwc_maxpool_job *j, int64_t rows) {
+    maxpool_call c = {etch_opt_nchwc_rows(), j};
+    etch_kernel_parallel_for(ctx, rows,
+                             pool_grain((double)j->OW * (double)j->kh * (double)j->kw * 8.0),
+                             maxpool_blocked_rows, &c);
 }
 
 static void max_pool_blocked(etch_kernel_context *ctx, etch_value **args, size_t nargs,
@@ -274,17 +281,12 @@ static void max_pool_blocked(etch_kernel_context *ctx, etch_value **args, size_t
                          ETCH_BLOCK_C);
         return;
     }
-    maxpool_call c;
-    c.rows = etch_opt_nchwc_rows();
-    c.job = (nchwc_maxpool_job){.H = in->sizes[2], .W = in->sizes[3], .OH = m.OH, .OW = m.OW,
-                                .kh = m.k[0], .kw = m.k[1], .sh = m.s[0], .sw = m.s[1],
-                                .ph = m.p[0], .pw = m.p[1], .dh = m.d[0], .dw = m.d[1],
-                                .in = (const float *)in->data, .out = (float *)out->data,
-                                .idx = (int64_t *)idx->data};
-    const int64_t rows = in->sizes[0] * (in->sizes[1] / ETCH_BLOCK_C) * m.OH;
-    etch_kernel_parallel_for(ctx, rows,
-                             pool_grain((double)m.OW * (double)m.k[0] * (double)m.k[1] * 8.0),
-                             maxpool_blocked_rows, &c);
+    const nchwc_maxpool_job job = {.H = in->sizes[2], .W = in->sizes[3], .OH = m.OH,
+                                   .OW = m.OW, .kh = m.k[0], .kw = m.k[1], .sh = m.s[0],
+                                   .sw = m.s[1], .ph = m.p[0], .pw = m.p[1], .dh = m.d[0],
+                                   .dw = m.d[1], .in = (const float *)in->data,
+                                   .out = (float *)out->data, .idx = (int64_t *)idx->data};
+    etch_opt_nchwc_maxpool(ctx, &job, in->sizes[0] * (in->sizes[1] / ETCH_BLOCK_C) * m.OH);
 }
 
 ETCH_OPT_KERNEL(max_pool2d_with_indices_out) {
