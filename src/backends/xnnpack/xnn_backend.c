@@ -139,11 +139,22 @@ static etch_status xnn_execute(void *user_data, void *handle, etch_kernel_contex
                         "and %u outputs",
                         nargs, g->ninputs, g->noutputs);
     etch_status st;
-    for (uint32_t i = 0; i < g->ninputs; i++)
-        if ((st = bind_arg(&g->values[g->inputs[i]], args[i], i, true)))
+    bool same = g->shaped;
+    for (uint32_t i = 0; i < g->ninputs; i++) {
+        xnn_value *v = &g->values[g->inputs[i]];
+        if ((st = bind_arg(v, args[i], i, true)))
             return st;
-    if ((st = xnn_ops_reshape(g)))
-        return st;
+        int64_t *was = g->shaped_dims + (size_t)i * XNN_MAX_DIMS;
+        same = same && memcmp(was, v->dims, sizeof(int64_t) * v->rank) == 0;
+        memcpy(was, v->dims, sizeof(int64_t) * v->rank);
+    }
+    /* every other shape follows from the inputs': derived again only when they changed */
+    if (!same) {
+        g->shaped = false;
+        if ((st = xnn_ops_reshape(g)))
+            return st;
+        g->shaped = true;
+    }
     for (uint32_t i = 0; i < g->noutputs; i++) {
         size_t ai = g->ninputs + i;
         xnn_value *v = &g->values[g->outputs[i]];

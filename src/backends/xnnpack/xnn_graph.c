@@ -853,6 +853,11 @@ etch_status xnn_graph_load(const uint8_t *blob, size_t size, const etch_backend_
     g->arena_size = plan_arena(g, order);
     g->arena = (uint8_t *)xnn_alloc_bulk(a, g->arena_size, 64);
     g->scratch = (uint8_t *)xnn_alloc_bulk(a, g->scratch_size, 64);
+    g->shaped_dims = (int64_t *)xnn_alloc_zeroed(
+        a, sizeof(int64_t) * XNN_MAX_DIMS * (g->ninputs ? g->ninputs : 1), 8);
+    g->shaped = false;
+    if (!g->shaped_dims)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "XnnpackBackend: pool too small");
     if (!g->arena || !g->scratch)
         return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED,
                         "XnnpackBackend: method pool too small for the graph's %zu bytes of "

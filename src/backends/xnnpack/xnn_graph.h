@@ -152,6 +152,10 @@ typedef struct xnn_graph {
     size_t arena_size;
     uint8_t *scratch;  /* per-node scratch (dequantized operands, im2col tiles) */
     size_t scratch_size;
+    /* the inputs' dims the shapes were last derived for (ninputs x XNN_MAX_DIMS), valid when
+     * shaped: an execute with the same input dims skips xnn_ops_reshape */
+    int64_t *shaped_dims;
+    bool shaped;
 } xnn_graph;
 
 /* Allocation through the init context's allocator, counting the bytes (alignment included). */
