@@ -1227,10 +1227,7 @@ static void run_conv_blk(run *r, xnn_node *n, const float *x, const float *w, co
     etch_epilogue epi = clamp_epi(n, vo, &use);
     s.epi = use ? &epi : NULL;
     if (n->kind == XN_DEPTHWISE_CONV2D) {
-        const uint64_t saved = r->ctx->blocked;
-        r->ctx->blocked = 1u | (1u << 9); /* input and output blocked */
-        etch_opt_conv_dw_nchwc(r->ctx, &s);
-        r->ctx->blocked = saved;
+        etch_opt_conv_dw_nchwc_blocked(r->ctx, &s);
     } else if (n->wino) {
         bool act;
         float lo, hi;

@@ -149,6 +149,10 @@ void etch_opt_conv_dw_nchwc(etch_kernel_context *ctx, const conv_shape *s) {
                          "channel-blocked");
         return;
     }
+    etch_opt_conv_dw_nchwc_blocked(ctx, s);
+}
+
+void etch_opt_conv_dw_nchwc_blocked(etch_kernel_context *ctx, const conv_shape *s) {
     if (s->groups != s->C_in || s->C_out != s->C_in || s->cin_g != 1 ||
         s->C_in % ETCH_BLOCK_C != 0 || s->N < 1 || s->OH < 1 || s->OW < 1) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,

@@ -102,6 +102,9 @@ void etch_opt_conv_nchwc(etch_kernel_context *ctx, const conv_shape *s, bool in_
  * groups == C_in == C_out, C % 8 == 0, input and output NCHW8c; any kernel size, stride,
  * padding, dilation; s->bias and s->epi applied. */
 void etch_opt_conv_dw_nchwc(etch_kernel_context *ctx, const conv_shape *s);
+/* The same for a caller that stores both tensors blocked itself (a backend): no check of the
+ * runtime's blocked arguments. */
+void etch_opt_conv_dw_nchwc_blocked(etch_kernel_context *ctx, const conv_shape *s);
 
 /* ---- depthwise 3x3, padding 1, stride 1 or 2 (conv_dw*.c) ---------------------------------
  * One output row: out[ow] = bias + sum over kh, kw of w[kh*3+kw] * r[kh][ow*stride - 1 + kw],
