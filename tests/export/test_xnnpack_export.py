@@ -160,6 +160,9 @@ CASES = {
                     + torch.minimum(x, x * 2)), (rnd(4, 6, positive=True),)),
     "softmax_bmm": (Lambda(lambda s, a, b: torch.softmax(torch.bmm(a, b), -1)),
                     (rnd(2, 3, 4), rnd(2, 4, 5))),
+    # the transposed operand goes to the bmm as XNN_FLAG_TRANSPOSE_B
+    "bmm_transposed": (Lambda(lambda s, a, b: torch.bmm(a, b.transpose(1, 2)) * 0.5),
+                       (rnd(3, 5, 4), rnd(3, 6, 4))),
     "reshape_between": (Lambda(lambda s, x: s.l(s.c(x).flatten(1)), c=nn.Conv2d(2, 3, 3),
                                l=nn.Linear(3 * 4 * 4, 5)), (rnd(2, 2, 6, 6),)),
 }
@@ -244,6 +247,19 @@ class Lowerings(unittest.TestCase):
                     ind = xnn_ref.run_program(pte, [x.numpy()])[0]
                 self.assertLessEqual(rel_err(torch.from_numpy(ind), ref), 2e-2,
                                      "reference interpreter")
+
+    def test_bmm_transpose_flag(self):
+        # bmm(a, b.transpose(1, 2)): one BatchMatrixMultiply with XNN_FLAG_TRANSPOSE_B, no copy
+        model, inputs = CASES["bmm_transposed"]
+        program = etch.export(model.eval(), inputs, backend="xnnpack")
+        with tempfile.TemporaryDirectory() as d:
+            pte = os.path.join(d, "m.pte")
+            program.save(pte)
+            f = xnn_ref.read_pte(open(pte, "rb").read())
+        plan = f.program.execution_plan[0]
+        kinds = [k for k, *_ in xnn_ref.Graph(f.segments[plan.delegates[0].processed.index],
+                                                {}).nodes]
+        self.assertEqual(kinds, ["BatchMatrixMultiply", "Multiply"])
 
     def test_bad_arguments(self):
         m, x = nn.ReLU(), rnd(2, 2)
