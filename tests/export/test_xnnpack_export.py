@@ -106,6 +106,15 @@ class Lambda(nn.Module):
         return self.fn(self, *xs)
 
 
+class Indexed(nn.Module):
+    def __init__(self, index):
+        super().__init__()
+        self.register_buffer("index", index)
+
+    def forward(self, x):
+        return torch.index_select(x, 1, self.index) * 2.0
+
+
 g = torch.Generator().manual_seed(3)
 
 
@@ -163,6 +172,14 @@ CASES = {
     # the transposed operand goes to the bmm as XNN_FLAG_TRANSPOSE_B
     "bmm_transposed": (Lambda(lambda s, a, b: torch.bmm(a, b.transpose(1, 2)) * 0.5),
                        (rnd(3, 5, 4), rnd(3, 6, 4))),
+    # a mean over the last dim: global average pooling of a [rows, 1, D, 1] view
+    "mean_last_dim": (Lambda(lambda s, x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+                             + x.mean(-1).unsqueeze(-1)), (rnd(2, 5, 24),)),
+    # index_select by a constant index: repeat_interleave as copies along a new axis, any
+    # other index as slices of its runs, concatenated
+    "repeat_interleave": (Lambda(lambda s, x: x.repeat_interleave(3, dim=1) + 1.0),
+                          (rnd(2, 4, 5, 6),)),
+    "index_select_runs": (Indexed(torch.tensor([4, 5, 0, 0, 1, 2, 6])), (rnd(3, 7, 5),)),
     "reshape_between": (Lambda(lambda s, x: s.l(s.c(x).flatten(1)), c=nn.Conv2d(2, 3, 3),
                                l=nn.Linear(3 * 4 * 4, 5)), (rnd(2, 2, 6, 6),)),
 }

@@ -1477,6 +1477,14 @@ static void run_global_pool(run *r, xnn_node *n, const float *x, float *o) {
         }
         return;
     }
+    if (C == 1) { /* rows of HW values (a mean over the last dim): vector row sums */
+        const etch_opt_vec *v = etch_opt_vec_active();
+        float inv = HW ? 1.0f / (float)HW : 0.0f;
+        for (int64_t b = 0; b < N; b++)
+            o[b] = HW ? v->sum(x + b * HW, HW) * inv : 0.0f;
+        clamp_floats(o, N, n->out_min, n->out_max);
+        return;
+    }
     for (int64_t b = 0; b < N; b++) {
         float *dst = o + b * C;
         memset(dst, 0, (size_t)C * 4);
@@ -1506,29 +1514,6 @@ static void softmax_rows(void *arg, int64_t b, int64_t e) {
 }
 
 /* Copy with an arbitrary index map: out[i0..] = in[map(i0..)], via strides. */
-static void strided_copy(const float *x, float *o, uint32_t rank, const int64_t *odims,
-                         const int64_t *istride, int64_t ibase) {
-    int64_t total = xnn_numel(odims, rank), idx[XNN_MAX_DIMS] = {0};
-    int64_t inner = rank ? odims[rank - 1] : 1, is = rank ? istride[rank - 1] : 0;
-    if (total == 0)
-        return;
-    for (int64_t done = 0; done < total; done += inner) {
-        int64_t off = ibase;
-        for (uint32_t d = 0; d + 1 < rank; d++)
-            off += idx[d] * istride[d];
-        if (is == 1)
-            memcpy(o + done, x + off, (size_t)inner * 4);
-        else
-            for (int64_t i = 0; i < inner; i++)
-                o[done + i] = x[off + i * is];
-        for (int32_t d = (int32_t)rank - 2; d >= 0; d--) {
-            if (++idx[d] < odims[d])
-                break;
-            idx[d] = 0;
-        }
-    }
-}
-
 static void contiguous_strides(const int64_t *dims, uint32_t rank, int64_t *st) {
     int64_t s = 1;
     for (int32_t d = (int32_t)rank - 1; d >= 0; d--) {
@@ -1729,7 +1714,7 @@ static etch_status run_node(run *r, xnn_node *n) {
         contiguous_strides(vx->dims, vx->rank, ist);
         for (uint32_t d = 0; d < vo->rank; d++)
             st[d] = ist[n->perm[d]];
-        strided_copy(x, o, vo->rank, vo->dims, st, 0);
+        etch_opt_gather(r->ctx, o, x, 4, (int)vo->rank, vo->dims, st);
         clamp_floats(o, on, n->out_min, n->out_max);
         break;
     }
@@ -1738,7 +1723,7 @@ static etch_status run_node(run *r, xnn_node *n) {
         contiguous_strides(vx->dims, vx->rank, st);
         for (uint32_t d = 0; d < vx->rank; d++)
             base += n->offsets[d] * st[d];
-        strided_copy(x, o, vo->rank, vo->dims, st, base);
+        etch_opt_gather(r->ctx, o, x + base, 4, (int)vo->rank, vo->dims, st);
         clamp_floats(o, on, n->out_min, n->out_max);
         break;
     }
@@ -1776,8 +1761,8 @@ static etch_status run_node(run *r, xnn_node *n) {
                 return NODE_ERR(ETCH_ERR_MEMORY_ALLOCATION_FAILED, n, "scratch exhausted",
                                 NKN(n));
             int64_t chunk = vk->dims[n->axis] * inner;
-            for (int64_t b = 0; b < outer; b++)
-                memcpy(o + b * orow + at, xk + b * chunk, (size_t)chunk * 4);
+            etch_opt_copy_blocks(r->ctx, (char *)(o + at), orow * 4, (const char *)xk, chunk * 4,
+                                 chunk * 4, outer);
             at += chunk;
         }
         clamp_floats(o, on, n->out_min, n->out_max);

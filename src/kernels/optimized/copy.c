@@ -65,8 +65,8 @@ static void blk_range(void *arg, int64_t b, int64_t e) {
         memcpy(j->dst + o * j->dst_step, j->src + o * j->src_step, (size_t)j->chunk);
 }
 
-static void copy_blocks(etch_kernel_context *ctx, char *dst, int64_t dst_step, const char *src,
-                        int64_t src_step, int64_t chunk, int64_t outer) {
+void etch_opt_copy_blocks(etch_kernel_context *ctx, char *dst, int64_t dst_step, const char *src,
+                          int64_t src_step, int64_t chunk, int64_t outer) {
     if (chunk <= 0 || outer <= 0)
         return;
     if (outer == 1 || (dst_step == chunk && src_step == chunk)) {
@@ -183,6 +183,55 @@ static void perm_range(void *arg, int64_t b, int64_t e) {
     }
 }
 
+void etch_opt_gather(etch_kernel_context *ctx, void *dst, const void *src, int64_t es, int nd,
+                     const int64_t *osz, const int64_t *ist) {
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++)
+        n *= osz[i];
+    if (n == 0)
+        return;
+    perm_job j;
+    memset(&j, 0, sizeof j);
+    j.es = es;
+    j.src = (const char *)src;
+    j.dst = (char *)dst;
+    /* drop size-1 dims, merge out dims whose input strides chain */
+    for (int i = 0; i < nd; i++) {
+        if (osz[i] == 1)
+            continue;
+        const int64_t st = ist[i];
+        if (j.nd > 0 && j.ist[j.nd - 1] == st * osz[i]) {
+            j.sizes[j.nd - 1] *= osz[i];
+            j.ist[j.nd - 1] = st;
+        } else {
+            j.sizes[j.nd] = osz[i];
+            j.ist[j.nd] = st;
+            j.nd++;
+        }
+    }
+    if (j.nd == 0 || (j.nd == 1 && j.ist[0] == 1)) { /* one contiguous run */
+        memmove(j.dst, j.src, (size_t)(n * j.es));
+        return;
+    }
+    if (j.nd == 1) { /* one strided row: an out dim of its own to walk */
+        j.sizes[1] = 1;
+        j.ist[1] = 1;
+        j.nd = 2;
+    }
+    j.tdim = -1;
+    if (j.ist[j.nd - 1] != 1)
+        for (int d = 0; d < j.nd - 1; d++)
+            if (j.ist[d] == 1)
+                j.tdim = d;
+    int64_t blocks = 1;
+    for (int d = 0; d < j.nd - 1; d++)
+        if (d != j.tdim)
+            blocks *= j.sizes[d];
+    const int64_t per_block = n / blocks * j.es;
+    const int64_t grain = per_block >= COPY_GRAIN_BYTES ? 1 : COPY_GRAIN_BYTES / per_block + 1;
+    etch_ew_parallel(ctx, blocks, grain, perm_range, &j);
+}
+
 static bool permute_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs) {
     if (nargs < 3 || args[1]->tag != ETCH_VALUE_INT_LIST)
         return false;
@@ -203,44 +252,11 @@ static bool permute_fast(etch_kernel_context *ctx, etch_value **args, size_t nar
     }
     if (!etch_ew_resize(out, len, osz))
         return false;
-    const int64_t n = etch_tensor_numel(in);
-    if (n == 0)
-        return true;
-    perm_job j;
-    memset(&j, 0, sizeof j);
-    j.es = (int64_t)etch_dtype_size(in->dtype);
-    j.src = (const char *)in->data;
-    j.dst = (char *)out->data;
-    /* drop size-1 dims, merge out dims whose input strides chain */
-    for (size_t i = 0; i < len; i++) {
-        if (osz[i] == 1)
-            continue;
-        const int64_t st = in->strides[perm[i]];
-        if (j.nd > 0 && j.ist[j.nd - 1] == st * osz[i]) {
-            j.sizes[j.nd - 1] *= osz[i];
-            j.ist[j.nd - 1] = st;
-        } else {
-            j.sizes[j.nd] = osz[i];
-            j.ist[j.nd] = st;
-            j.nd++;
-        }
-    }
-    if (j.nd <= 1) { /* the identity after merging */
-        memmove(j.dst, j.src, (size_t)(n * j.es));
-        return true;
-    }
-    j.tdim = -1;
-    if (j.ist[j.nd - 1] != 1)
-        for (int d = 0; d < j.nd - 1; d++)
-            if (j.ist[d] == 1)
-                j.tdim = d;
-    int64_t blocks = 1;
-    for (int d = 0; d < j.nd - 1; d++)
-        if (d != j.tdim)
-            blocks *= j.sizes[d];
-    const int64_t per_block = n / blocks * j.es;
-    const int64_t grain = per_block >= COPY_GRAIN_BYTES ? 1 : COPY_GRAIN_BYTES / per_block + 1;
-    etch_ew_parallel(ctx, blocks, grain, perm_range, &j);
+    int64_t ist[ETCH_MAX_DIMS];
+    for (size_t i = 0; i < len; i++)
+        ist[i] = in->strides[perm[i]];
+    etch_opt_gather(ctx, out->data, in->data, (int64_t)etch_dtype_size(in->dtype), (int)len, osz,
+                    ist);
     return true;
 }
 
@@ -257,7 +273,7 @@ ETCH_OPT_KERNEL(clone_out) {
         if (in && out && in->dtype == out->dtype && etch_ew_resize(out, in->dim, in->sizes) &&
             etch_ew_same_layout(in, out)) {
             if (in->data != out->data)
-                copy_blocks(ctx, (char *)out->data, 0, (const char *)in->data, 0,
+                etch_opt_copy_blocks(ctx, (char *)out->data, 0, (const char *)in->data, 0,
                             (int64_t)etch_tensor_nbytes(in), 1);
             return;
         }
@@ -293,7 +309,7 @@ ETCH_OPT_KERNEL(select_copy_int_out) {
                 int64_t outer, inner;
                 outer_inner(in, d, &outer, &inner);
                 const int64_t es = (int64_t)etch_dtype_size(in->dtype);
-                copy_blocks(ctx, (char *)out->data, inner * es,
+                etch_opt_copy_blocks(ctx, (char *)out->data, inner * es,
                             (const char *)in->data + idx * inner * es, size * inner * es,
                             inner * es, outer);
                 return;
@@ -332,11 +348,11 @@ ETCH_OPT_KERNEL(slice_copy_tensor_out) {
                 if (len == 0 || outer * inner == 0)
                     return;
                 if (step == 1) {
-                    copy_blocks(ctx, dst, len * inner * es, src, size * inner * es,
+                    etch_opt_copy_blocks(ctx, dst, len * inner * es, src, size * inner * es,
                                 len * inner * es, outer);
                 } else {
                     for (int64_t o = 0; o < outer; o++)
-                        copy_blocks(ctx, dst + o * len * inner * es, inner * es,
+                        etch_opt_copy_blocks(ctx, dst + o * len * inner * es, inner * es,
                                     src + o * size * inner * es, step * inner * es, inner * es,
                                     len);
                 }
@@ -446,7 +462,7 @@ static bool cat_fast(etch_kernel_context *ctx, etch_value **args, size_t nargs, 
     }
     int64_t off = 0;
     for (size_t i = 0; i < n; i++) {
-        copy_blocks(ctx, dst + off, row, (const char *)ts[i]->data, chunks[i], chunks[i], outer);
+        etch_opt_copy_blocks(ctx, dst + off, row, (const char *)ts[i]->data, chunks[i], chunks[i], outer);
         off += chunks[i];
     }
     return true;

@@ -126,6 +126,16 @@ ETCH_OPT_KERNEL(log_softmax_out);
 ETCH_OPT_KERNEL(native_layer_norm_out);
 ETCH_OPT_KERNEL(mean_out);
 /* copy.c */
+/* dst (contiguous, out dims osz[0..nd)) = the elements of src at input element strides ist
+ * of each out dim (a permutation, a slice: src already at the first element), es bytes each;
+ * dims merged where they chain, runs memcpy'd, a moved innermost dim transposed in tiles,
+ * split across the pool. nd <= ETCH_MAX_DIMS; dst and src must not overlap. */
+void etch_opt_gather(etch_kernel_context *ctx, void *dst, const void *src, int64_t es, int nd,
+                     const int64_t *osz, const int64_t *ist);
+/* `outer` blocks of `chunk` bytes from src (blocks src_step bytes apart) to dst (dst_step
+ * apart), split across the pool. */
+void etch_opt_copy_blocks(etch_kernel_context *ctx, char *dst, int64_t dst_step, const char *src,
+                          int64_t src_step, int64_t chunk, int64_t outer);
 ETCH_OPT_KERNEL(permute_copy_out);
 ETCH_OPT_KERNEL(clone_out);
 ETCH_OPT_KERNEL(select_copy_int_out);

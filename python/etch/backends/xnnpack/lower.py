@@ -162,6 +162,38 @@ def _pool_ok(eg, n) -> bool:
     return a["divisor_override"] is None and (p == (0, 0) or not a["count_include_pad"])
 
 
+def _index_plan(eg, a):
+    """How an index_select by a constant index lowers: ("repeat", r) when the index is
+    0,0,..,1,1,.. (each of the dim's positions r times in order: repeat_interleave), else
+    ("runs", [(start, length), ...]) for at most 16 runs of consecutive positions; None when
+    the index is not a constant 1-D integer tensor within the dim."""
+    idx = a["index"]
+    if not isinstance(idx, torch.fx.Node) or not eg.is_constant(idx):
+        return None
+    t = eg.constant_value(idx)
+    if t.dim() != 1 or t.dtype not in (torch.int64, torch.int32) or t.numel() == 0:
+        return None
+    shape = _shape(eg, a["self"])
+    if not shape:
+        return None
+    size = shape[int(a["dim"]) % len(shape)]
+    ix = [int(v) for v in t.tolist()]
+    if any(v < -size or v >= size for v in ix):
+        return None
+    ix = [v % size for v in ix]
+    if len(ix) % size == 0 and len(ix) > size:
+        r = len(ix) // size
+        if ix == [i // r for i in range(len(ix))]:
+            return ("repeat", r)
+    runs = []
+    for v in ix:
+        if runs and runs[-1][0] + runs[-1][1] == v:
+            runs[-1][1] += 1
+        else:
+            runs.append([v, 1])
+    return ("runs", [tuple(r) for r in runs]) if len(runs) <= 16 else None
+
+
 def supported(eg, n: torch.fx.Node) -> bool:
     """True when node `n` (a call) can run in an XNNPACK payload: its op and arguments have
     an XNNGraph node and every tensor it reads or writes is float32 of static shape."""
@@ -181,7 +213,10 @@ def supported(eg, n: torch.fx.Node) -> bool:
                 and (not isinstance(t, QLinear) or _shape(eg, x)[-1] == t.K))
     outs = eg.spec(n)
     outs = list(outs[:1]) if t is aten.max_pool2d_with_indices.default else [outs]
-    specs = outs + [eg.spec(x) for x in _tensor_args(n)]
+    reads = _tensor_args(n)
+    if t is aten.index_select.default:
+        reads = reads[:1]      # the index: a constant, read at export (_index_plan)
+    specs = outs + [eg.spec(x) for x in reads]
     if not all(_is_f32_static(s) for s in specs):
         # dynamic shapes only where the node's result shape follows from its inputs' at run
         # time (the payload holds the upper bounds)
@@ -227,8 +262,14 @@ def supported(eg, n: torch.fx.Node) -> bool:
         return _pool_ok(eg, n)
     if t is aten.mean.dim:
         shape = _shape(eg, a["self"])
-        dims = sorted(int(d) % len(shape) for d in a["dim"]) if len(shape) == 4 else None
-        return dims == [2, 3] and a["dtype"] is None
+        if a["dtype"] is not None or not a["dim"] or not shape:
+            return False
+        dims = sorted(int(d) % len(shape) for d in a["dim"])
+        # [2, 3] of a rank-4 value: global average pooling of its NHWC form; the last dim of
+        # any rank: the same over a [rows, 1, D, 1] view
+        return (len(shape) == 4 and dims == [2, 3]) or dims == [len(shape) - 1]
+    if t is aten.index_select.default:
+        return _index_plan(eg, a) is not None
     if t is aten.permute_copy.default or t is _ops.alias:
         return 1 <= len(_shape(eg, n)) <= 6
     if t is aten.cat.default:
@@ -480,6 +521,8 @@ class Lowering:
         if t is aten.mean.dim:
             x = a["self"]
             shape4 = _shape(eg, x)
+            if [int(d) % len(shape4) for d in a["dim"]] == [len(shape4) - 1]:
+                return self.mean_last(n, x)
             xv = self.nhwc(x, shape4)
             N, C = shape4[0], shape4[1]
             if a["keepdim"]:
@@ -487,6 +530,8 @@ class Lowering:
             else:
                 o = self.new([N, C], n)
             return self.emit("GlobalAvgPooling2d", {0: U(xv), 1: U(o)}, o, [xv])
+        if t is aten.index_select.default:
+            return self.index_select(n, a)
         if t is _ops.alias:
             return self.alias(n)
         if t is aten.permute_copy.default:
@@ -731,25 +776,78 @@ class Lowering:
             ids = [self.logical(p) for p in parts]
             axis = dim
             dims_of = list
-        # Concatenate2..5; longer lists in steps of up to 5
-        while len(ids) > 1:
-            take = ids[:5]
-            rest = ids[5:]
-            size = sum(self.g.dims(i)[axis] for i in take)
-            dims = list(self.g.dims(take[0]))
-            dims[axis] = size
-            last = not rest
-            if last:
-                o = self.new(dims_of(shape) if nhwc else list(shape), n,
-                             nchw4=shape if nhwc else None)
-            else:
+        self.concat(ids, axis, dims_of(shape) if nhwc else list(shape), n,
+                    nchw4=shape if nhwc else None)
+
+    def concat(self, ids, axis, out_dims, n=None, nchw4=None) -> int:
+        """Concatenate the values ids (two or more) along axis into a value of out_dims (the
+        result of n): Concatenate2..5 nodes, longer lists in steps of up to 5."""
+        while True:
+            take, rest = ids[:5], ids[5:]
+            if rest:
+                dims = list(self.g.dims(take[0]))
+                dims[axis] = sum(self.g.dims(i)[axis] for i in take)
                 o = self.new(dims)
-            slots = [1, 2, 3, 4, 7]
+            else:
+                o = self.new(out_dims, n, nchw4=nchw4)
             fields = {0: U(axis), 5: U(o)}
-            for s, i in zip(slots, take):
+            for s, i in zip([1, 2, 3, 4, 7], take):
                 fields[s] = U(i)
             self.emit("Concatenate%d" % len(take), fields, o, take)
+            if not rest:
+                return o
             ids = [o] + rest
+
+    def mean_last(self, n, x) -> None:
+        """Mean over the last dim: global average pooling of the rows seen as a
+        [rows, 1, D, 1] NHWC tensor (each row one batch of D pixels of one channel)."""
+        shape = _shape(self.eg, x)
+        D = shape[-1]
+        rows = 1
+        for d in shape[:-1]:
+            rows *= d
+        xv = self.reshape(self.logical(x), [rows, 1, D, 1])
+        g = self.new([rows, 1, 1, 1])
+        self.emit("GlobalAvgPooling2d", {0: U(xv), 1: U(g)}, g, [xv])
+        self.reshape(g, list(_shape(self.eg, n)), n)
+
+    def index_select(self, n, a) -> None:
+        """index_select by a constant index: copies of the input along a new axis
+        (repeat_interleave) or slices of its runs of consecutive positions, concatenated."""
+        eg = self.eg
+        x = a["self"]
+        xs = list(_shape(eg, x))
+        d = int(a["dim"]) % len(xs)
+        kind, how = _index_plan(eg, a)
+        xv = self.logical(x)
+        out = list(_shape(eg, n))
+        if kind == "repeat":
+            pre = 1
+            for v in xs[:d]:
+                pre *= v
+            post = 1
+            for v in xs[d + 1:]:
+                post *= v
+            src = self.reshape(xv, [pre, xs[d], 1, post])
+            parts, axis = [src] * how, 2
+        else:
+            parts, axis = [], d
+            for start, length in how:
+                if start == 0 and length == xs[d]:
+                    parts.append(xv)
+                    continue
+                offs = [0] * len(xs)
+                sizes = list(xs)
+                offs[d], sizes[d] = start, length
+                o = self.new(sizes)
+                self.emit("StaticSlice", {0: U(len(xs)), 1: V(offs), 2: V(sizes), 3: U(xv),
+                                          4: U(o)}, o, [xv])
+                parts.append(o)
+        if len(parts) > 1:
+            dims = list(self.g.dims(parts[0]))
+            dims[axis] = sum(self.g.dims(i)[axis] for i in parts)
+            parts = [self.concat(parts, axis, dims)]
+        self.reshape(parts[0], out, n)
 
     def slice(self, n, a) -> None:
         eg = self.eg
