@@ -16,7 +16,7 @@ Storing: :func:`frame_list` turns it into the ``FrameList`` of the instruction t
 node, in ``Chain.stacktrace`` (one per instruction, ExecuTorch's schema): the source frames as
 ExecuTorch writes them (``filename``, ``lineno``, ``name`` = the function, ``context`` = the
 source line), outermost first, then one closing frame ``filename = "<etch>"`` with
-``name`` = the node's capture-time name and ``context`` = the module path (``""``: the root
+``name`` = the node's capture-time name and ``context`` = the module path (absent: the root
 module).  ExecuTorch's tools show that frame as one more line of the stack; etch's runtime
 (``etch_method_meta_instruction_debug``) and :func:`from_frame_list` read it back.
 """
@@ -190,8 +190,9 @@ def frame_list(d: Optional[NodeDebug]):
         return S.FrameList(items=[])
     items = [S.Frame(filename=f.filename, lineno=int(f.lineno), name=f.function,
                      context=f.context) for f in d.frames]
+    # (an empty string is not written: a frame without context is the root module's)
     items.append(S.Frame(filename=ETCH_FRAME_FILE, lineno=0, name=d.node,
-                         context=d.module if d.module is not None else None))
+                         context=d.module or None))
     return S.FrameList(items=items)
 
 
@@ -204,7 +205,7 @@ def from_frame_list(fl) -> Optional[NodeDebug]:
     node, module = "", None
     last = items[-1]
     if last.filename == ETCH_FRAME_FILE:
-        node, module = last.name or "", last.context
+        node, module = last.name or "", last.context or ""
         items = items[:-1]
     frames = tuple(SourceFrame(f.filename or "", int(f.lineno or 0), f.name or "",
                                f.context or "") for f in items)
