@@ -17,7 +17,8 @@ Two comparisons, each where it applies:
 * **per layer** (any program with module paths, e.g. a quantized program against the float
   model it was quantized from): each module's output in eager (forward hooks) against the
   output of the last instruction computed in that module, in program order, with the same
-  number of elements.  A module whose work the program folded into the one before it (a batch
+  number of elements (in a static int8 program: through the quantize -> dequantize of that
+  output which follows, as the next layer reads it).  A module whose work the program folded into the one before it (a batch
   norm after a convolution) is matched to that one: the eager value compared is the first of
   them and the folded ones that follow, whichever agrees best (``Layer.matched`` names it).
   ``damage`` is the noise-to-signal ratio a layer adds over the layer before it (in program
@@ -189,7 +190,8 @@ class InspectReport:
                 % (bad.pc, bad.op, _mod(bad.module), bad.node)))
         if self.layers:
             w("")
-            w("layers, in program order (damage: noise added over the layer before):")
+            w("layers, in program order (damage: the noise it adds over the layer before, in dB "
+              "of its signal):")
             w("%-3s %-30s %-30s %-16s %9s %9s %10s" % ("", "module", "compared with", "shape",
                                                      "SQNR dB", "cosine", "damage dB"))
             for l in self.layers:
@@ -198,7 +200,7 @@ class InspectReport:
                      _cut(_mod(l.matched), 30), "x".join(map(str, l.shape)),
                      _db(l.metrics.sqnr_db), l.metrics.cosine, _damage(l.damage)))
             w("layers by damage: " + ", ".join(
-                "%s (%s dB)" % (_mod(l.module), _damage(l.damage))
+                "%s (%s)" % (_mod(l.module), _damage(l.damage) + " dB" if l.damage > 0 else "-")
                 for l in self.layers_by_damage()))
         return "\n".join(out)
 
@@ -215,9 +217,9 @@ def _db(x: float) -> str:
 
 
 def _damage(d: float) -> str:
-    """The added noise-to-signal ratio in dB (higher: more damage)."""
+    """The added noise-to-signal ratio in dB (higher: more damage; "-": none added)."""
     if d <= 0:
-        return "-inf"
+        return "-"
     return "inf" if d == math.inf else "%.1f" % (10.0 * math.log10(d))
 
 
@@ -500,11 +502,31 @@ def _layers(report: InspectReport, instrs, cap, module_outs) -> None:
         parts = d.module.split(".") if d.module else []
         for k in range(1, len(parts) + 1):
             last[".".join(parts[:k])] = (seq, pc, y)
+    def quantized_output(seq, y):
+        """A layer's value as the next layer sees it: through the quantize -> dequantize of
+        its output that follows it outside any module (static int8: the activation's
+        quantization is part of the damage a layer does)."""
+        for c, pc, op, d, outs in instrs[seq + 1:]:
+            if not op.startswith(("quantized_decomposed::quantize_per_tensor",
+                                  "quantized_decomposed::dequantize_per_tensor")) or \
+                    (d is not None and d.module):
+                break
+            got = cap.values.get((c, pc)) or []
+            z = got[0] if got else None
+            if not isinstance(z, torch.Tensor) or z.numel() != y.numel():
+                break
+            if z.dtype.is_floating_point:
+                return pc, z
+        return None
+
     rows: List[Tuple[int, Layer]] = []
     for i, name in enumerate(order):
         if name not in last or name not in named:
             continue
         seq, pc, y = last[name]
+        qo = quantized_output(seq, y)
+        if qo is not None:
+            pc, y = qo
         # this module and the modules right after it that the program does not name (folded
         # into it), whose output has this shape
         cands = [name]
