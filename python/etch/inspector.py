@@ -18,9 +18,10 @@ Two comparisons, each where it applies:
   model it was quantized from): each module's output in eager (forward hooks) against the
   output of the last instruction computed in that module, in program order, with the same
   number of elements (in a static int8 program: through the quantize -> dequantize of that
-  output which follows, as the next layer reads it).  A module whose work the program folded into the one before it (a batch
-  norm after a convolution) is matched to that one: the eager value compared is the first of
-  them and the folded ones that follow, whichever agrees best (``Layer.matched`` names it).
+  output which follows, as the next layer reads it).  A module whose work the program folded
+  into the one before it (a batch norm after a convolution) is matched to that one: the eager
+  value compared is the first of them and the folded ones that follow, whichever agrees best
+  (``Layer.matched`` names it).
   ``damage`` is the noise-to-signal ratio a layer adds over the layer before it (in program
   order); ``layers_by_damage()`` sorts by it.
 
