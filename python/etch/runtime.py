@@ -326,6 +326,14 @@ def run_capturing(source, inputs, wanted, method: str = "forward", data=None,
             raise RuntimeError_("%s: %s: %s" % (what, _lib.status_name(lib, st),
                                                 _lib.last_error(lib)))
 
+    if kernels == "portable":
+        lib.etch_kernels_impl_of.restype = c.c_char_p
+        lib.etch_kernels_impl_of.argtypes = [P(_lib.etch_kernel)]
+        if any(lib.etch_kernels_impl_of(lib.etch_kernels_at(i)) == b"optimized"
+               for i in range(lib.etch_kernels_count())):
+            raise RuntimeError_("portable kernels only were asked for, but the optimized "
+                                "kernels are already registered in this process (the kernel "
+                                "registry is process-wide)")
     check(lib.etch_kernels_register_optimized() if kernels == "optimized"
           else lib.etch_kernels_register_portable(), "register kernels")
     check(lib.etch_backends_register_builtin(), "register backends")

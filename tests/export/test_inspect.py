@@ -227,6 +227,13 @@ class Inspect(unittest.TestCase):
         self.assertTrue(any("no debug information" in n for n in report.notes))
         self.assertGreater(report.outputs[0].sqnr_db, 90)
 
+    def test_portable_after_optimized_is_refused(self):
+        model, inputs = zoo.build("mlp")
+        program = etch.export(model, inputs)
+        etch.runtime.load(program).forward(*inputs)     # the optimized kernels: registered
+        with self.assertRaisesRegex(etch.runtime.RuntimeError_, "process-wide"):
+            etch.inspect(model, program, inputs, kernels="portable", show=False)
+
     def test_cli(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "lenet.pte")
