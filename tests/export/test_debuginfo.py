@@ -157,6 +157,29 @@ class ModulePaths(unittest.TestCase):
         self.assertIn("debug information: %d of %d instructions" % (len(debug), len(debug)),
                       t.stdout)
 
+    @needs_cli
+    def test_bench_by_module(self):
+        model, inputs = zoo.build("lenet")
+        program = etch.export(model, inputs, check_ops=False)
+        _, debug = _debug_of(program)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "m.pte")
+            program.save(path)
+            r = subprocess.run([cli_path(), "bench", path, "--by-module", "--iterations", "2",
+                                "--warmup", "0", "--json"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            rows = json.loads(r.stdout)["ops"]
+            p = subprocess.run([cli_path(), "bench", path, "--per-instruction", "--iterations",
+                                "2", "--warmup", "0", "--json"], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            per = json.loads(p.stdout)["ops"]
+        want = {d.module or "<root>" for d in debug}
+        self.assertEqual({row["op"] for row in rows}, want)
+        self.assertTrue(all(row["impl"] == "module" for row in rows))
+        self.assertEqual(sum(row["calls"] for row in rows), len(debug))
+        self.assertEqual([(row["module"], row["node"]) for row in per],
+                         [(d.module, d.node) for d in debug])
+
 
 if __name__ == "__main__":
     unittest.main()
