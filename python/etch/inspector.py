@@ -27,8 +27,9 @@ Two comparisons, each where it applies:
 
 The etch side runs through :func:`etch.runtime.run_capturing` (public C API: caller-owned
 arenas, the instruction observer reading each output right after it is written; fusion,
-chained calls and the channel-blocked layout off).  Dynamically shaped intermediate tensors are
-not compared (their run-time shape is not known to the observer).
+chained calls and the channel-blocked layout off).  A dynamically shaped intermediate tensor is
+read at the shape its eager value has (the observer does not know its run-time shape; the
+data of a resized tensor is contiguous at its planned offset).
 
 Metrics per output, in float64: ``max_abs`` (largest absolute difference), ``rel`` (max_abs
 over the largest magnitude of the reference), ``sqnr_db`` (10 log10 of signal power over error
@@ -51,6 +52,7 @@ from torch.utils import _pytree as pytree
 
 from . import debuginfo as _debuginfo
 from . import ops as _ops
+from .runtime import DynamicTensor as _DynamicTensor
 
 __all__ = ["inspect", "InspectError", "InspectReport", "Row", "Layer", "compare"]
 
@@ -461,8 +463,13 @@ def _rows(report: InspectReport, instrs, cap, values) -> None:
             r = refs[k] if k < len(refs) else None
             if isinstance(r, (tuple, list)) and len(r) >= 1 and len(got) == 1:
                 r = r[0]
-            if y is None:
-                note = note or "dynamic shape: not read"
+            if isinstance(y, _DynamicTensor) and isinstance(r, torch.Tensor):
+                y = y.as_shape(r.shape)     # read at the shape eager computed
+                if y is None:
+                    note = note or "larger than the program's bound"
+                    continue
+            if y is None or isinstance(y, _DynamicTensor):
+                note = note or "not read (unplanned or dynamic)"
                 continue
             if not isinstance(r, torch.Tensor) or r.numel() != y.numel():
                 note = note or "reference has another shape"
@@ -498,7 +505,9 @@ def _layers(report: InspectReport, instrs, cap, module_outs) -> None:
             continue
         got = cap.values.get((c, pc)) or []
         y = got[0] if got else None
-        if not isinstance(y, torch.Tensor) or not y.dtype.is_floating_point:
+        if isinstance(y, _DynamicTensor) and y.data.dtype.is_floating_point:
+            y = (y, None)           # its shape: the eager module output's, below
+        elif not isinstance(y, torch.Tensor) or not y.dtype.is_floating_point:
             continue
         parts = d.module.split(".") if d.module else []
         for k in range(1, len(parts) + 1):
@@ -525,7 +534,8 @@ def _layers(report: InspectReport, instrs, cap, module_outs) -> None:
         if name not in last or name not in named:
             continue
         seq, pc, y = last[name]
-        qo = quantized_output(seq, y)
+        dyn = y[0] if isinstance(y, tuple) else None
+        qo = quantized_output(seq, y) if dyn is None else None
         if qo is not None:
             pc, y = qo
         # this module and the modules right after it that the program does not name (folded
@@ -540,14 +550,15 @@ def _layers(report: InspectReport, instrs, cap, module_outs) -> None:
         best = None
         for cand in cands:
             e = module_outs[cand][1]
-            if e.numel() != y.numel():
+            yy = dyn.as_shape(e.shape) if dyn is not None else y
+            if yy is None or e.numel() != yy.numel():
                 continue
-            m = compare(e, y)
+            m = compare(e, yy)
             if best is None or m.sqnr_db > best[1].sqnr_db:
-                best = (cand, m)
+                best = (cand, m, tuple(yy.shape))
         if best is None:
             continue
-        rows.append((seq, Layer(name, best[0], pc, tuple(y.shape), best[1])))
+        rows.append((seq, Layer(name, best[0], pc, best[2], best[1])))
     # a parent whose last value is that of its last child repeats it: keep the child only
     kept: List[Tuple[int, Layer]] = []
     for seq, l in rows:

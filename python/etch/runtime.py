@@ -261,6 +261,26 @@ _OBSERVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_si
                              ctypes.c_char_p)
 
 
+class DynamicTensor:
+    """A dynamically shaped tensor as :func:`run_capturing` read it: ``data``, the elements of
+    its whole capacity (the stored upper-bound shape ``bound``), of which a run of shape S
+    used the first prod(S), contiguous.  ``as_shape(S)`` gives that tensor (None when S does
+    not fit the bound)."""
+
+    def __init__(self, data: torch.Tensor, bound):
+        self.data = data
+        self.bound = bound
+
+    def as_shape(self, shape) -> Optional[torch.Tensor]:
+        shape = tuple(int(s) for s in shape)
+        if len(shape) != len(self.bound) or any(s > b for s, b in zip(shape, self.bound)):
+            return None
+        n = 1
+        for s in shape:
+            n *= s
+        return self.data[:n].reshape(shape).clone()
+
+
 class Captured:
     """What :func:`run_capturing` returns: ``outputs`` (the method's, as ``forward`` returns
     them in a list), ``values[(chain, pc)]`` (a list per instruction: the tensors it wrote,
@@ -284,8 +304,9 @@ def run_capturing(source, inputs, wanted, method: str = "forward", data=None,
     this function owns, with fusion, chained calls and the channel-blocked layout off (every
     instruction then writes its own result, in its dim order), and the instruction observer
     copies each wanted tensor out of the planned arena right after its instruction ran,
-    before a later one can reuse the memory.  The tensors are read at their stored sizes:
-    dynamically shaped ones come back as None.  `source`: a path, bytes or an etch.Program;
+    before a later one can reuse the memory.  The tensors are read at their stored sizes;
+    dynamically shaped ones come back as :class:`DynamicTensor` (their run-time shape is not
+    known to the observer).  `source`: a path, bytes or an etch.Program;
     `kernels`: "optimized" or "portable" (as :func:`load`; the registry is process-wide)."""
     from .serialize import pte as _pte
     from .serialize import schema as S
@@ -369,8 +390,7 @@ def run_capturing(source, inputs, wanted, method: str = "forward", data=None,
 
         def reader(vi):
             v = plan.values[vi].val
-            if not isinstance(v, S.Tensor) or v.allocation_info is None or \
-                    v.shape_dynamism != S.TensorShapeDynamism.STATIC:
+            if not isinstance(v, S.Tensor) or v.allocation_info is None:
                 return None
             dtype = _ops.TORCH_DTYPE.get(int(v.scalar_type))
             mid = v.allocation_info.memory_id
@@ -378,6 +398,17 @@ def run_capturing(source, inputs, wanted, method: str = "forward", data=None,
                 return None
             off, nbytes, shape = v.allocation_info.memory_offset, v.nbytes, list(v.sizes)
             order = list(v.dim_order) or list(range(len(shape)))
+            if v.shape_dynamism != S.TensorShapeDynamism.STATIC:
+                if order != list(range(len(shape))):
+                    return None
+                # a resized tensor keeps its data contiguous at its planned offset: the bytes
+                # of the whole capacity, for a caller who knows the shape it should have
+                def read_dynamic():
+                    raw = ctypes.string_at(bases[mid - 1] + off, nbytes)
+                    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if nbytes \
+                        else torch.empty(0, dtype=torch.uint8)
+                    return DynamicTensor(flat.view(dtype), tuple(shape))
+                return read_dynamic
 
             def read():
                 raw = ctypes.string_at(bases[mid - 1] + off, nbytes)

@@ -7,6 +7,7 @@
 * an int8-quantized CNN against its float model: per-layer SQNR, the layer whose weights were
   made hard to quantize (an outlier in every output channel) first by damage;
 * an XNNPACK-delegated program: one row per delegate call;
+* a program with a dynamic dimension, run at a smaller size: every operator compared;
 * a program of another model, or other inputs, is refused (InspectError)."""
 
 import ctypes
@@ -200,6 +201,17 @@ class Inspect(unittest.TestCase):
             self.assertIsNotNone(r.metrics, r)
             self.assertGreater(r.metrics.sqnr_db, 80, r)
         self.assertIsNone(report.first_bad)
+
+    def test_dynamic_shapes_read_at_the_eager_shape(self):
+        model, inputs = zoo.build("transformer_encoder")       # [2, 16, 64]
+        program = etch.export(model, inputs, dynamic_shapes=[{1: 16}])
+        report = etch.inspect(model, program, (torch.randn(2, 9, 64),), show=False)
+        compared = [r for r in report.rows if r.metrics is not None]
+        self.assertGreater(len(compared), 20)
+        self.assertTrue(any(r.shape[:2] == (2, 9) for r in compared))
+        self.assertIsNone(report.first_bad)
+        for r in compared:
+            self.assertGreater(r.metrics.sqnr_db, 90, r)
 
     def test_mismatched_program_is_refused(self):
         lenet, lx = zoo.build("lenet")
