@@ -238,25 +238,6 @@ def load(source: Union[str, bytes, Any], lib_path: Optional[str] = None,
 
 # ---- every instruction's outputs (etch.inspect) -------------------------------------------
 
-class _method_memory(ctypes.Structure):
-    _fields_ = [("pool", ctypes.c_void_p), ("pool_size", ctypes.c_size_t),
-                ("arenas", ctypes.POINTER(ctypes.c_void_p)),
-                ("arena_sizes", ctypes.POINTER(ctypes.c_size_t)),
-                ("num_arenas", ctypes.c_size_t), ("temp", ctypes.c_void_p),
-                ("temp_size", ctypes.c_size_t)]
-
-
-class _method_options(ctypes.Structure):
-    _fields_ = [("external_data", ctypes.c_void_p), ("threadpool", ctypes.c_void_p),
-                ("no_fusion", ctypes.c_bool), ("no_prepack", ctypes.c_bool),
-                ("no_blocked_layout", ctypes.c_bool)]
-
-
-class _method_meta(ctypes.Structure):
-    _fields_ = [("program", ctypes.c_void_p), ("index", ctypes.c_uint32),
-                ("fallback_from", ctypes.c_char_p)]
-
-
 _OBSERVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
                              ctypes.c_char_p)
 
@@ -328,13 +309,13 @@ def run_capturing(source, inputs, wanted, method: str = "forward", data=None,
         "etch_program_close": (None, [c.c_void_p]),
         "etch_data_map_open_file": (c.c_int, [c.c_char_p, c.c_void_p, P(c.c_void_p)]),
         "etch_data_map_close": (None, [c.c_void_p]),
-        "etch_program_method_meta": (c.c_int, [c.c_void_p, c.c_char_p, P(_method_meta)]),
-        "etch_method_meta_name": (c.c_char_p, [P(_method_meta)]),
-        "etch_method_meta_pool_size": (c.c_size_t, [P(_method_meta)]),
-        "etch_method_meta_num_arenas": (c.c_size_t, [P(_method_meta)]),
-        "etch_method_meta_arena_size": (c.c_size_t, [P(_method_meta), c.c_size_t]),
-        "etch_method_load": (c.c_int, [c.c_void_p, c.c_char_p, P(_method_memory),
-                                       P(_method_options), P(c.c_void_p)]),
+        "etch_program_method_meta": (c.c_int, [c.c_void_p, c.c_char_p, P(_lib.etch_method_meta)]),
+        "etch_method_meta_name": (c.c_char_p, [P(_lib.etch_method_meta)]),
+        "etch_method_meta_pool_size": (c.c_size_t, [P(_lib.etch_method_meta)]),
+        "etch_method_meta_num_arenas": (c.c_size_t, [P(_lib.etch_method_meta)]),
+        "etch_method_meta_arena_size": (c.c_size_t, [P(_lib.etch_method_meta), c.c_size_t]),
+        "etch_method_load": (c.c_int, [c.c_void_p, c.c_char_p, P(_lib.etch_method_memory),
+                                       P(_lib.etch_method_options), P(c.c_void_p)]),
         "etch_method_free": (None, [c.c_void_p]),
         "etch_method_set_observer": (None, [c.c_void_p, _OBSERVER, c.c_void_p]),
     }
@@ -363,7 +344,7 @@ def run_capturing(source, inputs, wanted, method: str = "forward", data=None,
     check(lib.etch_program_open_buffer(ctypes.cast(keep, c.c_void_p), len(blob), None,
                                        ctypes.byref(prog)), "open program")
     try:
-        meta = _method_meta()
+        meta = _lib.etch_method_meta()
         check(lib.etch_program_method_meta(prog, method.encode(), ctypes.byref(meta)),
               "method %s" % method)
         loaded = lib.etch_method_meta_name(ctypes.byref(meta)).decode()
@@ -382,9 +363,10 @@ def run_capturing(source, inputs, wanted, method: str = "forward", data=None,
         arr = (c.c_void_p * max(na, 1))(*bases)
         sizes = (c.c_size_t * max(na, 1))(*[lib.etch_method_meta_arena_size(
             ctypes.byref(meta), j) for j in range(na)])
-        mem = _method_memory((ctypes.addressof(pool) + 15) & ~15, pool_size, arr, sizes, na,
-                             (ctypes.addressof(temp) + 15) & ~15, temp_size)
-        opts = _method_options(dmap.value, None, True, False, True)
+        mem = _lib.etch_method_memory((ctypes.addressof(pool) + 15) & ~15, pool_size, arr,
+                                      sizes, na, (ctypes.addressof(temp) + 15) & ~15,
+                                      temp_size)
+        opts = _lib.etch_method_options(dmap.value, None, True, False, True)
         check(lib.etch_method_load(prog, loaded.encode(), ctypes.byref(mem), ctypes.byref(opts),
                                    ctypes.byref(m)), "load method %s" % loaded)
 
