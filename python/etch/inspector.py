@@ -45,7 +45,7 @@ import math
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch.utils import _pytree as pytree
@@ -404,12 +404,11 @@ def inspect(model: torch.nn.Module, program_or_path, inputs, *, method: str = "f
     table: Dict[str, Any] = {}
 
     def wanted(plan):
-        table["plan"] = plan
         table["instrs"] = _instructions(plan)
         return {(c, pc): outs for c, pc, _, _, outs in table["instrs"] if outs}
 
     cap = _rt.run_capturing(blob, flat, wanted, method=method, data=data, kernels=kernels)
-    plan, instrs = table["plan"], table["instrs"]
+    instrs = table["instrs"]
     report = InspectReport(cap.method, float(threshold_db))
     if cap.method != method:
         report.notes.append("etch ran %s (the CPU twin: a backend %s delegates to is missing)"
