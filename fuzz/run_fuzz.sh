@@ -8,7 +8,8 @@
 # .bpte), tests/robustness/regressions (raw inputs, and *.mut recipes applied to their
 # fixture), the quantized-operator programs of tests/quant/gen_quant_programs.py (written
 # into the build directory; the ones whose parameters lie included) and the XNNPACK-delegated
-# single-node programs of tests/xnnpack/gen_nodes.py, then runs until 100000 executions or SECONDS seconds, whichever comes first.
+# single-node programs of tests/xnnpack/gen_nodes.py and the program with debug information of
+# tests/debuginfo/gen_debuginfo.py, then runs until 100000 executions or SECONDS seconds, whichever comes first.
 # Exits non-zero on a crash, leak, timeout or violation; the input is saved in
 # build-fuzz/fuzz-artifacts/ (minimize it with `-minimize_crash=1 -runs=10000 FILE` and add it
 # to tests/robustness/regressions/).
@@ -131,6 +132,13 @@ PYTHONPATH="$root/python" "$python" "$root/tests/xnnpack/gen_nodes.py" "$nodes"
 for f in "$nodes"/*.pte; do
   cp "$f" "$seeds/xnnpack-$(basename "$f")"
 done
+
+# A program exported with its debug information (Chain.stacktrace: frame lists, strings for
+# the mutator to lie about): generated, never committed.
+debug=$build/debuginfo-programs
+mkdir -p "$debug"
+"$python" -W ignore "$root/tests/debuginfo/gen_debuginfo.py" "$debug/debug_mlp.pte"
+cp "$debug/debug_mlp.pte" "$seeds/debuginfo-debug_mlp.pte"
 
 export ETCH_FUZZ_PTD=$fixtures/pte/addmul_external.ptd
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}

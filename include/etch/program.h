@@ -198,6 +198,48 @@ uint64_t etch_method_meta_constant_bytes(const etch_method_meta *meta);
 /* True when external (.ptd) data is needed to load the method. */
 bool etch_method_meta_needs_external_data(const etch_method_meta *meta);
 
+/* ---- debug information ------------------------------------------------------------------
+ *
+ * A program may carry, per instruction, the Python stack that produced it (Chain.stacktrace,
+ * ExecuTorch's schema: one FrameList per instruction, each Frame {filename, lineno, name,
+ * context}; the runtime never needs it). etch.export writes, for the node an instruction
+ * computes, the model's source frames (outermost first; name = the function, context = the
+ * source line) and then a closing frame with filename ETCH_DEBUG_FRAME_FILE, name = the node's
+ * name in the captured graph and context = its module path ("features.3.conv.1"; absent for
+ * the root module). Strings are borrowed from the program. A stack trace whose length is not the
+ * chain's is ignored (no debug information); malformed bytes fail etch_program_open_*. */
+#define ETCH_DEBUG_FRAME_FILE "<etch>"
+
+typedef struct etch_instruction_debug {
+    char op_name[128];       /* what it calls: "aten::convolution.out", a delegate's backend
+                                id, "" for other instructions (the program's own names) */
+    const char *node;        /* capture-time graph node the instruction computes (a delegate
+                                call: its outputs' nodes, comma separated); NULL if unknown */
+    const char *module_path; /* "features.3.conv.1", "" for the root module; NULL if unknown */
+    const char *filename;    /* innermost source frame (the model's line); NULL when none */
+    int32_t lineno;
+    const char *function;    /* its function ("forward") */
+    const char *source;      /* its source line, stripped */
+    size_t num_frames;       /* source frames (etch's closing frame not counted) */
+} etch_instruction_debug;
+
+typedef struct etch_source_frame {
+    const char *filename;
+    int32_t lineno;
+    const char *function;
+    const char *source;
+} etch_source_frame;
+
+size_t etch_method_meta_num_chains(const etch_method_meta *meta);
+size_t etch_method_meta_chain_length(const etch_method_meta *meta, size_t chain);
+/* Debug information of instruction `pc` of chain `chain` (all NULL / 0 when the program has
+ * none); ETCH_ERR_INVALID_ARGUMENT for an instruction that is not there. */
+etch_status etch_method_meta_instruction_debug(const etch_method_meta *meta, size_t chain,
+                                               size_t pc, etch_instruction_debug *out);
+/* Source frame i (0: outermost) of that instruction, i < num_frames. */
+etch_status etch_method_meta_instruction_frame(const etch_method_meta *meta, size_t chain,
+                                               size_t pc, size_t i, etch_source_frame *out);
+
 /* ---- loaded method ---------------------------------------------------------------------- */
 
 typedef struct etch_method_memory {
@@ -296,6 +338,11 @@ size_t etch_method_num_chains(const etch_method *method);
 size_t etch_method_chain_length(const etch_method *method, size_t chain);
 etch_status etch_method_instruction_info(const etch_method *method, size_t chain, size_t pc,
                                          etch_instruction_info *out);
+
+/* etch_method_meta_instruction_debug of the method's own metadata (what the instruction
+ * computes, by module path and source line). */
+etch_status etch_method_instruction_debug(const etch_method *method, size_t chain, size_t pc,
+                                          etch_instruction_debug *out);
 
 /* Observer called after every instruction (profiling); NULL to remove. */
 typedef void (*etch_instruction_fn)(void *user_data, size_t chain, size_t pc,

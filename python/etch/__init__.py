@@ -11,7 +11,8 @@ Subpackages load on first use, so ``from etch import serialize`` (pure Python, n
 light: ``etch.serialize`` reads and writes .pte/.ptd/.bpte files; ``etch.export``,
 ``etch.bundle``, ``etch.Program``, ``etch.runtime`` and ``etch.quantize`` (:mod:`etch.quant`:
 ``quantized_decomposed`` int8 / int4 schemes) and ``etch.prune`` (magnitude pruning, 2:4 / block /
-unstructured) need torch.
+unstructured) need torch; ``etch.inspect(model, program, inputs)`` (:mod:`etch.inspector`)
+compares every operator's output in etch with PyTorch eager.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ __version__ = "0.1.0"
 
 __all__ = ["export", "bundle", "Program", "runtime", "serialize", "ExportError",
            "save_external_data", "quantize", "prepare_qat", "convert_qat", "quant", "prune",
-           "apply_prune_masks"]
+           "apply_prune_masks", "inspect", "InspectError"]
 
 _LAZY = {
     "export": ("etch.exporter", "export"),
@@ -35,6 +36,8 @@ _LAZY = {
     "convert_qat": ("etch.quant", "convert_qat"),
     "prune": ("etch.quant.prune", "prune"),
     "apply_prune_masks": ("etch.quant.prune", "apply_prune_masks"),
+    "inspect": ("etch.inspector", "inspect"),
+    "InspectError": ("etch.inspector", "InspectError"),
 }
 
 
@@ -45,6 +48,6 @@ def __getattr__(name):
         globals()[name] = value
         return value
     if name in ("runtime", "serialize", "passes", "capture", "memory_plan", "ops", "opcheck",
-                "llm", "zoo", "quant"):
+                "llm", "zoo", "quant", "debuginfo", "inspector"):
         return importlib.import_module("etch." + name)
     raise AttributeError("module 'etch' has no attribute %r" % name)

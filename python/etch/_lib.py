@@ -79,6 +79,26 @@ class etch_kernel(ctypes.Structure):
                 ("fn", ctypes.c_void_p)]
 
 
+# include/etch/program.h: loading a method into caller memory (etch.runtime.run_capturing)
+class etch_method_memory(ctypes.Structure):
+    _fields_ = [("pool", ctypes.c_void_p), ("pool_size", ctypes.c_size_t),
+                ("arenas", ctypes.POINTER(ctypes.c_void_p)),
+                ("arena_sizes", ctypes.POINTER(ctypes.c_size_t)),
+                ("num_arenas", ctypes.c_size_t), ("temp", ctypes.c_void_p),
+                ("temp_size", ctypes.c_size_t)]
+
+
+class etch_method_options(ctypes.Structure):
+    _fields_ = [("external_data", ctypes.c_void_p), ("threadpool", ctypes.c_void_p),
+                ("no_fusion", ctypes.c_bool), ("no_prepack", ctypes.c_bool),
+                ("no_blocked_layout", ctypes.c_bool)]
+
+
+class etch_method_meta(ctypes.Structure):
+    _fields_ = [("program", ctypes.c_void_p), ("index", ctypes.c_uint32),
+                ("fallback_from", ctypes.c_char_p)]
+
+
 # etch_module_kernels (include/etch/module.h): which kernels a module registers when it opens
 KERNELS_OPTIMIZED, KERNELS_PORTABLE, KERNELS_REGISTERED = 0, 1, 2
 KERNELS = {"optimized": KERNELS_OPTIMIZED, "portable": KERNELS_PORTABLE,

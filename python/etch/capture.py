@@ -26,6 +26,7 @@ import torch
 import torch.fx
 from torch.utils import _pytree as pytree
 
+from . import debuginfo as _debuginfo
 from . import decomp as _decomp
 from . import ops as _ops
 from . import symbolic as _sym
@@ -127,7 +128,10 @@ def _trace(model: torch.nn.Module, names: List[str], state: List[torch.Tensor],
                                    % (i, type(x).__name__))
         return leaves
 
-    with _no_fused_fast_paths(), torch.enable_grad(), warnings.catch_warnings():
+    # Every node gets meta["debug"]: its module path and the model's source lines
+    # (etch.debuginfo; the walk up the Python stack stops at fn, the model's caller).
+    with _no_fused_fast_paths(), torch.enable_grad(), warnings.catch_warnings(), \
+            _debuginfo.recording(model, fn.__code__):
         warnings.simplefilter("ignore")
         # Fresh copies: tracing runs the model for real, and writes into state (buffers
         # updated in forward) must touch neither the model nor the initial values.

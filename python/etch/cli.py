@@ -19,6 +19,13 @@ quantizes the model first, with ``--group-size G``, ``--asymmetric``, ``--pad-gr
 ``--embedding-quantize BITS[,GROUP]``; ``--calibration DIR_OR_NPZ`` gives calibration batches
 (:func:`load_calibration`; checked against the inputs; ``int8`` needs them, the other schemes
 refuse them), ``--observer minmax|histogram`` for ``int8``.
+
+``python3 -m etch inspect MODULE:FACTORY PROGRAM.pte --input ...`` runs the model in PyTorch
+eager and the program in etch on the same (seeded) inputs and prints :func:`etch.inspect`'s
+table: per operator and per layer the max abs / relative error, SQNR and cosine, the first
+operator (and layer) below ``--threshold`` dB marked, the layers sorted by damage.  The exit
+status is 0 whether or not something was marked; 1 when the program does not come from the
+model (or another error).
 """
 
 from __future__ import annotations
@@ -282,7 +289,8 @@ def _cmd_export(args, prog: "_Progress") -> int:
                           allow_etch_ops=args.allow_etch_ops,
                           check_ops=not args.no_check,
                           external_data=args.external_data, backend=args.backend,
-                          fallback=args.fallback, progress=prog)
+                          fallback=args.fallback, progress=prog,
+                          debug_info=not args.no_debug_info)
     program.save(args.output)
     if args.external_data:
         prog.done("wrote %s (%d constants; run with: etch run %s --data %s)"
@@ -332,6 +340,10 @@ def _add_export_args(e: argparse.ArgumentParser) -> None:
                    help="with --backend: also write the plain-operator twin NAME__cpu, run "
                         "where the backend is missing")
     e.add_argument("--summary", action="store_true", help="print the program summary")
+    e.add_argument("--no-debug-info", action="store_true",
+                   help="leave out the per-instruction debug information (module path, graph "
+                        "node and source line of each instruction, in Chain.stacktrace; "
+                        "etch info --instructions shows it)")
     e.add_argument("--quantize", metavar="SCHEME", default=None,
                    help="quantize first: int8 (static: int8 weights per channel, uint8 "
                         "activations per tensor from --calibration), 8w (int8 weights per "
@@ -358,9 +370,46 @@ def _add_export_args(e: argparse.ArgumentParser) -> None:
     e.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
 
+def _cmd_inspect(args, prog: "_Progress") -> int:
+    prog("loading %s" % args.target)
+    import torch
+    import etch
+    torch.manual_seed(args.seed)
+    model = load_factory(args.target, json.loads(args.kwargs) if args.kwargs else None)
+    if not args.input:
+        raise ValueError("give at least one --input SHAPE:DTYPE")
+    inputs = tuple(parse_input_spec(s, args.seed + i) for i, s in enumerate(args.input))
+    prog("running eager and etch")
+    prog.end_line()
+    etch.inspect(model, args.program, inputs, method=args.method,
+                 threshold_db=args.threshold, data=args.data, kernels=args.kernels)
+    return 0
+
+
+def _add_inspect_args(e: argparse.ArgumentParser) -> None:
+    e.add_argument("target", metavar="MODULE:FACTORY",
+                   help="the model the program was exported from (or, for a quantized "
+                        "program, the float model it was quantized from: compared per layer)")
+    e.add_argument("program", metavar="PROGRAM.pte", help="the program to compare")
+    e.add_argument("--input", action="append", default=[], metavar="SHAPE:DTYPE[:LOW..HIGH]",
+                   help="one input, random from --seed, e.g. 1x3x224x224:float32 (repeat "
+                        "per input)")
+    e.add_argument("--kwargs", help="JSON keyword arguments for FACTORY")
+    e.add_argument("--method", default="forward", help="the method to run (default forward)")
+    e.add_argument("--data", metavar="FILE.ptd", help="the program's external data")
+    e.add_argument("--threshold", type=float, default=40.0, metavar="DB",
+                   help="mark the first operator / layer whose SQNR is below DB (default 40)")
+    e.add_argument("--kernels", choices=("optimized", "portable"), default="optimized",
+                   help="the kernels etch runs (default optimized)")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+
+
 def _run_export(args, prog_name: str) -> int:
     progress = _Progress(quiet=args.quiet)
     try:
+        if getattr(args, "cmd", None) == "inspect":
+            return _cmd_inspect(args, progress)
         return _cmd_export(args, progress)
     except KeyboardInterrupt:
         progress.end_line()
@@ -391,11 +440,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     e = sub.add_parser("export", help="export an nn.Module to a .pte program",
                        description="Export an nn.Module to a .pte program.")
     _add_export_args(e)
+    i = sub.add_parser("inspect", help="compare a program with its model, operator by operator",
+                       description="Run MODULE:FACTORY in PyTorch eager and PROGRAM.pte in "
+                                   "etch on the same inputs and print, per operator and per "
+                                   "layer, the module path, shape, max abs / relative error, "
+                                   "SQNR (dB) and cosine, the first below --threshold marked, "
+                                   "and the layers sorted by damage (etch.inspect).")
+    _add_inspect_args(i)
     args = p.parse_args(argv)
-    if args.cmd != "export":
+    if args.cmd not in ("export", "inspect"):
         p.print_help(sys.stderr)
         return 2
-    return _run_export(args, "etch export")
+    return _run_export(args, "etch " + args.cmd)
 
 
 def export_main(argv: Optional[List[str]] = None) -> int:

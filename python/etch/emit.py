@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.fx
 
+from . import debuginfo as _debuginfo
 from . import ops as _ops
 from . import symbolic as _sym
 from .graph import ExportedGraph, TensorSpec
@@ -415,8 +416,10 @@ def chain_blocks(instrs: List[_Instr], spans: Dict[Any, List[int]], outputs: Seq
 
 
 def emit_method(eg: ExportedGraph, constants: ConstantTable,
-                alignment: int = 16) -> EmittedMethod:
-    """Emit one method; constant tensors go into `constants`."""
+                alignment: int = 16, debug_info: bool = True) -> EmittedMethod:
+    """Emit one method; constant tensors go into `constants`.  With `debug_info`, the chain
+    carries one ``FrameList`` per instruction (``Chain.stacktrace``, :mod:`etch.debuginfo`):
+    the module path, capture-time node name and source lines of the node it computes."""
     g = eg.graph
 
     inplace, dropped = _inplace_updates(eg)
@@ -615,8 +618,10 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
             sym_cache[key] = r
         return sym_cache[key]
 
+    debug: List[Any] = []       # per instruction of `instructions`: its node's NodeDebug
     for ins in instrs:
         n, var = ins.node, ins.variant
+        debug.append(_debuginfo.of(n))
         d = _delegate_of(n)
         if d is not None:
             # arguments: the delegate's inputs, then its outputs (ExecuTorch's convention)
@@ -672,13 +677,19 @@ def emit_method(eg: ExportedGraph, constants: ConstantTable,
             raise EmitError("output %r is not a tensor" % (o,))
         outputs.append(tensor_value(o))
 
+    stacktrace = None
+    if debug_info:
+        assert len(debug) == len(instructions)
+        stacktrace = [_debuginfo.frame_list(None) for _ in prologue] + \
+            [_debuginfo.frame_list(d) for d in debug]
     plan = S.ExecutionPlan(
         name=eg.name,
         container_meta_type=_container_meta(eg),
         values=V.values,
         inputs=inputs,
         outputs=outputs,
-        chains=[S.Chain(inputs=[], outputs=[], instructions=prologue + instructions)],
+        chains=[S.Chain(inputs=[], outputs=[], instructions=prologue + instructions,
+                        stacktrace=stacktrace)],
         operators=operators,
         delegates=delegates,
         non_const_buffer_sizes=[0, mem.arena_size],

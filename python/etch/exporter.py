@@ -30,7 +30,7 @@ def export(model: torch.nn.Module, example_inputs, *,
            allow_etch_ops: bool = False, check_ops=True, optimize: bool = True,
            external_data=None, backend: Optional[str] = None, fallback: bool = False,
            progress: Optional[Callable[[str], None]] = None,
-           graph_passes: Sequence[Callable] = ()) -> Program:
+           graph_passes: Sequence[Callable] = (), debug_info: bool = True) -> Program:
     """Export `model` for etch / ExecuTorch runtimes.
 
     model: an ``nn.Module`` (TypeError otherwise).
@@ -52,6 +52,11 @@ def export(model: torch.nn.Module, example_inputs, *,
     graph_passes: functions called with the :class:`~etch.graph.ExportedGraph` after the
         optimizing passes, in order (each may rewrite it; shapes are propagated again after
         each): how :mod:`etch.llm.et_ops` puts ExecuTorch's LLM operators in a llama graph.
+    debug_info: record, for every instruction, the capture-time name of the graph node it
+        computes, its module path (``features.3.conv.1``) and the model's source lines, in
+        the program's ``Chain.stacktrace`` (:mod:`etch.debuginfo`; ``etch info``, ``etch
+        bench`` and :func:`etch.inspect` show them).  ``False`` leaves the stack traces out
+        (the file then depends on nothing but the model: no source paths).
     fallback: with a backend, also write the plain-operator version of the method as
         ``<name>__cpu``, which etch's runtime loads in its place when the backend is missing or
         unavailable (``python/README.md``, "Delegated methods and their CPU twins").
@@ -108,10 +113,10 @@ def export(model: torch.nn.Module, example_inputs, *,
             twin.name = eg.name + CPU_TWIN_SUFFIX
         say("lowering to %s" % xnnpack.BACKEND_ID)
         xnnpack.partition(eg)
-    methods = [emit_method(eg, constants)]
+    methods = [emit_method(eg, constants, debug_info=debug_info)]
     graphs[eg.name] = eg
     if twin is not None:
-        methods.append(emit_method(twin, constants))
+        methods.append(emit_method(twin, constants, debug_info=debug_info))
         graphs[twin.name] = twin
     program = Program(methods, constants, eg.log, graphs=graphs, external_data=external_data)
     # A model from etch.quantize carries its report (layers quantized, layers kept float).

@@ -234,3 +234,214 @@ def load(source: Union[str, bytes, Any], lib_path: Optional[str] = None,
     kernel registry is process-wide: once a module opened with the optimized kernels, a
     portable-only module is refused in the same process (RuntimeError_ says so)."""
     return Module(source, lib_path, num_threads, kernels, data)
+
+
+# ---- every instruction's outputs (etch.inspect) -------------------------------------------
+
+_OBSERVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
+                             ctypes.c_char_p)
+
+
+class DynamicTensor:
+    """A dynamically shaped tensor as :func:`run_capturing` read it: ``data``, the elements of
+    its whole capacity (the stored upper-bound shape ``bound``), of which a run of shape S
+    used the first prod(S), contiguous.  ``as_shape(S)`` gives that tensor (None when S does
+    not fit the bound)."""
+
+    def __init__(self, data: torch.Tensor, bound):
+        self.data = data
+        self.bound = bound
+
+    def as_shape(self, shape) -> Optional[torch.Tensor]:
+        shape = tuple(int(s) for s in shape)
+        if len(shape) != len(self.bound) or any(s > b for s, b in zip(shape, self.bound)):
+            return None
+        n = 1
+        for s in shape:
+            n *= s
+        return self.data[:n].reshape(shape).clone()
+
+
+class Captured:
+    """What :func:`run_capturing` returns: ``outputs`` (the method's, as ``forward`` returns
+    them in a list), ``values[(chain, pc)]`` (a list per instruction: the tensors it wrote,
+    read right after it ran; None for one that could not be read: a dynamically shaped or
+    unplanned tensor) and ``method`` (the name run: a CPU twin's when the backend was
+    missing)."""
+
+    def __init__(self, outputs, values, method):
+        self.outputs = outputs
+        self.values = values
+        self.method = method
+
+
+def run_capturing(source, inputs, wanted, method: str = "forward", data=None,
+                  kernels: str = "optimized", temp_size: int = 16 << 20) -> Captured:
+    """Run `method` of a program once and keep the outputs of the instructions in `wanted`
+    (``{(chain, pc): [value index, ...]}``: the Tensor values each one writes; or a function
+    of the ExecutionPlan loaded, a CPU twin's when a backend is missing, returning that).
+
+    Uses only the public C API (include/etch/program.h): the method is loaded into memory
+    this function owns, with fusion, chained calls and the channel-blocked layout off (every
+    instruction then writes its own result, in its dim order), and the instruction observer
+    copies each wanted tensor out of the planned arena right after its instruction ran,
+    before a later one can reuse the memory.  The tensors are read at their stored sizes;
+    dynamically shaped ones come back as :class:`DynamicTensor` (their run-time shape is not
+    known to the observer).  `source`: a path, bytes or an etch.Program;
+    `kernels`: "optimized" or "portable" (as :func:`load`; the registry is process-wide)."""
+    from .serialize import pte as _pte
+    from .serialize import schema as S
+    if hasattr(source, "buffer") and not isinstance(source, (bytes, bytearray, memoryview)):
+        source = source.buffer
+    if isinstance(source, (str, os.PathLike)):
+        with open(os.fspath(source), "rb") as f:
+            source = f.read()
+    blob = bytes(source)
+    if kernels not in ("optimized", "portable"):
+        raise ValueError("kernels must be 'optimized' or 'portable', not %r" % (kernels,))
+    lib = _lib.load()
+    c, P = ctypes, ctypes.POINTER
+    protos = {
+        "etch_kernels_register_optimized": (c.c_int, []),
+        "etch_backends_register_builtin": (c.c_int, []),
+        "etch_program_open_buffer": (c.c_int, [c.c_void_p, c.c_size_t, c.c_void_p,
+                                               P(c.c_void_p)]),
+        "etch_program_close": (None, [c.c_void_p]),
+        "etch_data_map_open_file": (c.c_int, [c.c_char_p, c.c_void_p, P(c.c_void_p)]),
+        "etch_data_map_close": (None, [c.c_void_p]),
+        "etch_program_method_meta": (c.c_int, [c.c_void_p, c.c_char_p, P(_lib.etch_method_meta)]),
+        "etch_method_meta_name": (c.c_char_p, [P(_lib.etch_method_meta)]),
+        "etch_method_meta_pool_size": (c.c_size_t, [P(_lib.etch_method_meta)]),
+        "etch_method_meta_num_arenas": (c.c_size_t, [P(_lib.etch_method_meta)]),
+        "etch_method_meta_arena_size": (c.c_size_t, [P(_lib.etch_method_meta), c.c_size_t]),
+        "etch_method_load": (c.c_int, [c.c_void_p, c.c_char_p, P(_lib.etch_method_memory),
+                                       P(_lib.etch_method_options), P(c.c_void_p)]),
+        "etch_method_free": (None, [c.c_void_p]),
+        "etch_method_set_observer": (None, [c.c_void_p, _OBSERVER, c.c_void_p]),
+    }
+    for name, (res, args) in protos.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+
+    def check(st, what):
+        if st != 0:
+            raise RuntimeError_("%s: %s: %s" % (what, _lib.status_name(lib, st),
+                                                _lib.last_error(lib)))
+
+    if kernels == "portable":
+        lib.etch_kernels_impl_of.restype = c.c_char_p
+        lib.etch_kernels_impl_of.argtypes = [P(_lib.etch_kernel)]
+        if any(lib.etch_kernels_impl_of(lib.etch_kernels_at(i)) == b"optimized"
+               for i in range(lib.etch_kernels_count())):
+            raise RuntimeError_("portable kernels only were asked for, but the optimized "
+                                "kernels are already registered in this process (the kernel "
+                                "registry is process-wide)")
+    check(lib.etch_kernels_register_optimized() if kernels == "optimized"
+          else lib.etch_kernels_register_portable(), "register kernels")
+    check(lib.etch_backends_register_builtin(), "register backends")
+    keep = ctypes.create_string_buffer(blob, len(blob))
+    prog, dmap, m = c.c_void_p(), c.c_void_p(), c.c_void_p()
+    check(lib.etch_program_open_buffer(ctypes.cast(keep, c.c_void_p), len(blob), None,
+                                       ctypes.byref(prog)), "open program")
+    try:
+        meta = _lib.etch_method_meta()
+        check(lib.etch_program_method_meta(prog, method.encode(), ctypes.byref(meta)),
+              "method %s" % method)
+        loaded = lib.etch_method_meta_name(ctypes.byref(meta)).decode()
+        plan = next(p for p in _pte.read_pte(blob).program.execution_plan if p.name == loaded)
+        if data is not None:
+            check(lib.etch_data_map_open_file(os.fsencode(os.fspath(data)), None,
+                                              ctypes.byref(dmap)), "open %s" % data)
+        na = lib.etch_method_meta_num_arenas(ctypes.byref(meta))
+        arenas = [ctypes.create_string_buffer(max(lib.etch_method_meta_arena_size(
+            ctypes.byref(meta), j), 1) + 16) for j in range(na)]
+        # 16-byte aligned views of them
+        bases = [(ctypes.addressof(a) + 15) & ~15 for a in arenas]
+        pool_size = lib.etch_method_meta_pool_size(ctypes.byref(meta))
+        pool = ctypes.create_string_buffer(pool_size + 16)
+        temp = ctypes.create_string_buffer(temp_size + 16)
+        arr = (c.c_void_p * max(na, 1))(*bases)
+        sizes = (c.c_size_t * max(na, 1))(*[lib.etch_method_meta_arena_size(
+            ctypes.byref(meta), j) for j in range(na)])
+        mem = _lib.etch_method_memory((ctypes.addressof(pool) + 15) & ~15, pool_size, arr,
+                                      sizes, na, (ctypes.addressof(temp) + 15) & ~15,
+                                      temp_size)
+        opts = _lib.etch_method_options(dmap.value, None, True, False, True)
+        check(lib.etch_method_load(prog, loaded.encode(), ctypes.byref(mem), ctypes.byref(opts),
+                                   ctypes.byref(m)), "load method %s" % loaded)
+
+        def reader(vi):
+            v = plan.values[vi].val
+            if not isinstance(v, S.Tensor) or v.allocation_info is None:
+                return None
+            dtype = _ops.TORCH_DTYPE.get(int(v.scalar_type))
+            mid = v.allocation_info.memory_id
+            if dtype is None or not 1 <= mid <= na:
+                return None
+            off, nbytes, shape = v.allocation_info.memory_offset, v.nbytes, list(v.sizes)
+            order = list(v.dim_order) or list(range(len(shape)))
+            if v.shape_dynamism != S.TensorShapeDynamism.STATIC:
+                if order != list(range(len(shape))):
+                    return None
+                # a resized tensor keeps its data contiguous at its planned offset: the bytes
+                # of the whole capacity, for a caller who knows the shape it should have
+                def read_dynamic():
+                    raw = ctypes.string_at(bases[mid - 1] + off, nbytes)
+                    flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if nbytes \
+                        else torch.empty(0, dtype=torch.uint8)
+                    return DynamicTensor(flat.view(dtype), tuple(shape))
+                return read_dynamic
+
+            def read():
+                raw = ctypes.string_at(bases[mid - 1] + off, nbytes)
+                t = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if nbytes else \
+                    torch.empty(0, dtype=torch.uint8)
+                t = t.view(dtype).reshape([shape[d] for d in order])
+                return t.permute([order.index(d) for d in range(len(shape))]).contiguous()
+            return read
+
+        if callable(wanted):
+            wanted = wanted(plan)
+        readers = {k: [reader(vi) for vi in vis] for k, vis in wanted.items()}
+        values: Dict[Any, List[Any]] = {}
+        errors: List[BaseException] = []
+
+        def observe(_user, chain, pc, _op):
+            rs = readers.get((chain, pc))
+            if rs is None:
+                return
+            try:
+                values[(chain, pc)] = [r() if r is not None else None for r in rs]
+            except BaseException as e:     # never unwind through C
+                errors.append(e)
+
+        cb = _OBSERVER(observe)
+        lib.etch_method_set_observer(m, cb, None)
+        n_in = lib.etch_method_num_inputs(m)
+        if len(inputs) != n_in:
+            raise ValueError("method %s takes %d inputs, %d given" % (loaded, n_in, len(inputs)))
+        held = []
+        for i, x in enumerate(inputs):
+            t = _ops.from_numpy(x, "input %d" % i)
+            if not isinstance(t, torch.Tensor):
+                raise TypeError("input %d: a tensor is needed, not %s" % (i, type(t).__name__))
+            t = t.detach().contiguous().cpu()
+            held.append(t)
+            et = _lib.etch_tensor()
+            dims = (ctypes.c_int64 * max(t.dim(), 1))(*t.shape)
+            check(lib.etch_tensor_init(ctypes.byref(et), _ops.scalar_type(t.dtype), t.dim(),
+                                       dims, ctypes.c_void_p(t.data_ptr())), "input %d" % i)
+            check(lib.etch_method_set_input_tensor(m, i, ctypes.byref(et)), "set input %d" % i)
+        check(lib.etch_method_execute(m), "execute")
+        lib.etch_method_set_observer(m, _OBSERVER(), None)
+        if errors:
+            raise errors[0]
+        outs = [_to_python(lib.etch_method_output(m, i))
+                for i in range(lib.etch_method_num_outputs(m))]
+        return Captured(outs, values, loaded)
+    finally:
+        if m:
+            lib.etch_method_free(m)
+        if dmap:
+            lib.etch_data_map_close(dmap)
+        lib.etch_program_close(prog)

@@ -341,6 +341,46 @@ static etch_status check_index_vec(const etch_pte *p, const char *m, const fb_ta
     return ETCH_OK;
 }
 
+/* Chain.stacktrace (debug information, [FrameList], one per instruction): every table, vector
+ * and string must be readable, as everywhere else, so that the accessors that show it
+ * (etch_method_meta_instruction_debug) cannot fail; a list whose length is not the number of
+ * instructions is no error (ExecuTorch's runtime never reads it): the accessors then treat
+ * the chain as having no debug information. A method name of up to ~100 bytes is shown. */
+static etch_status verify_stacktrace(const etch_pte *p, const char *m, uint32_t ci,
+                                     const fb_table *ch) {
+    fb_vec lists;
+    if (!fb_vec_field(ch, CHAIN_STACKTRACE, 4, 4, &lists)) {
+        FB_CHECK(p, "chain stacktrace");
+        return ETCH_OK;
+    }
+    char what[200];
+    for (uint32_t k = 0; k < lists.len; k++) {
+        fb_table fl, fr;
+        fb_vec frames;
+        fb_vec_table(&lists, k, &fl);
+        fb_vec_field(&fl, FRAME_LIST_ITEMS, 4, 4, &frames);
+        if (p->fb.failed) {
+            snprintf(what, sizeof what, "method '%s' chain %u stacktrace %u", m, ci, k);
+            return fb_error(p, what);
+        }
+        for (uint32_t j = 0; j < frames.len; j++) {
+            const char *s;
+            uint32_t len;
+            fb_vec_table(&frames, j, &fr);
+            fb_str_field(&fr, FRAME_FILENAME, &s, &len);
+            fb_str_field(&fr, FRAME_NAME, &s, &len);
+            fb_str_field(&fr, FRAME_CONTEXT, &s, &len);
+            (void)fb_i(&fr, FRAME_LINENO, 4, 0);
+            if (p->fb.failed) {
+                snprintf(what, sizeof what, "method '%s' chain %u stacktrace %u frame %u", m,
+                         ci, k, j);
+                return fb_error(p, what);
+            }
+        }
+    }
+    return ETCH_OK;
+}
+
 static etch_status verify_chain(const etch_pte *p, const char *m, uint32_t ci, const fb_table *ch,
                                 uint32_t nvalues, uint32_t nops, uint32_t ndelegates) {
     fb_vec instrs;
@@ -407,7 +447,7 @@ static etch_status verify_chain(const etch_pte *p, const char *m, uint32_t ci, c
             return st;
         FB_CHECK(p, "instruction");
     }
-    return ETCH_OK;
+    return verify_stacktrace(p, m, ci, ch);
 }
 
 static etch_status verify_plan(etch_pte *p, uint32_t pi) {

@@ -1410,3 +1410,10 @@ etch_status etch_method_execute(etch_method *m) {
     }
     return ETCH_OK;
 }
+
+etch_status etch_method_instruction_debug(const etch_method *m, size_t chain, size_t pc,
+                                          etch_instruction_debug *out) {
+    if (!m)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "method_instruction_debug: NULL method");
+    return etch_method_meta_instruction_debug(&m->meta, chain, pc, out);
+}

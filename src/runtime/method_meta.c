@@ -309,3 +309,127 @@ bool etch_method_meta_needs_external_data(const etch_method_meta *m) {
             return true;
     return false;
 }
+
+/* ---- debug information (Chain.stacktrace; verified at open) ---------------------------- */
+
+size_t etch_method_meta_num_chains(const etch_method_meta *m) {
+    return m && m->program ? plan_vec(m, PLAN_CHAINS, 4).len : 0;
+}
+
+size_t etch_method_meta_chain_length(const etch_method_meta *m, size_t chain) {
+    if (!m || !m->program)
+        return 0;
+    fb_vec chains = plan_vec(m, PLAN_CHAINS, 4);
+    if (chain >= chains.len)
+        return 0;
+    fb_table ch;
+    fb_vec ins;
+    fb_vec_table(&chains, (uint32_t)chain, &ch);
+    fb_vec_field(&ch, CHAIN_INSTRUCTIONS, 4, 4, &ins);
+    return ins.len;
+}
+
+/* The frames of instruction `pc` (len 0: none); false for an instruction that is not there.
+ * With `op`, also what it calls: operator name / backend id (else ""). */
+static bool instruction_frames(const etch_method_meta *m, size_t chain, size_t pc,
+                               fb_vec *frames, char *op, size_t cap) {
+    memset(frames, 0, sizeof *frames);
+    fb_vec chains = plan_vec(m, PLAN_CHAINS, 4);
+    if (chain >= chains.len)
+        return false;
+    fb_table ch, fl;
+    fb_vec ins, lists;
+    fb_vec_table(&chains, (uint32_t)chain, &ch);
+    fb_vec_field(&ch, CHAIN_INSTRUCTIONS, 4, 4, &ins);
+    if (pc >= ins.len)
+        return false;
+    if (op) {
+        fb_table in, a, t;
+        fb_vec_table(&ins, (uint32_t)pc, &in);
+        fb_table_field(&in, INSTR_ARGS, &a);
+        uint64_t kind = fb_u(&in, INSTR_TYPE, 1, 0);
+        op[0] = 0;
+        if (kind == IA_KERNEL_CALL) {
+            fb_vec ops = plan_vec(m, PLAN_OPERATORS, 4);
+            fb_vec_table(&ops, (uint32_t)fb_i(&a, KERNEL_CALL_OP_INDEX, 4, 0), &t);
+            etch_operator_full_name(&t, op, cap);
+        } else if (kind == IA_DELEGATE_CALL) {
+            fb_vec dels = plan_vec(m, PLAN_DELEGATES, 4);
+            const char *id;
+            uint32_t len;
+            fb_vec_table(&dels, (uint32_t)fb_i(&a, DELEGATE_CALL_INDEX, 4, 0), &t);
+            if (fb_str_field(&t, DELEGATE_ID, &id, &len))
+                snprintf(op, cap, "%s", id);
+        }
+    }
+    /* A list of another length than the chain's cannot be matched to its instructions. */
+    if (!fb_vec_field(&ch, CHAIN_STACKTRACE, 4, 4, &lists) || lists.len != ins.len)
+        return true;
+    fb_vec_table(&lists, (uint32_t)pc, &fl);
+    fb_vec_field(&fl, FRAME_LIST_ITEMS, 4, 4, frames);
+    return true;
+}
+
+static const char *frame_str(const fb_table *fr, unsigned slot) {
+    const char *s;
+    uint32_t len;
+    return fb_str_field(fr, slot, &s, &len) ? s : NULL;
+}
+
+static bool is_etch_frame(const fb_table *fr) {
+    const char *f = frame_str(fr, FRAME_FILENAME);
+    return f && strcmp(f, ETCH_DEBUG_FRAME_FILE) == 0;
+}
+
+etch_status etch_method_meta_instruction_debug(const etch_method_meta *m, size_t chain, size_t pc,
+                                               etch_instruction_debug *out) {
+    if (!m || !m->program || !out)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "method_meta_instruction_debug: NULL argument");
+    fb_vec frames;
+    char op[sizeof out->op_name];
+    if (!instruction_frames(m, chain, pc, &frames, op, sizeof op))
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "method '%s': no instruction %zu in chain %zu",
+                        etch_method_meta_name(m), pc, chain);
+    memset(out, 0, sizeof *out);
+    memcpy(out->op_name, op, sizeof op);
+    uint32_t n = frames.len;
+    fb_table fr;
+    if (n && (fb_vec_table(&frames, n - 1, &fr), is_etch_frame(&fr))) {
+        out->node = frame_str(&fr, FRAME_NAME);
+        out->module_path = frame_str(&fr, FRAME_CONTEXT);
+        if (!out->module_path)
+            out->module_path = ""; /* no context: the root module's */
+        n--;
+    }
+    out->num_frames = n;
+    if (n) {
+        fb_vec_table(&frames, n - 1, &fr);
+        out->filename = frame_str(&fr, FRAME_FILENAME);
+        out->lineno = (int32_t)fb_i(&fr, FRAME_LINENO, 4, 0);
+        out->function = frame_str(&fr, FRAME_NAME);
+        out->source = frame_str(&fr, FRAME_CONTEXT);
+    }
+    return ETCH_OK;
+}
+
+etch_status etch_method_meta_instruction_frame(const etch_method_meta *m, size_t chain, size_t pc,
+                                               size_t i, etch_source_frame *out) {
+    etch_instruction_debug d;
+    etch_status st = etch_method_meta_instruction_debug(m, chain, pc, &d);
+    if (st)
+        return st;
+    if (i >= d.num_frames)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "method '%s': instruction %zu of chain %zu has %zu source frames, not %zu",
+                        etch_method_meta_name(m), pc, chain, d.num_frames, i + 1);
+    fb_vec frames;
+    fb_table fr;
+    instruction_frames(m, chain, pc, &frames, NULL, 0);
+    fb_vec_table(&frames, (uint32_t)i, &fr);
+    memset(out, 0, sizeof *out);
+    out->filename = frame_str(&fr, FRAME_FILENAME);
+    out->lineno = (int32_t)fb_i(&fr, FRAME_LINENO, 4, 0);
+    out->function = frame_str(&fr, FRAME_NAME);
+    out->source = frame_str(&fr, FRAME_CONTEXT);
+    return ETCH_OK;
+}

@@ -28,6 +28,15 @@ int main(void) {
     F(etch_module_options, data_path); F(etch_module_options, temp_size);
     F(etch_module_options, num_threads); F(etch_module_options, kernels);
     F(etch_module_options, no_fusion); F(etch_module_options, no_prepack);
+    Z(etch_method_memory); F(etch_method_memory, pool); F(etch_method_memory, pool_size);
+    F(etch_method_memory, arenas); F(etch_method_memory, arena_sizes);
+    F(etch_method_memory, num_arenas); F(etch_method_memory, temp);
+    F(etch_method_memory, temp_size);
+    Z(etch_method_options); F(etch_method_options, external_data);
+    F(etch_method_options, threadpool); F(etch_method_options, no_fusion);
+    F(etch_method_options, no_prepack); F(etch_method_options, no_blocked_layout);
+    Z(etch_method_meta); F(etch_method_meta, program); F(etch_method_meta, index);
+    F(etch_method_meta, fallback_from);
     printf("kernels.optimized %d\n", (int)ETCH_MODULE_KERNELS_OPTIMIZED);
     printf("kernels.portable %d\n", (int)ETCH_MODULE_KERNELS_PORTABLE);
     printf("kernels.registered %d\n", (int)ETCH_MODULE_KERNELS_REGISTERED);
@@ -36,7 +45,10 @@ int main(void) {
 """
 
 MIRRORS = {"etch_tensor": _lib.etch_tensor, "etch_value": _lib.etch_value,
-           "etch_kernel": _lib.etch_kernel, "etch_module_options": _lib.etch_module_options}
+           "etch_kernel": _lib.etch_kernel, "etch_module_options": _lib.etch_module_options,
+           "etch_method_memory": _lib.etch_method_memory,
+           "etch_method_options": _lib.etch_method_options,
+           "etch_method_meta": _lib.etch_method_meta}
 
 
 class CtypesLayoutTest(unittest.TestCase):

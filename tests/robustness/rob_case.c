@@ -340,6 +340,38 @@ static void run_bundled_cases(rcase *c, etch_method *m, const etch_bundled *b,
     }
 }
 
+/* The debug information of every instruction (Chain.stacktrace, verified at open): each
+ * accessor succeeds on a program that opened, and every string it gives is read to its end
+ * (a read past the buffer is the sanitizers' to report). */
+static size_t touch(const char *s) { return s ? strlen(s) : 0; }
+static volatile size_t debug_sink; /* keeps the reads */
+
+static void read_debug(rcase *c, const etch_method_meta *meta) {
+    size_t nc = etch_method_meta_num_chains(meta), sum = 0;
+    for (size_t ch = 0; ch < nc; ch++) {
+        size_t n = etch_method_meta_chain_length(meta, ch);
+        for (size_t pc = 0; pc < n; pc++) {
+            etch_instruction_debug d;
+            etch_status st = etch_method_meta_instruction_debug(meta, ch, pc, &d);
+            if (st != ETCH_OK) {
+                violation(c, "instruction_debug fails for instruction %zu of chain %zu", pc, ch);
+                return;
+            }
+            sum += touch(d.node) + touch(d.module_path) + touch(d.filename) +
+                   touch(d.function) + touch(d.source) + strlen(d.op_name);
+            for (size_t i = 0; i < d.num_frames; i++) {
+                etch_source_frame f;
+                if (etch_method_meta_instruction_frame(meta, ch, pc, i, &f) != ETCH_OK) {
+                    violation(c, "instruction_frame %zu fails (it has %zu)", i, d.num_frames);
+                    return;
+                }
+                sum += touch(f.filename) + touch(f.function) + touch(f.source);
+            }
+        }
+    }
+    debug_sink = sum;
+}
+
 static void run_method(rcase *c, const etch_program *prog, const char *name,
                        const etch_data_map *map, const etch_bundled *bundled) {
     etch_method_meta meta;
@@ -353,6 +385,7 @@ static void run_method(rcase *c, const etch_program *prog, const char *name,
         outcome(c, ROB_LOAD, st);
         return;
     }
+    read_debug(c, &meta);
     size_t pool_size = 0;
     if (!size_method(&meta, c->o, &mm, &pool_size)) {
         outcome(c, ROB_REFUSED, ETCH_OK);

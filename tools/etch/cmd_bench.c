@@ -53,7 +53,12 @@ void cmd_bench_usage(FILE *out) {
             "  --warmup W             untimed executions first (default 3)\n"
             "  --iterations K         timed executions (default 20)\n"
             "  --per-instruction      one row per instruction, in execution order (chain:pc),\n"
-            "                         instead of one per operator\n"
+            "                         instead of one per operator, with the module path and\n"
+            "                         graph node each comes from (the program's debug\n"
+            "                         information, etch info --instructions) when it has them\n"
+            "  --by-module            one row per module path (features.3.conv.1) instead of\n"
+            "                         one per operator, slowest first; instructions without\n"
+            "                         debug information form the row '(unknown module)'\n"
             "  --json                 print one JSON object instead: file, method, threads,\n"
             "                         kernels, isa, warmup, iterations, median_ms, min_ms,\n"
             "                         max_ms, load_ms, peak_rss_kb, ops: [{op, impl, fused\n"
@@ -63,7 +68,9 @@ void cmd_bench_usage(FILE *out) {
             "                         call), integer (\"int\", \"int4\" or null, as the\n"
             "                         table's /int, /int4), calls, ms_per_run (median over the runs),\n"
             "                         pct, times_ms (its time in each run); with\n"
-            "                         --per-instruction also chain, pc}], ops_total_ms (the\n"
+            "                         --per-instruction also chain, pc; module and node: from\n"
+            "                         the debug information, or null; with --by-module op is\n"
+            "                         the module path and impl \"module\"}], ops_total_ms (the\n"
             "                         sum of the ms_per_run), times_ms (each timed execution,\n"
             "                         in order)\n"
             "  -h, --help             show this help\n"
@@ -74,7 +81,7 @@ void cmd_bench_usage(FILE *out) {
 typedef struct bench_opts {
     const char *path, *warmup_s, *iters_s;
     cli_module_args ma; /* --method, --inputs, --data, --cpu-threads, --kernels, --no-fusion */
-    bool json, per_instruction;
+    bool json, per_instruction, by_module;
     long long warmup, iterations;
 } bench_opts;
 
@@ -86,7 +93,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             (r = cli_opt_value("bench", argc, argv, &i, "--warmup", &o->warmup_s)) ||
             (r = cli_opt_value("bench", argc, argv, &i, "--iterations", &o->iters_s)) ||
             (r = cli_opt_flag("bench", argv, i, "--json", &o->json)) ||
-            (r = cli_opt_flag("bench", argv, i, "--per-instruction", &o->per_instruction))) {
+            (r = cli_opt_flag("bench", argv, i, "--per-instruction", &o->per_instruction)) ||
+            (r = cli_opt_flag("bench", argv, i, "--by-module", &o->by_module))) {
             if (r < 0)
                 return CLI_USAGE;
             continue;
@@ -98,6 +106,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     }
     if (!o->path)
         return cli_usage_error("bench", "missing FILE");
+    if (o->per_instruction && o->by_module)
+        return cli_usage_error("bench", "--per-instruction and --by-module exclude each other");
     if (!o->ma.method)
         o->ma.method = "forward";
     if (cli_module_args_finish("bench", &o->ma) != CLI_OK)
@@ -127,6 +137,8 @@ typedef struct prof_row {
     int64_t *runs;    /* [iterations] ns in each timed run (a slice of profile.runs) */
     double median_ms; /* over the timed runs */
     bool int4;        /* a chained run with an embedding_4bit call: an int4 weight's linear */
+    const char *module; /* module path of the instruction (debug information), or NULL */
+    const char *node;   /* its graph node (--per-instruction), or NULL */
 } prof_row;
 
 /* Everything the observer touches is allocated before the timed runs: it only indexes. */
@@ -175,7 +187,7 @@ static void profile_free(profile *p) {
 #define PROFILE_MAX_RUN_BYTES ((size_t)256 << 20)
 
 static int profile_init(profile *p, const etch_method *m, bool per_instruction,
-                        long long iterations) {
+                        bool by_module, long long iterations) {
     memset(p, 0, sizeof *p);
     p->nchains = etch_method_num_chains(m);
     p->chain_start = calloc(p->nchains + 1, sizeof *p->chain_start);
@@ -196,14 +208,27 @@ static int profile_init(profile *p, const etch_method *m, bool per_instruction,
                 profile_free(p);
                 return cli_fail(st);
             }
+            etch_instruction_debug dbg;
+            if ((st = etch_method_instruction_debug(m, c, pc, &dbg)) != ETCH_OK) {
+                profile_free(p);
+                return cli_fail(st);
+            }
             prof_row key = {info.op_name, info.impl, info.fused, info.blocked_args != 0,
-                            info.chain, 0, 0, c, pc, NULL, 0, false};
+                            info.chain, 0, 0, c, pc, NULL, 0, false, NULL, NULL};
             /* a call run by an earlier one keeps its row (marked), its time is that one's */
             if (!info.op_name || !info.impl || (info.skipped && info.chain != 0))
                 key = (prof_row){"(other instructions)", "runtime", NULL, false, 1, 0, 0, c, pc,
-                                 NULL, 0, false};
+                                 NULL, 0, false, NULL, NULL};
+            key.module = dbg.module_path;
+            key.node = dbg.node;
+            if (by_module) /* one row per module: the time of everything computed in it */
+                key = (prof_row){dbg.module_path ? (dbg.module_path[0] ? dbg.module_path
+                                                                        : "<root>")
+                                                 : "(unknown module)",
+                                 "module", NULL, false, 1, 0, 0, c, pc, NULL, 0, false,
+                                 dbg.module_path, NULL};
             /* the calls a chained run takes are the next ones marked chain 0 */
-            for (size_t q = pc + 1, left = info.chain > 1 ? info.chain - 1 : 0;
+            for (size_t q = pc + 1, left = info.chain > 1 && !by_module ? info.chain - 1 : 0;
                  left && q < p->chain_start[c + 1] - p->chain_start[c]; q++) {
                 etch_instruction_info qi;
                 if (etch_method_instruction_info(m, c, q, &qi) != ETCH_OK || qi.chain != 0)
@@ -212,7 +237,7 @@ static int profile_init(profile *p, const etch_method *m, bool per_instruction,
                 key.int4 |= qi.op_name &&
                             strncmp(qi.op_name, "quantized_decomposed::embedding_4bit", 36) == 0;
             }
-            key.int4 |= info.chain > 1 && info.op_name &&
+            key.int4 |= !by_module && info.chain > 1 && info.op_name &&
                         strncmp(info.op_name, "quantized_decomposed::embedding_4bit", 36) == 0;
             size_t r = per_instruction ? p->nrows : 0;
             while (r < p->nrows && !(same(p->rows[r].op, key.op) &&
@@ -320,6 +345,12 @@ static void short_op(const char *name, char *buf, size_t cap) {
 
 /* ---- output ---------------------------------------------------------------------------- */
 
+/* Untrusted text from the program on the terminal: control bytes shown as '?'. */
+static void print_clean(const char *s) {
+    for (; s && *s; s++)
+        putchar((unsigned char)*s < 32 || *s == 127 ? '?' : *s);
+}
+
 typedef struct bench_result {
     const double *times; /* [iterations] in execution order */
     double median, min, max, load_ms;
@@ -337,8 +368,9 @@ static void print_human(const bench_opts *o, const bench_result *r, const profil
     printf("threads %d  kernels %s  isa %s\n", o->ma.num_threads,
            etch_module_kernels_name(o->ma.kernels), r->isa);
     double total = r->ops_total_ms;
-    printf("\n%s%-36s %-28s %9s %12s %7s\n", o->per_instruction ? "chain:pc   " : "",
-           "operator", "impl", "calls/run", "time/run", "%");
+    printf("\n%s%-36s %-28s %9s %12s %7s%s\n", o->per_instruction ? "chain:pc   " : "",
+           o->by_module ? "module" : "operator", "impl", "calls/run", "time/run", "%",
+           o->per_instruction ? "  module (node)" : "");
     for (size_t i = 0; i < p->nrows; i++) {
         const prof_row *row = &p->rows[i];
         char impl[128], fused[48], chained[24];
@@ -359,10 +391,20 @@ static void print_human(const bench_opts *o, const bench_result *r, const profil
             snprintf(at, sizeof at, "%zu:%zu", row->chain, row->pc);
             printf("%-10s ", at);
         }
-        printf("%-36s %-28s %9.4g %12s %7.2f\n", row->op, impl,
+        printf("%-36s %-28s %9.4g %12s %7.2f", row->op, impl,
                (double)row->calls / (double)o->iterations,
                time_str(t1, sizeof t1, row->median_ms),
                total > 0 ? 100.0 * row->median_ms / total : 0.0);
+        if (o->per_instruction && (row->module || row->node)) {
+            fputs("  ", stdout);
+            print_clean(row->module ? (row->module[0] ? row->module : "<root>") : "?");
+            if (row->node) {
+                fputs(" (", stdout);
+                print_clean(row->node);
+                putchar(')');
+            }
+        }
+        putchar('\n');
     }
     printf("%s%-36s %-28s %9s %12s %7.2f\n", o->per_instruction ? "           " : "", "(total)",
            "", "", time_str(t1, sizeof t1, total), total > 0 ? 100.0 : 0.0);
@@ -392,8 +434,12 @@ static void print_json(const bench_opts *o, const char *method, const bench_resu
                (unsigned)row->calls_run);
         fputs(", \"integer\": ", stdout);
         cli_json_string(stdout, integer_kind(row));
-        if (o->per_instruction)
-            printf(", \"chain\": %zu, \"pc\": %zu", row->chain, row->pc);
+        if (o->per_instruction) {
+            printf(", \"chain\": %zu, \"pc\": %zu, \"module\": ", row->chain, row->pc);
+            cli_json_string(stdout, row->module);
+            fputs(", \"node\": ", stdout);
+            cli_json_string(stdout, row->node);
+        }
         printf(", \"calls\": %.6g, \"ms_per_run\": %.6f, \"pct\": %.4f, \"times_ms\": [",
                (double)row->calls / (double)o->iterations, row->median_ms,
                total > 0 ? 100.0 * row->median_ms / total : 0.0);
@@ -438,7 +484,7 @@ int cmd_bench(int argc, char **argv) {
     double load_ms = cli_now_ms() - t0;
     if ((rc = cli_inputs_set(in, "bench", o.ma.inputs, CLI_FILL_RANDOM, m)) != CLI_OK)
         goto done;
-    if ((rc = profile_init(&prof, m, o.per_instruction, o.iterations)) != CLI_OK)
+    if ((rc = profile_init(&prof, m, o.per_instruction, o.by_module, o.iterations)) != CLI_OK)
         goto done;
     etch_method_set_observer(m, observe, &prof);
     for (long long k = 0; k < o.warmup + o.iterations; k++) {

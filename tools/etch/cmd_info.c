@@ -11,7 +11,7 @@
 
 void cmd_info_usage(FILE *out) {
     fprintf(out,
-            "usage: etch info FILE [--json]\n"
+            "usage: etch info FILE [--instructions] [--json]\n"
             "\n"
             "Describe FILE: a program (.pte), a bundled program (.bpte: its embedded program\n"
             "plus the number of test cases) or external tensor data (.ptd).\n"
@@ -20,11 +20,16 @@ void cmd_info_usage(FILE *out) {
             "segment base and size), the segments, the named data count and every method:\n"
             "inputs and outputs (kind, dtype, shape, dynamism, planned), operators (those this\n"
             "build lacks are marked MISSING), delegates (and whether their backend is\n"
-            "available), planned arena sizes, method pool size and constant bytes.\n"
+            "available), planned arena sizes, method pool size, constant bytes and how many\n"
+            "instructions carry debug information (Chain.stacktrace: what etch.export records\n"
+            "for each instruction: the module path, the graph node, the model's source line).\n"
             "\n"
             "options:\n"
+            "  --instructions  list every instruction: what it calls, its module path and\n"
+            "               graph node, and the source line (FILE:LINE  code) it comes from\n"
             "  --json       print the same facts as one JSON object (keys in\n"
-            "               tools/etch/README.md)\n"
+            "               tools/etch/README.md; the instructions' debug information\n"
+            "               always included)\n"
             "  -h, --help   show this help\n");
 }
 
@@ -94,7 +99,60 @@ static const char *twin_of(const etch_program *prog, const char *name) {
     return NULL;
 }
 
-static int print_method(const etch_program *prog, const char *name) {
+/* Untrusted text from the file on the terminal: control bytes shown as '?'. */
+static void print_clean(const char *s) {
+    for (; s && *s; s++)
+        putchar((unsigned char)*s < 32 || *s == 127 ? '?' : *s);
+}
+
+static const char *base_name(const char *path) {
+    const char *b = path ? strrchr(path, '/') : NULL;
+    return b ? b + 1 : path;
+}
+
+/* Instructions with debug information (and, with `list`, one line each). */
+static int print_debug(const etch_method_meta *meta, bool list) {
+    size_t nc = etch_method_meta_num_chains(meta), with = 0, total = 0;
+    for (size_t c = 0; c < nc; c++) {
+        size_t n = etch_method_meta_chain_length(meta, c);
+        for (size_t pc = 0; pc < n; pc++, total++) {
+            etch_instruction_debug d;
+            etch_status st = etch_method_meta_instruction_debug(meta, c, pc, &d);
+            if (st != ETCH_OK)
+                return cli_fail(st);
+            with += d.node || d.num_frames;
+            if (!list)
+                continue;
+            printf("    %s%zu  ", nc > 1 ? "chain " : "", pc);
+            print_clean(d.op_name[0] ? d.op_name : "(runtime)");
+            if (d.module_path) {
+                fputs("  ", stdout);
+                print_clean(d.module_path[0] ? d.module_path : "<root>");
+            }
+            if (d.node) {
+                fputs(" (", stdout);
+                print_clean(d.node);
+                putchar(')');
+            }
+            if (d.filename) {
+                fputs("  ", stdout);
+                print_clean(base_name(d.filename));
+                printf(":%d", (int)d.lineno);
+                if (d.source && d.source[0]) {
+                    fputs("  ", stdout);
+                    print_clean(d.source);
+                }
+            }
+            putchar('\n');
+        }
+    }
+    if (!list)
+        printf("  debug information: %zu of %zu instructions%s\n", with, total,
+               with ? " (--instructions lists them)" : "");
+    return CLI_OK;
+}
+
+static int print_method(const etch_program *prog, const char *name, bool list) {
     etch_method_meta meta;
     const char *loads_as, *twin = twin_of(prog, name);
     etch_status st = own_meta(prog, name, &meta, &loads_as);
@@ -162,7 +220,12 @@ static int print_method(const etch_program *prog, const char *name) {
            (unsigned long long)etch_method_meta_constant_bytes(&meta));
     printf("  needs external data: %s\n",
            etch_method_meta_needs_external_data(&meta) ? "yes (.ptd)" : "no");
-    return CLI_OK;
+    int rc = print_debug(&meta, false);
+    if (rc == CLI_OK && list) {
+        printf("  instructions:\n");
+        rc = print_debug(&meta, true);
+    }
+    return rc;
 }
 
 static int print_bundled(const char *path) {
@@ -308,10 +371,34 @@ static etch_status json_method(FILE *j, const etch_program *prog, const char *na
         fprintf(j, a ? ", %zu" : "%zu", sz);
     }
     fprintf(j, "], \"planned_memory\": %zu, \"method_pool\": %zu, \"constant_bytes\": %llu, "
-               "\"needs_external_data\": %s}",
+               "\"needs_external_data\": %s, \"instruction_debug\": [",
             total, etch_method_meta_pool_size(&meta),
             (unsigned long long)etch_method_meta_constant_bytes(&meta),
             etch_method_meta_needs_external_data(&meta) ? "true" : "false");
+    size_t nc = etch_method_meta_num_chains(&meta), k = 0;
+    for (size_t c = 0; c < nc; c++) {
+        size_t n = etch_method_meta_chain_length(&meta, c);
+        for (size_t pc = 0; pc < n; pc++) {
+            etch_instruction_debug d;
+            if ((st = etch_method_meta_instruction_debug(&meta, c, pc, &d)) != ETCH_OK)
+                return st;
+            if (!d.node && !d.num_frames)
+                continue;
+            fprintf(j, "%s{\"chain\": %zu, \"pc\": %zu, \"op\": ", k++ ? ", " : "", c, pc);
+            cli_json_string(j, d.op_name);
+            const char *keys[] = {"node", "module", "file", "function", "source"};
+            const char *vals[] = {d.node, d.module_path, d.filename, d.function, d.source};
+            for (int f = 0; f < 5; f++) {
+                fprintf(j, ", \"%s\": ", keys[f]);
+                if (vals[f])
+                    cli_json_string(j, vals[f]);
+                else
+                    fputs("null", j);
+            }
+            fprintf(j, ", \"line\": %d, \"frames\": %zu}", (int)d.lineno, d.num_frames);
+        }
+    }
+    fputs("]}", j);
     return ETCH_OK;
 }
 
@@ -458,9 +545,11 @@ static void peek_identifier(const char *path, char id[5]) {
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
-    bool json = false;
+    bool json = false, list = false;
     for (int i = 1; i < argc; i++) {
         int r = cli_opt_flag("info", argv, i, "--json", &json);
+        if (r == 0)
+            r = cli_opt_flag("info", argv, i, "--instructions", &list);
         if (r > 0)
             continue;
         if (r == 0)
@@ -519,7 +608,7 @@ int cmd_info(int argc, char **argv) {
 
     int rc = CLI_OK;
     for (size_t i = 0; i < nm && rc == CLI_OK; i++)
-        rc = print_method(prog, etch_program_method_name(prog, i));
+        rc = print_method(prog, etch_program_method_name(prog, i), list);
     etch_program_close(prog);
     if (rc == CLI_OK && h.bundled)
         rc = print_bundled(path);

@@ -5,8 +5,8 @@
 #include "commands.h"
 
 static const cli_command commands[] = {
-    {"info", "describe a program: header, segments, methods, operators, memory", cmd_info,
-     cmd_info_usage},
+    {"info", "describe a program: header, segments, methods, operators, memory, debug info",
+     cmd_info, cmd_info_usage},
     {"run", "run a method on .npy inputs (or ones) and save or print its outputs", cmd_run,
      cmd_run_usage},
     {"verify", "run the test cases of a bundled program (.bpte) and check the outputs",

@@ -218,7 +218,10 @@ def export_llama(model: Llama, *, bos_id: int = 1, eos_ids: Sequence[int] = (1, 
         program = export(target, (tokens, start), dynamic_shapes=[{1: S_}, None],
                          check_ops=check_ops, progress=progress,
                          allow_etch_ops=bool(fused_attention), graph_passes=passes,
-                         backend=backend)
+                         backend=backend,
+                         # no stack traces: the file stays a function of the checkpoint alone
+                         # (models/default is rebuilt byte for byte from any checkout path)
+                         debug_info=False)
     finally:
         model.set_executorch_llm_ops(was_et)
         model.set_kv_cache(was_kv)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import debuginfo as _debuginfo
 from .. import ops as _ops
 from ..graph import ExportedGraph
 from ._util import bind_args, getitem_users, is_call
@@ -56,6 +57,7 @@ def run(eg: ExportedGraph) -> int:
             new = None
         if new is None:
             continue
+        _debuginfo.take(new, out)     # the folded call computes the batch norm's output
         out.replace_all_uses_with(new)
         eg.graph.erase_node(out)
         eg.graph.erase_node(bn)

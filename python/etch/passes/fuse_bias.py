@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import debuginfo as _debuginfo
 from ..graph import ExportedGraph
 from ._util import bind_args, is_call
 
@@ -59,6 +60,7 @@ def run(eg: ExportedGraph) -> int:
             new = fuse(eg, prod, c) if c is not None else None
             if new is None:
                 continue
+            _debuginfo.take(new, add)     # the fused call computes the add's output
             add.replace_all_uses_with(new)
             eg.graph.erase_node(add)
             fused += 1

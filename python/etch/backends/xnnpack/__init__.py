@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Tuple
 import torch
 import torch.fx
 
+from ... import debuginfo as _debuginfo
 from ... import ops as _ops
 from .lower import Lowering, LoweringError, supported
 from .payload import XnnGraph
@@ -161,11 +162,14 @@ def _lower_run(eg, run: List[torch.fx.Node]) -> torch.fx.Node:
         s = eg.spec(k[0])
         specs.append(s[k[1]] if isinstance(s, tuple) else s)
     d.meta["spec"] = tuple(specs)
+    d.meta["debug"] = _debuginfo.merged([_debuginfo.of(readers[k][0]) for k in outputs],
+                                        [_debuginfo.of(n) for n in run])
     at = d
     for i, k in enumerate(outputs):
         with g.inserting_after(at):
             gi = g.call_function(operator.getitem, (d, i))
         gi.meta["spec"] = specs[i]
+        _debuginfo.take(gi, readers[k][0])
         for n in readers[k]:
             n.replace_all_uses_with(gi)
         at = gi

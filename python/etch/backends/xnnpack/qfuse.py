@@ -31,6 +31,8 @@ from typing import Optional
 
 import torch
 
+from ... import debuginfo as _debuginfo
+
 aten = torch.ops.aten
 
 __all__ = ["DynQuant", "QLinear", "fuse"]
@@ -183,6 +185,7 @@ def fuse(eg) -> int:
             with g.inserting_before(d):
                 n = g.call_function(DynQuant(c.target, q.target, d.target), (x,))
             n.meta["spec"] = d.meta["spec"]
+            _debuginfo.take(n, d)
             d.replace_all_uses_with(n)
             for old in (d, q, s, z, c):
                 g.erase_node(old)
@@ -205,6 +208,7 @@ def fuse(eg) -> int:
             with g.inserting_before(d):
                 n = g.call_function(QLinear(kind, data, scales, deq, b), (a,))
             n.meta["spec"] = d.meta["spec"]
+            _debuginfo.take(n, d)
             d.replace_all_uses_with(n)
             for old in (d, p, e):
                 g.erase_node(old)
