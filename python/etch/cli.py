@@ -259,14 +259,21 @@ def _parse_dynamic(specs: List[str], n_inputs: int):
     return out
 
 
-def _cmd_export(args, prog: "_Progress") -> int:
+def _load_target(args, prog: "_Progress"):
+    """The model of `args.target` (seeded, with --kwargs), after checking --input was given."""
     prog("loading %s" % args.target)
     import torch
-    import etch
     torch.manual_seed(args.seed)
     model = load_factory(args.target, json.loads(args.kwargs) if args.kwargs else None)
     if not args.input:
         raise ValueError("give at least one --input SHAPE:DTYPE")
+    return model
+
+
+def _cmd_export(args, prog: "_Progress") -> int:
+    import torch
+    import etch
+    model = _load_target(args, prog)
     if args.bundle and args.external_data:
         raise ValueError("--bundle and --external-data cannot be combined: a bundled program "
                          "carries its constants (etch verify takes no .ptd)")
@@ -371,13 +378,9 @@ def _add_export_args(e: argparse.ArgumentParser) -> None:
 
 
 def _cmd_inspect(args, prog: "_Progress") -> int:
-    prog("loading %s" % args.target)
     import torch
     import etch
-    torch.manual_seed(args.seed)
-    model = load_factory(args.target, json.loads(args.kwargs) if args.kwargs else None)
-    if not args.input:
-        raise ValueError("give at least one --input SHAPE:DTYPE")
+    model = _load_target(args, prog)
     inputs = tuple(parse_input_spec(s, args.seed + i) for i, s in enumerate(args.input))
     prog("running eager and etch")
     prog.end_line()

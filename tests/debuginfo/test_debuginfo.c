@@ -17,23 +17,7 @@
 #include "etch/etch.h"
 #include "etch/kernels.h"
 #include "etch_test.h"
-
-static unsigned char *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(n > 0 ? (size_t)n : 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return b;
-}
+#include "test_file.h"
 
 static const char *base(const char *p) {
     const char *s = p ? strrchr(p, '/') : NULL;
@@ -164,7 +148,7 @@ static void check_lies(const char *dir) {
     char path[1024];
     snprintf(path, sizeof path, "%s/debug_mlp.pte", dir);
     size_t size;
-    unsigned char *img = read_file(path, &size);
+    unsigned char *img = etch_test_read_file(path, 0, &size);
     CHECK(img != NULL);
     if (!img)
         return;
