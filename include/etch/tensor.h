@@ -100,6 +100,12 @@ bool etch_tensor_is_contiguous(const etch_tensor *t);
 etch_status etch_tensor_resize(etch_tensor *t, size_t dim, const int64_t *sizes);
 /* Recompute strides from sizes + dim_order. */
 void etch_tensor_update_strides(etch_tensor *t);
+/* What a shape's strides span: the product of its sizes with every zero counted as one.
+ * -1 when a size is negative or that product times 16 (the largest element) overflows
+ * int64. Every shape the runtime accepts (from a program, an input, a .npy or .bpte file or
+ * a kernel) passes this check, so a zero dimension next to huge ones cannot make stride or
+ * offset arithmetic overflow although the tensor holds no bytes. */
+int64_t etch_shape_extent(size_t dim, const int64_t *sizes);
 
 /* Value kinds, numbered as ExecuTorch's runtime EValue tags. */
 typedef enum etch_value_tag {

@@ -117,10 +117,11 @@ static bool parse_tensor(parse_ctx *c, const fb_table *t, bundled_value *v) {
         if (s < 0)
             return semantic_fail(c, sizes.pos + 4 * (size_t)i, "tensor size %d is negative", s);
         v->sizes[i] = s;
-        if (s && numel > (UINT64_MAX / elem) / (uint64_t)s)
-            return semantic_fail(c, sizes.pos, "tensor element count overflows");
-        numel *= (uint64_t)s;
     }
+    if (etch_shape_extent(sizes.len, v->sizes) < 0)
+        return semantic_fail(c, sizes.pos, "tensor element count overflows");
+    for (uint32_t i = 0; i < sizes.len; i++)
+        numel *= (uint64_t)v->sizes[i];
     uint64_t want = numel * elem;
     uint32_t have = has_data ? data.len : 0;
     if (want != have)

@@ -79,6 +79,21 @@ static etch_status bad(const char *method, const char *fmt, ...) {
     return etch_err(ETCH_ERR_INVALID_PROGRAM, "%s", msg);
 }
 
+/* Verification (and the method pool sized from it) does work per element of the vectors it
+ * walks: list items, instruction arguments, debug frames, compile specs. In an honest file
+ * each such element takes at least 4 bytes of its own, so their total is at most a quarter
+ * of the flatbuffer; a file that reaches further shares one table among many slots (10,000
+ * values all pointing at one 10,000-item list), which would make the work and the memory
+ * quadratic in the file size. Every walk spends from p->work_left, set to that bound. */
+static etch_status spend(etch_pte *p, const char *m, uint64_t n, const char *what) {
+    if (n > p->work_left)
+        return bad(m, "%s: the program's tables hold more elements in all than a %llu-byte "
+                      "program can store (shared or repeated tables are not supported)",
+                   what, (unsigned long long)p->fb.size);
+    p->work_left -= n;
+    return ETCH_OK;
+}
+
 etch_range etch_pte_segment(const etch_pte *p, uint32_t i) {
     etch_range r = {NULL, 0};
     fb_table seg;
@@ -97,21 +112,25 @@ void etch_pte_tensor_desc(const fb_table *t, etch_tensor_desc *d) {
     fb_vec_field(t, TENSOR_SIZES, 4, 4, &sizes);
     fb_vec_field(t, TENSOR_DIM_ORDER, 1, 1, &order);
     d->rank = (int)(sizes.len <= ETCH_PTE_MAX_RANK ? sizes.len : ETCH_PTE_MAX_RANK);
-    d->numel = 1;
+    /* The extent (zero sizes counted as one: what the strides span) must stay below 2^62
+     * bytes even when the tensor holds none: a zero dimension does not make huge ones safe. */
+    uint64_t extent = 1;
+    bool zero = false, over = false;
     for (int i = 0; i < d->rank; i++) {
         d->sizes[i] = fb_vec_i32(&sizes, (uint32_t)i);
         d->dim_order[i] = i < (int)order.len ? fb_vec_u8(&order, (uint32_t)i) : (uint8_t)i;
-        if (d->sizes[i] > 0 && d->numel <= (UINT64_C(1) << 62) / (uint64_t)d->sizes[i])
-            d->numel *= (uint64_t)d->sizes[i];
-        else if (d->sizes[i] > 0)
-            d->numel = UINT64_MAX;
+        uint64_t f = d->sizes[i] > 0 ? (uint64_t)d->sizes[i] : 1;
+        zero |= d->sizes[i] == 0;
+        if (extent > (UINT64_C(1) << 62) / f)
+            over = true;
         else
-            d->numel = d->sizes[i] == 0 ? 0 : d->numel;
+            extent *= f;
     }
     size_t es = etch_dtype_size(d->dtype);
-    d->nbytes = d->numel == UINT64_MAX || (es && d->numel > (UINT64_C(1) << 62) / es)
-                    ? UINT64_MAX
-                    : d->numel * es;
+    if (es && extent > (UINT64_C(1) << 62) / es)
+        over = true;
+    d->numel = over ? UINT64_MAX : zero ? 0 : extent;
+    d->nbytes = over ? UINT64_MAX : d->numel * es;
     d->dynamism = (int)fb_i(t, TENSOR_SHAPE_DYNAMISM, 1, 0);
     d->data_buffer_idx = (uint32_t)fb_u(t, TENSOR_DATA_BUFFER_IDX, 4, 0);
     fb_table ai, extra;
@@ -152,7 +171,7 @@ bool etch_pte_constant(const etch_pte *p, uint32_t idx, etch_range *out) {
     return true;
 }
 
-static etch_status verify_tensor(const etch_pte *p, const char *m, uint32_t vi, const fb_table *t,
+static etch_status verify_tensor(etch_pte *p, const char *m, uint32_t vi, const fb_table *t,
                                  const fb_vec *arena_sizes) {
     fb_vec sizes, order;
     if (!fb_vec_field(t, TENSOR_SIZES, 4, 4, &sizes)) {
@@ -213,6 +232,10 @@ static etch_status verify_tensor(const etch_pte *p, const char *m, uint32_t vi, 
                        "value %u: planned range [%llu, +%llu) exceeds arena %u of %lld bytes", vi,
                        (unsigned long long)d.memory_offset, (unsigned long long)d.nbytes,
                        d.memory_id, (long long)arena);
+        const size_t es = etch_dtype_size(d.dtype);
+        if (es > 1 && d.memory_offset % es)
+            return bad(m, "value %u: planned offset %llu is not a multiple of its %zu-byte "
+                          "element size", vi, (unsigned long long)d.memory_offset, es);
         if (d.data_buffer_idx > 0 && !d.external) {
             if (!p->mutable_offsets.pos || d.data_buffer_idx >= p->mutable_offsets.len)
                 return bad(m, "value %u: initial value index %u has no mutable data entry", vi,
@@ -238,7 +261,7 @@ static etch_status verify_tensor(const etch_pte *p, const char *m, uint32_t vi, 
     return ETCH_OK;
 }
 
-static etch_status value_tag(const etch_pte *p, const fb_vec *values, uint32_t i, uint8_t *tag) {
+static etch_status value_tag(etch_pte *p, const fb_vec *values, uint32_t i, uint8_t *tag) {
     fb_table ev;
     fb_vec_table(values, i, &ev);
     FB_CHECK(p, "value");
@@ -246,7 +269,7 @@ static etch_status value_tag(const etch_pte *p, const fb_vec *values, uint32_t i
     return ETCH_OK;
 }
 
-static etch_status verify_list(const etch_pte *p, const char *m, const fb_vec *values, uint32_t vi,
+static etch_status verify_list(etch_pte *p, const char *m, const fb_vec *values, uint32_t vi,
                                uint8_t kind, const fb_table *val) {
     fb_vec items;
     size_t es = kind == KT_INT_LIST ? 8 : 4;
@@ -254,6 +277,9 @@ static etch_status verify_list(const etch_pte *p, const char *m, const fb_vec *v
         FB_CHECK(p, "list");
         return bad(m, "value %u: list has no items", vi);
     }
+    etch_status sp = spend(p, m, items.len, "list items");
+    if (sp)
+        return sp;
     for (uint32_t k = 0; k < items.len; k++) {
         int64_t idx = kind == KT_INT_LIST ? fb_vec_i64(&items, k) : fb_vec_i32(&items, k);
         if (kind == KT_OPTIONAL_TENSOR_LIST && idx == -1)
@@ -278,8 +304,11 @@ static etch_status verify_list(const etch_pte *p, const char *m, const fb_vec *v
     return ETCH_OK;
 }
 
-static etch_status verify_values(const etch_pte *p, const char *m, const fb_vec *values,
+static etch_status verify_values(etch_pte *p, const char *m, const fb_vec *values,
                                  const fb_vec *arena_sizes) {
+    etch_status sp = spend(p, m, values->len, "values");
+    if (sp)
+        return sp;
     for (uint32_t i = 0; i < values->len; i++) {
         fb_table ev, val;
         fb_vec_table(values, i, &ev);
@@ -324,7 +353,7 @@ static etch_status verify_values(const etch_pte *p, const char *m, const fb_vec 
     return ETCH_OK;
 }
 
-static etch_status check_index_vec(const etch_pte *p, const char *m, const fb_table *t,
+static etch_status check_index_vec(etch_pte *p, const char *m, const fb_table *t,
                                    unsigned slot, const char *what, uint32_t limit, bool required,
                                    fb_vec *out) {
     if (!fb_vec_field(t, slot, 4, 4, out)) {
@@ -333,6 +362,9 @@ static etch_status check_index_vec(const etch_pte *p, const char *m, const fb_ta
             return bad(m, "missing %s", what);
         return ETCH_OK;
     }
+    etch_status sp = spend(p, m, out->len, what);
+    if (sp)
+        return sp;
     for (uint32_t k = 0; k < out->len; k++) {
         int32_t idx = fb_vec_i32(out, k);
         if (idx < 0 || (uint32_t)idx >= limit)
@@ -346,7 +378,7 @@ static etch_status check_index_vec(const etch_pte *p, const char *m, const fb_ta
  * (etch_method_meta_instruction_debug) cannot fail; a list whose length is not the number of
  * instructions is no error (ExecuTorch's runtime never reads it): the accessors then treat
  * the chain as having no debug information. A method name of up to ~100 bytes is shown. */
-static etch_status verify_stacktrace(const etch_pte *p, const char *m, uint32_t ci,
+static etch_status verify_stacktrace(etch_pte *p, const char *m, uint32_t ci,
                                      const fb_table *ch) {
     fb_vec lists;
     if (!fb_vec_field(ch, CHAIN_STACKTRACE, 4, 4, &lists)) {
@@ -354,6 +386,9 @@ static etch_status verify_stacktrace(const etch_pte *p, const char *m, uint32_t 
         return ETCH_OK;
     }
     char what[200];
+    etch_status sp = spend(p, m, lists.len, "debug information");
+    if (sp)
+        return sp;
     for (uint32_t k = 0; k < lists.len; k++) {
         fb_table fl, fr;
         fb_vec frames;
@@ -363,6 +398,8 @@ static etch_status verify_stacktrace(const etch_pte *p, const char *m, uint32_t 
             snprintf(what, sizeof what, "method '%s' chain %u stacktrace %u", m, ci, k);
             return fb_error(p, what);
         }
+        if ((sp = spend(p, m, frames.len, "debug frames")))
+            return sp;
         for (uint32_t j = 0; j < frames.len; j++) {
             const char *s;
             uint32_t len;
@@ -381,13 +418,16 @@ static etch_status verify_stacktrace(const etch_pte *p, const char *m, uint32_t 
     return ETCH_OK;
 }
 
-static etch_status verify_chain(const etch_pte *p, const char *m, uint32_t ci, const fb_table *ch,
+static etch_status verify_chain(etch_pte *p, const char *m, uint32_t ci, const fb_table *ch,
                                 uint32_t nvalues, uint32_t nops, uint32_t ndelegates) {
     fb_vec instrs;
     if (!fb_vec_field(ch, CHAIN_INSTRUCTIONS, 4, 4, &instrs)) {
         FB_CHECK(p, "chain instructions");
         return bad(m, "chain %u has no instructions", ci);
     }
+    etch_status sp = spend(p, m, instrs.len, "instructions");
+    if (sp)
+        return sp;
     for (uint32_t k = 0; k < instrs.len; k++) {
         fb_table in, a;
         fb_vec_table(&instrs, k, &in);
@@ -485,6 +525,8 @@ static etch_status verify_plan(etch_pte *p, uint32_t pi) {
     if ((st = check_index_vec(p, m, &plan, PLAN_OUTPUTS, "outputs", values.len, true, &io)))
         return st;
     if (fb_vec_field(&plan, PLAN_OPERATORS, 4, 4, &ops)) {
+        if ((st = spend(p, m, ops.len, "operators")))
+            return st;
         for (uint32_t k = 0; k < ops.len; k++) {
             fb_table op;
             const char *s;
@@ -507,6 +549,8 @@ static etch_status verify_plan(etch_pte *p, uint32_t pi) {
         FB_CHECK(p, "delegates");
         return bad(m, "missing delegates");
     }
+    if ((st = spend(p, m, delegates.len, "delegates")))
+        return st;
     for (uint32_t k = 0; k < delegates.len; k++) {
         fb_table del, ref;
         const char *id;
@@ -540,6 +584,8 @@ static etch_status verify_plan(etch_pte *p, uint32_t pi) {
         }
         fb_vec specs;
         if (fb_vec_field(&del, DELEGATE_COMPILE_SPECS, 4, 4, &specs)) {
+            if ((st = spend(p, m, specs.len, "compile specs")))
+                return st;
             for (uint32_t s = 0; s < specs.len; s++) {
                 fb_table spec;
                 fb_vec val;
@@ -555,6 +601,8 @@ static etch_status verify_plan(etch_pte *p, uint32_t pi) {
         FB_CHECK(p, "chains");
         return bad(m, "no instruction chain");
     }
+    if ((st = spend(p, m, chains.len, "chains")))
+        return st;
     for (uint32_t c = 0; c < chains.len; c++) {
         fb_table ch;
         fb_vec_table(&chains, c, &ch);
@@ -599,6 +647,7 @@ etch_status etch_pte_open(const uint8_t *data, size_t size, etch_pte *p) {
     p->image = data;
     p->image_size = size;
     fb_init(&p->fb, data, fb_size);
+    p->work_left = fb_size / 4;
     fb_root(&p->fb, &p->root);
     FB_CHECK(p, "program root");
     if (!fb_vec_field(&p->root, PROGRAM_EXECUTION_PLAN, 4, 4, &p->plans)) {
@@ -700,6 +749,8 @@ etch_status etch_pte_open(const uint8_t *data, size_t size, etch_pte *p) {
         }
     }
     FB_CHECK(p, "named_data");
+    if ((st = spend(p, NULL, p->plans.len, "execution plans")))
+        return st;
     for (uint32_t i = 0; i < p->plans.len; i++)
         if ((st = verify_plan(p, i)))
             return st;

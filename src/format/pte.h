@@ -43,6 +43,7 @@ typedef struct etch_pte {
     fb_vec mutable_offsets; /* mutable_data_segments[0].offsets */
     etch_range mutable_segment;
     fb_vec named_data;      /* [NamedData] */
+    uint64_t work_left;     /* verification's element budget (see spend() in pte.c) */
 } etch_pte;
 
 /* Classify the first bytes: ETCH_OK for "ET12"; ETCH_ERR_INCOMPATIBLE_VERSION for another

@@ -1,6 +1,7 @@
 /* Loading a method into caller memory, and executing its instruction chains. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/error.h"
@@ -96,6 +97,7 @@ static bool allocate(etch_pool *pool, const plan_view *v, etch_method *m) {
     if (m) {
         m->input_set = input_set;
         m->tensors = tensors;
+        memset(tensors, 0, sizeof(etch_tensor *) * v->values.len); /* NULL: not a tensor */
         m->ops = ops;
         m->nops = v->ops.len;
         m->delegates = dels;
@@ -165,6 +167,7 @@ static bool allocate(etch_pool *pool, const plan_view *v, etch_method *m) {
 }
 
 static size_t prepare_measure(const plan_view *v);
+static size_t unwritten_scratch(uint32_t nvalues);
 
 /* Delegate i of the plan: its table, id (not NUL-terminated: len bytes) and the registered
  * backend of that name (NULL when none). */
@@ -208,8 +211,11 @@ size_t etch_method_meta_pool_size(const etch_method_meta *meta) {
     /* + the fusion or layout pass's scratch (released), then what prepare functions keep and the
      * delegates' share */
     const size_t fuse = etch_method_fuse_scratch(v.values.len),
-                 layout = etch_method_layout_scratch(v.values.len);
-    size_t total = pool.used + 64 + (fuse > layout ? fuse : layout) + prepare_measure(&v),
+                 layout = etch_method_layout_scratch(v.values.len),
+                 check = unwritten_scratch(v.values.len);
+    size_t scratch = fuse > layout ? fuse : layout;
+    scratch = scratch > check ? scratch : check;
+    size_t total = pool.used + 64 + scratch + prepare_measure(&v),
            dels = delegates_reserve(meta->program, &v);
     return total > SIZE_MAX - dels ? SIZE_MAX : total + dels;
 }
@@ -877,6 +883,131 @@ static etch_status check_calls(etch_method *m) {
     return st;
 }
 
+/* A planned byte range: arena (memory id), [lo, hi). */
+typedef struct span {
+    uint64_t lo, hi;
+    uint32_t arena;
+} span;
+
+static int span_cmp(const void *a, const void *b) {
+    const span *x = (const span *)a, *y = (const span *)b;
+    if (x->arena != y->arena)
+        return x->arena < y->arena ? -1 : 1;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static size_t unwritten_scratch(uint32_t nvalues) {
+    return (size_t)nvalues * (1 + 2 * sizeof(span)) + 2 * _Alignof(span);
+}
+
+/* Is [s.lo, s.hi) of its arena inside one of the merged, sorted spans u[0..n)? */
+static bool covered(const span *u, size_t n, span s) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) { /* the last span that starts at or before s */
+        size_t mid = lo + (hi - lo) / 2;
+        if (span_cmp(&u[mid], &s) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > 0 && u[lo - 1].arena == s.arena && u[lo - 1].hi >= s.hi;
+}
+
+/* A planned tensor holds whatever its arena held before: every byte a method reads (through a
+ * kernel argument that only reads, a move, or as an output) must belong to an input, an
+ * initial value (mutable data, .ptd) or a tensor some instruction writes, possibly under
+ * another value that shares the storage (the exporter plans a view over its base's bytes, with
+ * no instruction of its own). Program order is not asked for: state such as a KV cache is read
+ * before the instruction that updates it, by design. What fails is a read of bytes nothing can
+ * ever write (a misnumbered input list, say), which would return leftover memory. */
+static etch_status check_unwritten(etch_method *m, const plan_view *v) {
+    if (!m->nvalues)
+        return ETCH_OK;
+    etch_pool scratch = m->pool; /* a copy: not kept */
+    bool *w = values_written(m, &scratch);
+    span *own = POOL_ALLOC(&scratch, span, m->nvalues), *u = POOL_ALLOC(&scratch, span, m->nvalues);
+    if (!w || !own || !u)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED,
+                        "method '%s': pool too small for the load-time checks", m->name);
+    /* the items of a list some instruction may write */
+    for (uint32_t c = 0; c < m->nchains; c++)
+        for (uint32_t k = 0; k < m->chains[c].n; k++) {
+            const etch_instr *in = &m->chains[c].instrs[k];
+            for (uint32_t a = 0; a < in->nargs; a++) {
+                const etch_value *x = in->args[a];
+                if ((x->tag == ETCH_VALUE_TENSOR_LIST ||
+                     x->tag == ETCH_VALUE_OPTIONAL_TENSOR_LIST) && w[x - m->values])
+                    for (size_t j = 0; j < x->u.list.len; j++)
+                        if (x->u.list.items[j])
+                            w[x->u.list.items[j] - m->values] = true;
+            }
+        }
+    for (uint32_t i = 0; i < m->ninputs; i++)
+        w[m->inputs[i]] = true;
+    /* own[i]: value i's planned bytes (empty when it has none); u: the written ones */
+    size_t nu = 0;
+    for (uint32_t i = 0; i < m->nvalues; i++) {
+        own[i] = (span){0, 0, 0};
+        const etch_tensor *t = m->tensors[i];
+        if (!t || !(t->flags & ETCH_TENSOR_PLANNED))
+            continue;
+        fb_table ev, val;
+        fb_vec_table(&v->values, i, &ev);
+        fb_table_field(&ev, EVALUE_VAL, &val);
+        etch_tensor_desc d;
+        etch_pte_tensor_desc(&val, &d);
+        own[i] = (span){d.memory_offset, d.memory_offset + d.nbytes, d.memory_id};
+        if (w[i] || d.external || d.data_buffer_idx > 0)
+            u[nu++] = own[i];
+    }
+    qsort(u, nu, sizeof *u, span_cmp);
+    size_t nm = 0;
+    for (size_t k = 0; k < nu; k++) {
+        if (nm && u[nm - 1].arena == u[k].arena && u[k].lo <= u[nm - 1].hi) {
+            if (u[k].hi > u[nm - 1].hi)
+                u[nm - 1].hi = u[k].hi;
+        } else {
+            u[nm++] = u[k];
+        }
+    }
+#define UNWRITTEN(y) ((y) < m->nvalues && own[y].hi > own[y].lo && !covered(u, nm, own[y]))
+    for (uint32_t c = 0; c < m->nchains; c++)
+        for (uint32_t k = 0; k < m->chains[c].n; k++) {
+            const etch_instr *in = &m->chains[c].instrs[k];
+            uint32_t bad = UINT32_MAX;
+            if (in->kind == IA_MOVE_CALL && UNWRITTEN(in->a))
+                bad = in->a;
+            for (uint32_t a = 0; in->kind == IA_KERNEL_CALL && a < in->nargs; a++) {
+                const etch_value *x = in->args[a];
+                const bool list = x->tag == ETCH_VALUE_TENSOR_LIST ||
+                                  x->tag == ETCH_VALUE_OPTIONAL_TENSOR_LIST;
+                if (in->arg_modes[a] == ARG_READ && x->tag == ETCH_VALUE_TENSOR &&
+                    UNWRITTEN((uint32_t)(x - m->values)))
+                    bad = (uint32_t)(x - m->values);
+                for (size_t j = 0; in->arg_modes[a] == ARG_LIST_READ && list &&
+                                   j < x->u.list.len; j++)
+                    if (x->u.list.items[j] &&
+                        UNWRITTEN((uint32_t)(x->u.list.items[j] - m->values)))
+                        bad = (uint32_t)(x->u.list.items[j] - m->values);
+            }
+            if (bad != UINT32_MAX)
+                return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                                "method '%s', instruction %u (%s): reads value %u, planned "
+                                "memory that no input, initial value or instruction ever "
+                                "writes",
+                                m->name, k,
+                                in->kind == IA_MOVE_CALL ? "move" : m->ops[in->a].name, bad);
+        }
+    for (uint32_t i = 0; i < m->noutputs; i++)
+        if (UNWRITTEN((uint32_t)m->outputs[i]))
+            return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                            "method '%s': output %u (value %d) is planned memory that no "
+                            "input, initial value or instruction ever writes",
+                            m->name, i, m->outputs[i]);
+#undef UNWRITTEN
+    return ETCH_OK;
+}
+
 /* Call each call site's prepare function into the pool, keeping `reserve` bytes free; a call
  * site that does not fit (or whose prepare fails) runs unprepared. Constants a prepared
  * buffer stands in for have their mapped pages given back right away, so that loading does
@@ -986,7 +1117,7 @@ etch_status etch_method_load(const etch_program *p, const char *name,
     const etch_data_map *ext = opts ? opts->external_data : NULL;
     m->external_data = ext;
     if ((st = parse_values(m, &v, mem, ext)) || (st = resolve_operators(m, &v)) ||
-        (st = build_chains(m, &v)) || (st = check_calls(m)))
+        (st = build_chains(m, &v)) || (st = check_calls(m)) || (st = check_unwritten(m, &v)))
         return st;
     if (!(opts && opts->no_fusion)) {
         etch_pool scratch = m->pool; /* a copy: the pass's scratch is not kept */

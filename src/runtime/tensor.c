@@ -70,6 +70,19 @@ bool etch_dtype_is_integral(int d, bool include_bool) {
     }
 }
 
+int64_t etch_shape_extent(size_t dim, const int64_t *sizes) {
+    int64_t n = 1;
+    for (size_t i = 0; i < dim; i++) {
+        if (sizes[i] < 0)
+            return -1;
+        int64_t f = sizes[i] ? sizes[i] : 1;
+        if (n > INT64_MAX / 16 / f)
+            return -1;
+        n *= f;
+    }
+    return n;
+}
+
 void etch_tensor_update_strides(etch_tensor *t) {
     if (t->dim == 0)
         return;
@@ -88,12 +101,13 @@ etch_status etch_tensor_init(etch_tensor *t, etch_dtype dtype, size_t dim, const
                         ETCH_MAX_DIMS);
     if (!etch_dtype_is_valid(dtype))
         return etch_err(ETCH_ERR_INVALID_TYPE, "tensor_init: unknown dtype %d", (int)dtype);
-    int64_t n = 1;
-    for (size_t i = 0; i < dim; i++) {
-        if (sizes[i] < 0 || (sizes[i] && n > INT64_MAX / 16 / sizes[i]))
-            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "tensor_init: bad size %lld at dim %zu",
-                            (long long)sizes[i], i);
-        n *= sizes[i];
+    if (etch_shape_extent(dim, sizes) < 0) {
+        for (size_t i = 0; i < dim; i++)
+            if (sizes[i] < 0)
+                return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                                "tensor_init: negative size %lld at dim %zu",
+                                (long long)sizes[i], i);
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "tensor_init: the shape's extent overflows");
     }
     memset(t, 0, sizeof *t);
     t->data = data;
@@ -104,7 +118,7 @@ etch_status etch_tensor_init(etch_tensor *t, etch_dtype dtype, size_t dim, const
         t->sizes[i] = sizes[i];
         t->dim_order[i] = (uint8_t)i;
     }
-    t->capacity = n;
+    t->capacity = etch_tensor_numel(t); /* bounded by the extent checked above */
     etch_tensor_update_strides(t);
     return ETCH_OK;
 }
@@ -132,17 +146,18 @@ etch_status etch_tensor_resize(etch_tensor *t, size_t dim, const int64_t *sizes)
         return etch_err(ETCH_ERR_NOT_SUPPORTED, "cannot resize a rank-%u tensor to rank %zu",
                         (unsigned)t->dim, dim);
     bool same = true;
-    int64_t n = 1;
     for (size_t i = 0; i < dim; i++) {
         if (sizes[i] < 0)
             return etch_err(ETCH_ERR_INVALID_ARGUMENT, "negative size %lld at dim %zu",
                             (long long)sizes[i], i);
         if (sizes[i] != t->sizes[i])
             same = false;
-        if (sizes[i] && n > INT64_MAX / sizes[i])
-            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "element count overflows");
-        n *= sizes[i];
     }
+    if (etch_shape_extent(dim, sizes) < 0)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "element count overflows");
+    int64_t n = 1; /* cannot overflow: bounded by the extent */
+    for (size_t i = 0; i < dim; i++)
+        n *= sizes[i];
     if (same)
         return ETCH_OK;
     if (t->dynamism == ETCH_SHAPE_STATIC)

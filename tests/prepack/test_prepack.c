@@ -9,8 +9,8 @@
  *    3-d inputs, mm, addmm): the pool metadata counts the prepared data, call sites are
  *    prepared, outputs with prepacking equal those without (and PyTorch's), 1 and 2 threads;
  *    ISA switched after load -> bit for bit the run without prepacking under that ISA; a pool
- *    too small for the prepared data -> loads, nothing prepared, same outputs; no allocation
- *    during execute.
+ *    too small for the prepared data -> loads, fewer call sites prepared, same outputs; no
+ *    allocation during execute.
  * Usage: test_prepack PROGRAM_DIR
  */
 #include <math.h>
@@ -451,19 +451,24 @@ static void program_case(const char *dir, const pcase *c) {
         free(got);
         return;
     }
-    /* a pool with room for everything but the prepared data: loads, prepares nothing */
+    /* a pool with room for everything but the prepared data: loads, and prepares less (the
+     * load-time checks' scratch, given back before the prepare step, may hold some) */
     const size_t need0 = need_without_prepare(dir, c);
     if (!load(dir, c, true, 1, 0, &l))
         return;
     const size_t need = l.need;
     execute(&l, c, plain);
     unload(&l);
+    if (!load(dir, c, false, 1, 0, &l))
+        return;
+    const int full = l.prepared;
+    unload(&l);
     CHECK_MSG(need > need0, "%s: pool size %zu does not count prepared data (%zu without)",
               c->name, need, need0);
     if (!load(dir, c, false, 1, need - need0, &l))
         return;
-    CHECK_MSG(l.prepared == 0, "%s: %d call sites prepared in a short pool", c->name,
-              l.prepared);
+    CHECK_MSG(l.prepared < full, "%s: %d of %d call sites prepared in a short pool", c->name,
+              l.prepared, full);
     execute(&l, c, got);
     unload(&l);
     same_bits(c, "short pool", got, plain);

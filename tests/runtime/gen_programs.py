@@ -726,13 +726,96 @@ def gen_negative_more(g):
                "test::variadic.out", "takes 2 or more")
 
 
+def gen_negative_review(g):
+    """Issue 20's adversarial review: each of these once loaded (or crashed under UBSan)."""
+    h = g.h
+
+    def broken(name, edit, *needles):
+        pb, _ = simple()
+        g.pte(name, pb, edit)
+        h.negative(name, "OPEN", "ETCH_ERR_INVALID_PROGRAM", *needles)
+
+    def tensor_of(p, vi):
+        return plan_of(p).values[vi].val
+
+    # a zero dimension beside huge ones: no bytes, but strides past int64
+    def zero_extent(p, d):
+        t = tensor_of(p, 0)
+        t.sizes, t.dim_order = [0, 2**31 - 1, 2**31 - 1, 2**31 - 1], [0, 1, 2, 3]
+    broken("neg_zero_dim_extent.pte", zero_extent, "value 0", "element count overflows")
+    # ... and a zero dimension after an overflowing product
+    def zero_last(p, d):
+        t = tensor_of(p, 0)
+        t.sizes, t.dim_order = [2**31 - 1, 2**31 - 1, 2**31 - 1, 0], [0, 1, 2, 3]
+    broken("neg_zero_dim_last.pte", zero_last, "value 0", "element count overflows")
+
+    # a float32 tensor planned at an offset that is not a multiple of 4
+    broken("neg_planned_misaligned.pte",
+           lambda p, d: setattr(tensor_of(p, 1), "allocation_info", AllocationDetails(1, 2)),
+           "value 1", "not a multiple of its 4-byte element")
+
+    # one TensorList table shared by many value slots: quadratic pool and verification work
+    from etch.serialize import fbs
+    from etch.serialize.schema import TensorList
+    shared_list = EValue(TensorList([0] * 3000))
+
+    def share(p, d):
+        plan_of(p).values.extend([shared_list] * 3000)
+    encode_into = fbs.encode_into
+    memo = {}
+
+    def encode_shared(b, obj):
+        if obj is shared_list:
+            key = id(b)
+            if key not in memo:
+                memo[key] = encode_into(b, obj)
+            return memo[key]
+        return encode_into(b, obj)
+    fbs.encode_into = encode_shared
+    try:
+        broken("neg_shared_list.pte", share, "list items", "shared or repeated tables")
+    finally:
+        fbs.encode_into = encode_into
+
+    # planned memory nothing writes: read by a kernel, returned as an output, or the input
+    # list naming one input twice (so the second input is never written)
+    pb, m = simple()
+    y = m.tensor(F32, [2])
+    m.kernel("test::add.out", [y, 0, 2, 1, 1])
+    g.pte("neg_unwritten_read.pte", pb)
+    h.negative("neg_unwritten_read.pte", "LOAD", "ETCH_ERR_INVALID_PROGRAM", "instruction 1",
+               "test::add.out", "reads value %d" % y, "ever writes")
+
+    pb, m = simple()
+    y = m.tensor(F32, [2])
+    m.outputs = [1, y]
+    g.pte("neg_unwritten_output.pte", pb)
+    h.negative("neg_unwritten_output.pte", "LOAD", "ETCH_ERR_INVALID_PROGRAM",
+               "output 1 (value %d)" % y, "ever writes")
+
+    pb = ProgramBuilder()
+    m = pb.method("forward")
+    x = m.tensor(F32, [2])
+    x2 = m.tensor(F32, [2])
+    out = m.tensor(F32, [2])
+    m.kernel("test::add.out", [x, x2, m.int(1), out, out])
+    m.inputs, m.outputs = [x, x], [out]
+    g.pte("neg_input_twice.pte", pb)
+    h.negative("neg_input_twice.pte", "LOAD", "ETCH_ERR_INVALID_PROGRAM",
+               "reads value %d" % x2, "ever writes")
+
+    # (what must still load, a view planned over its base's bytes with no instruction of its
+    # own and state read before its update, is what every exported model with a flatten and
+    # every LLM with a KV cache does: the prepack, zoo and llm_runner tests load those)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     g = Gen(sys.argv[1])
     os.makedirs(g.outdir, exist_ok=True)
     for gen in (gen_kernels, gen_delegate, gen_control, gen_values, gen_dynamic, gen_mutable,
-                gen_multi, gen_external, gen_negative, gen_negative_more):
+                gen_multi, gen_external, gen_negative, gen_negative_more, gen_negative_review):
         gen(g)
     tmp = os.path.join(g.outdir, "expected.h.tmp")
     with open(tmp, "w") as f:

@@ -587,7 +587,7 @@ bool etch_pk_check_memory_format(etch_kernel_context *ctx, const etch_value *v,
 
 bool etch_pk_view_shape(etch_kernel_context *ctx, const int64_t *size, size_t len, int64_t numel,
                         int64_t *out) {
-    int64_t known = 1;
+    int64_t known = 1, extent = 1;
     int infer = -1;
     for (size_t i = 0; i < len; i++) {
         if (size[i] == -1) {
@@ -603,10 +603,12 @@ bool etch_pk_view_shape(etch_kernel_context *ctx, const int64_t *size, size_t le
                              (long long)size[i], i);
             return false;
         }
-        if (size[i] && known > INT64_MAX / size[i]) {
+        /* the extent (zeros counted as one) is bounded, so `known` cannot overflow either */
+        if (extent > INT64_MAX / 16 / (size[i] ? size[i] : 1)) {
             etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "size overflows");
             return false;
         }
+        extent *= size[i] ? size[i] : 1;
         known *= size[i];
         out[i] = size[i];
     }
