@@ -5,13 +5,16 @@
  * spaces and ending in '\n', then the raw element bytes. The reader parses that literal
  * strictly (only the three keys, only the value forms numpy writes) because the file is
  * untrusted input. */
-#define _POSIX_C_SOURCE 200809L
+#define _POSIX_C_SOURCE 200809L /* open, fsync, getpid: the writer replaces files atomically */
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "etch/npy.h"
 #include "runtime/error.h"
@@ -280,13 +283,11 @@ static etch_status parse_text(const char *text, size_t hlen, unsigned major, npy
                         "np.ascontiguousarray(a)");
     }
     size_t elem = etch_dtype_size(*dtype);
-    uint64_t numel = 1;
-    for (size_t i = 0; i < h->dim; i++) {
-        uint64_t s = (uint64_t)h->sizes[i];
-        if (s && numel > (UINT64_MAX / elem) / s)
-            return etch_err(ETCH_ERR_INVALID_ARGUMENT, "npy: shape element count overflows");
-        numel *= s;
-    }
+    if (etch_shape_extent(h->dim, h->sizes) < 0)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "npy: shape element count overflows");
+    uint64_t numel = 1; /* bounded by the extent */
+    for (size_t i = 0; i < h->dim; i++)
+        numel *= (uint64_t)h->sizes[i];
     *nbytes = numel * elem;
     return ETCH_OK;
 }
@@ -538,20 +539,49 @@ static etch_status check_tensor(const etch_tensor *t) {
     return ETCH_OK;
 }
 
+/* Written atomically: into a new file beside `path` (created exclusively, so no link is
+ * followed), flushed to disk, then renamed over `path`, which replaces a symbolic link there
+ * instead of writing through it. A reader sees the old file or the whole new one, never a
+ * part; on any failure `path` is as it was. */
 static etch_status write_file(const char *path, const char *descr, const etch_tensor *t,
                               const void *scalar, size_t scalar_size) {
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return etch_err(ETCH_ERR_ACCESS_FAILED, "cannot create '%s': %s", path,
-                        strerror(errno));
+    static atomic_uint counter;
+    const size_t len = strlen(path);
+    char *tmp = (char *)malloc(len + 40);
+    if (!tmp)
+        return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "npy: out of memory");
+    int fd = -1;
+    for (unsigned tries = 0; fd < 0 && tries < 64; tries++) {
+        snprintf(tmp, len + 40, "%s.%ld.%u.tmp", path, (long)getpid(),
+                 atomic_fetch_add(&counter, 1u));
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        etch_status e = etch_err(ETCH_ERR_ACCESS_FAILED, "cannot create '%s': %s", path,
+                                 strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            remove(tmp);
+        }
+        free(tmp);
+        return e;
+    }
     etch_status st = t ? write_header(f, path, descr, t->dim, t->sizes)
                        : write_header(f, path, descr, 0, NULL);
     if (st == ETCH_OK)
         st = t ? write_tensor_data(f, path, t) : write_all(f, path, scalar, scalar_size);
+    if (st == ETCH_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+        st = etch_err(ETCH_ERR_ACCESS_FAILED, "cannot write '%s': %s", path, strerror(errno));
     if (fclose(f) != 0 && st == ETCH_OK)
         st = etch_err(ETCH_ERR_ACCESS_FAILED, "cannot write '%s': %s", path, strerror(errno));
+    if (st == ETCH_OK && rename(tmp, path) != 0)
+        st = etch_err(ETCH_ERR_ACCESS_FAILED, "cannot replace '%s': %s", path, strerror(errno));
     if (st != ETCH_OK)
-        remove(path);
+        remove(tmp);
+    free(tmp);
     return st;
 }
 

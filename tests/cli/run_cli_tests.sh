@@ -201,6 +201,22 @@ expect 1 "$ETCH" run "$FIX/not_a_program.pte";             has_err '^error: NotA
 expect 1 "$ETCH" run "$WORK/missing.pte";                  has_err '^error: AccessFailed: '
 touch afile
 expect 1 "$ETCH" run "$ADD" --output-dir afile/sub;        has_err '^error: AccessFailed: '
+# a directory name too long for its files is refused, never cut short
+expect 2 "$ETCH" run "$ADD" --output-dir "$(printf 'd%.0s' $(seq 4100))"; has_err 'too long'
+# outputs are replaced atomically: a symbolic link where an output goes is replaced, the file
+# it points to is untouched, and no temporary is left
+mkdir -p out/sym && printf 'keep me' >victim && ln -sf "$WORK/victim" out/sym/output_0.npy
+expect 0 "$ETCH" run "$ADD" --output-dir out/sym
+if [ "$(cat victim)" = "keep me" ] && [ ! -L out/sym/output_0.npy ] &&
+    [ -z "$(ls out/sym | grep -v '^output_0.npy$')" ]; then pass; else fail "output written through a link"; fi
+npy_check out/sym/output_0.npy float32 1 2
+# names from the file reach the terminal escaped: a method named "ESC[2Jfor" (the fixture's
+# "forward" with an escape sequence) is shown as \x1b[2Jfor, with no raw control byte
+LC_ALL=C sed 's/forward/\x1b[2Jfor/' "$ADD" >escaped.pte
+expect 0 "$ETCH" info escaped.pte;                         has_out '\\x1b\[2Jfor'
+if LC_ALL=C grep -q $'\x1b' "$OUT"; then fail "a raw escape byte reached stdout"; else pass; fi
+expect 1 "$ETCH" run escaped.pte --method nothing;         has_err '\\x1b\[2Jfor'
+if LC_ALL=C grep -q $'\x1b' "$ERR"; then fail "a raw escape byte reached stderr"; else pass; fi
 
 # ---- verify -------------------------------------------------------------------------------------
 expect 0 "$ETCH" verify "$FIX/bundled_add_mul.bpte"

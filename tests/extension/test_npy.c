@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "etch/npy.h"
@@ -439,6 +440,13 @@ static void test_malformed(void) {
              4, ETCH_ERR_INVALID_ARGUMENT, "overflows");
     BAD_DICT("{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904,)}", 8,
              ETCH_ERR_INVALID_ARGUMENT, "overflows");
+    /* a zero dimension does not make huge ones safe: strides would pass int64 */
+    BAD_DICT("{'descr': '<f4', 'fortran_order': False, "
+             "'shape': (0, 4294967296, 4294967296)}",
+             0, ETCH_ERR_INVALID_ARGUMENT, "overflows");
+    BAD_DICT("{'descr': '<f4', 'fortran_order': False, "
+             "'shape': (4294967296, 4294967296, 0)}",
+             0, ETCH_ERR_INVALID_ARGUMENT, "overflows");
     BAD_DICT("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000, 1000)}", 8,
              ETCH_ERR_INVALID_ARGUMENT, "truncated data");
 
@@ -501,6 +509,46 @@ static void test_malformed(void) {
     CHECK_STATUS(etch_npy_write_file(NULL, &t), ETCH_ERR_INVALID_ARGUMENT);
 }
 
+/* Writes replace the file atomically: a symbolic link at the path is replaced, not written
+ * through; a failed write leaves the old file; no temporary is left behind. */
+static void test_atomic_write(void) {
+    float x[2] = {1, 2};
+    int64_t two = 2;
+    etch_tensor t;
+    CHECK_OK(etch_tensor_init(&t, ETCH_DTYPE_FLOAT, 1, &two, x));
+    char target[600], link[600];
+    snprintf(target, sizeof target, "%s", tmp_path("victim.txt"));
+    FILE *f = fopen(target, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("keep me", f);
+        fclose(f);
+    }
+    snprintf(link, sizeof link, "%s", tmp_path("out_link.npy"));
+    CHECK(symlink(target, link) == 0);
+    CHECK_OK(etch_npy_write_file(link, &t));
+    char buf[16] = {0};
+    f = fopen(target, "r");
+    CHECK(f && fread(buf, 1, sizeof buf - 1, f) == 7 && strcmp(buf, "keep me") == 0);
+    if (f)
+        fclose(f);
+    etch_npy a;
+    CHECK_OK(etch_npy_read_file(link, &a)); /* now a regular file of its own */
+    CHECK(a.tensor.sizes[0] == 2 && ((float *)a.tensor.data)[1] == 2.0f);
+    etch_npy_free(&a);
+    /* a path that is a directory cannot be replaced: an error, the directory stays */
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s", tmp_path("a_dir.npy"));
+    CHECK(mkdir(dir, 0755) == 0);
+    CHECK_STATUS(etch_npy_write_file(dir, &t), ETCH_ERR_ACCESS_FAILED);
+    struct stat st;
+    CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode));
+    /* nothing but what was written: no temporaries beside them */
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '\\.tmp$' >/dev/null", tmpdir);
+    CHECK(system(cmd) != 0);
+}
+
 /* Every truncation and many single-byte changes of a valid file: refused cleanly or read,
  * never a crash or an out-of-bounds access (the sanitizer build checks that). */
 static void test_mutations(void) {
@@ -549,6 +597,7 @@ int main(void) {
     test_numpy_files();
     test_malformed();
     test_mutations();
+    test_atomic_write();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

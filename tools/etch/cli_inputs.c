@@ -146,7 +146,7 @@ int cli_inputs_set(cli_inputs *s, const char *cmd, const char *list, cli_fill fi
         if (nfiles != n)
             return cli_usage_error(cmd,
                                    "method '%s' takes %zu input%s, --inputs names %zu file%s",
-                                   etch_method_meta_name(meta), n, n == 1 ? "" : "s", nfiles,
+                                   cli_safe(etch_method_meta_name(meta)), n, n == 1 ? "" : "s", nfiles,
                                    nfiles == 1 ? "" : "s");
         s->list = malloc(strlen(list) + 1);
         if (!s->list) {
@@ -287,7 +287,7 @@ int cli_module_load_method(etch_module *mod, const char *name, const cli_module_
         fprintf(stderr,
                 "error: NotFound: method '%s' needs external tensor data: give its .ptd file "
                 "with --data FILE.ptd\n",
-                name);
+                cli_safe(name));
         return CLI_FAIL;
     }
     return cli_fail(st);

@@ -13,6 +13,57 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Length of the UTF-8 sequence at s[0..n) that encodes a printable code point (1-4), or 0:
+ * a control (C0, DEL, C1) or bytes that are not UTF-8. */
+static size_t printable_utf8(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80)
+        return c >= 0x20 && c != 0x7f ? 1 : 0;
+    size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (!len || len > n)
+        return 0;
+    uint32_t cp = c & (0x7fu >> len);
+    for (size_t k = 1; k < len; k++) {
+        if ((s[k] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[k] & 0x3fu);
+    }
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp <= 0x9f)
+        return 0; /* overlong, out of range, a surrogate, or a C1 control */
+    return len;
+}
+
+const char *cli_safe_n(const char *s, size_t n) {
+    static char bufs[8][1024];
+    static unsigned next;
+    char *b = bufs[next++ % 8];
+    const size_t cap = sizeof bufs[0];
+    size_t o = 0;
+    const unsigned char *u = (const unsigned char *)(s ? s : "");
+    if (!s)
+        n = 0;
+    for (size_t i = 0; i < n;) {
+        if (o + 8 >= cap) {
+            memcpy(b + o, "...", 4);
+            return b;
+        }
+        size_t len = u[i] == '\n' || u[i] == '\t' ? 1 : printable_utf8(u + i, n - i);
+        if (len) {
+            memcpy(b + o, u + i, len);
+            o += len;
+            i += len;
+        } else {
+            o += (size_t)snprintf(b + o, cap - o, "\\x%02x", u[i]);
+            i++;
+        }
+    }
+    b[o] = 0;
+    return b;
+}
+
+const char *cli_safe(const char *s) { return cli_safe_n(s, s ? strlen(s) : 0); }
+
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     fflush(stdout); /* keep the report after what was already printed */
     va_list ap;
@@ -44,7 +95,7 @@ static int cli_fail_msg(etch_status st, const char *fmt, ...) {
 
 int cli_fail(etch_status st) {
     fflush(stdout); /* keep the report after what was already printed */
-    fprintf(stderr, "error: %s: %s\n", etch_status_str(st), etch_last_error());
+    fprintf(stderr, "error: %s: %s\n", etch_status_str(st), cli_safe(etch_last_error()));
     return CLI_FAIL;
 }
 
@@ -57,7 +108,7 @@ int cli_fail_ctx(etch_status st, const char *fmt, ...) {
     va_end(ap);
     const char *msg = etch_last_error();
     if (msg && *msg)
-        fprintf(stderr, ": %s", msg);
+        fprintf(stderr, ": %s", cli_safe(msg));
     fputc('\n', stderr);
     return CLI_FAIL;
 }
@@ -403,8 +454,8 @@ void cli_print_value_summary(FILE *out, const etch_value *v) {
     case ETCH_VALUE_DOUBLE: fprintf(out, "Double %.10g", v->u.d); return;
     case ETCH_VALUE_BOOL: fprintf(out, "Bool %s", v->u.b ? "true" : "false"); return;
     case ETCH_VALUE_STRING:
-        fprintf(out, "String \"%.*s\"", (int)(v->u.str.len > 200 ? 200 : v->u.str.len),
-                v->u.str.ptr ? v->u.str.ptr : "");
+        fprintf(out, "String \"%s\"",
+                cli_safe_n(v->u.str.ptr, v->u.str.len > 200 ? 200 : v->u.str.len));
         return;
     case ETCH_VALUE_NONE: fputs("None", out); return;
     case ETCH_VALUE_DOUBLE_LIST: fprintf(out, "DoubleList (%zu items)", v->u.doubles.len); return;

@@ -105,6 +105,12 @@ const char *cli_shape_str(char *buf, size_t cap, size_t dim, const int64_t *size
 /* Print up to `max_items` elements of t in logical C order, flattened: "[1, 2, ..., 9]". */
 void cli_print_tensor_values(FILE *out, const etch_tensor *t, size_t max_items);
 /* One line describing a value: "Tensor Float [1, 3]" or "Int 4". */
+/* Untrusted text (names and strings from a file, error messages that quote them) made safe
+ * for a terminal: control bytes (C0 but newline and tab, DEL, C1) and bytes that are not
+ * UTF-8 are shown as \xNN. The result lives in one of 8 rotating static buffers (the CLI is
+ * single-threaded), valid until 8 more calls; past ~1000 bytes it ends in "...". */
+const char *cli_safe(const char *s);
+const char *cli_safe_n(const char *s, size_t n);
 void cli_print_value_summary(FILE *out, const etch_value *v);
 /* Element k (memory order, k < numel) as double, for any numeric dtype. */
 double cli_elem_as_double(const void *data, int dtype, size_t k);

@@ -345,12 +345,6 @@ static void short_op(const char *name, char *buf, size_t cap) {
 
 /* ---- output ---------------------------------------------------------------------------- */
 
-/* Untrusted text from the program on the terminal: control bytes shown as '?'. */
-static void print_clean(const char *s) {
-    for (; s && *s; s++)
-        putchar((unsigned char)*s < 32 || *s == 127 ? '?' : *s);
-}
-
 typedef struct bench_result {
     const double *times; /* [iterations] in execution order */
     double median, min, max, load_ms;
@@ -391,16 +385,16 @@ static void print_human(const bench_opts *o, const bench_result *r, const profil
             snprintf(at, sizeof at, "%zu:%zu", row->chain, row->pc);
             printf("%-10s ", at);
         }
-        printf("%-36s %-28s %9.4g %12s %7.2f", row->op, impl,
+        printf("%-36s %-28s %9.4g %12s %7.2f", cli_safe(row->op), impl,
                (double)row->calls / (double)o->iterations,
                time_str(t1, sizeof t1, row->median_ms),
                total > 0 ? 100.0 * row->median_ms / total : 0.0);
         if (o->per_instruction && (row->module || row->node)) {
             fputs("  ", stdout);
-            print_clean(row->module ? (row->module[0] ? row->module : "<root>") : "?");
+            fputs(cli_safe(row->module ? (row->module[0] ? row->module : "<root>") : "?"), stdout);
             if (row->node) {
                 fputs(" (", stdout);
-                print_clean(row->node);
+                fputs(cli_safe(row->node), stdout);
                 putchar(')');
             }
         }

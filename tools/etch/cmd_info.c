@@ -99,12 +99,6 @@ static const char *twin_of(const etch_program *prog, const char *name) {
     return NULL;
 }
 
-/* Untrusted text from the file on the terminal: control bytes shown as '?'. */
-static void print_clean(const char *s) {
-    for (; s && *s; s++)
-        putchar((unsigned char)*s < 32 || *s == 127 ? '?' : *s);
-}
-
 static const char *base_name(const char *path) {
     const char *b = path ? strrchr(path, '/') : NULL;
     return b ? b + 1 : path;
@@ -124,23 +118,23 @@ static int print_debug(const etch_method_meta *meta, bool list) {
             if (!list)
                 continue;
             printf("    %s%zu  ", nc > 1 ? "chain " : "", pc);
-            print_clean(d.op_name[0] ? d.op_name : "(runtime)");
+            fputs(cli_safe(d.op_name[0] ? d.op_name : "(runtime)"), stdout);
             if (d.module_path) {
                 fputs("  ", stdout);
-                print_clean(d.module_path[0] ? d.module_path : "<root>");
+                fputs(cli_safe(d.module_path[0] ? d.module_path : "<root>"), stdout);
             }
             if (d.node) {
                 fputs(" (", stdout);
-                print_clean(d.node);
+                fputs(cli_safe(d.node), stdout);
                 putchar(')');
             }
             if (d.filename) {
                 fputs("  ", stdout);
-                print_clean(base_name(d.filename));
+                fputs(cli_safe(base_name(d.filename)), stdout);
                 printf(":%d", (int)d.lineno);
                 if (d.source && d.source[0]) {
                     fputs("  ", stdout);
-                    print_clean(d.source);
+                    fputs(cli_safe(d.source), stdout);
                 }
             }
             putchar('\n');
@@ -158,11 +152,12 @@ static int print_method(const etch_program *prog, const char *name, bool list) {
     etch_status st = own_meta(prog, name, &meta, &loads_as);
     if (st != ETCH_OK)
         return cli_fail(st);
-    printf("\nmethod '%s'%s%s%s\n", name, twin ? " (CPU twin of '" : "", twin ? twin : "",
+    printf("\nmethod '%s'%s%s%s\n", cli_safe(name), twin ? " (CPU twin of '" : "",
+           twin ? cli_safe(twin) : "",
            twin ? "')" : "");
     if (loads_as)
         printf("  loads as: '%s' (its CPU twin: a backend it delegates to is missing here)\n",
-               loads_as);
+               cli_safe(loads_as));
     size_t ni = etch_method_meta_num_inputs(&meta), no = etch_method_meta_num_outputs(&meta);
     printf("  inputs: %zu\n", ni);
     for (size_t i = 0; i < ni; i++) {
@@ -187,7 +182,7 @@ static int print_method(const etch_program *prog, const char *name, bool list) {
         etch_operator_info op;
         if ((st = etch_method_meta_operator(&meta, i, &op)) != ETCH_OK)
             return cli_fail(st);
-        printf("    %-40s %zu call%s%s\n", op.name, op.num_calls, op.num_calls == 1 ? "" : "s",
+        printf("    %-40s %zu call%s%s\n", cli_safe(op.name), op.num_calls, op.num_calls == 1 ? "" : "s",
                op.available ? "" : "  MISSING");
         missing += !op.available;
     }
@@ -201,7 +196,7 @@ static int print_method(const etch_program *prog, const char *name, bool list) {
         etch_delegate_info d;
         if ((st = etch_method_meta_delegate(&meta, i, &d)) != ETCH_OK)
             return cli_fail(st);
-        printf("    %s: %zu byte blob (%s), %zu compile spec%s, %s\n", d.id ? d.id : "?",
+        printf("    %s: %zu byte blob (%s), %zu compile spec%s, %s\n", d.id ? cli_safe(d.id) : "?",
                d.blob_size, d.inline_blob ? "inline" : "segment", d.num_compile_specs,
                d.num_compile_specs == 1 ? "" : "s", d.available ? "available" : "NOT AVAILABLE");
     }
@@ -246,7 +241,7 @@ static int print_bundled(const char *path) {
         const char *m = etch_bundled_suite_method(b, s);
         size_t n = etch_bundled_num_cases(b, m);
         total += n;
-        printf("  method '%s': %zu test case%s\n", m, n, n == 1 ? "" : "s");
+        printf("  method '%s': %zu test case%s\n", cli_safe(m), n, n == 1 ? "" : "s");
     }
     printf("bundled test cases: %zu\n", total);
     etch_bundled_close(b);
@@ -267,7 +262,7 @@ static int print_data_map(const char *path) {
             etch_data_map_close(map);
             return cli_fail(st);
         }
-        printf("  %s: %zu bytes", e.key ? e.key : "?", e.size);
+        printf("  %s: %zu bytes", e.key ? cli_safe(e.key) : "?", e.size);
         if (e.rank >= 0) {
             char shape[256];
             printf(", %s %s", etch_dtype_name(e.dtype),
@@ -604,7 +599,7 @@ int cmd_info(int argc, char **argv) {
     size_t nm = etch_program_num_methods(prog);
     printf("methods: %zu\n", nm);
     for (size_t i = 0; i < nm; i++)
-        printf("  %s\n", etch_program_method_name(prog, i));
+        printf("  %s\n", cli_safe(etch_program_method_name(prog, i)));
 
     int rc = CLI_OK;
     for (size_t i = 0; i < nm && rc == CLI_OK; i++)

@@ -40,6 +40,8 @@ void cmd_run_usage(FILE *out) {
             "  -h, --help             show this help\n");
 }
 
+#define OUT_PATH_MAX 4096
+
 typedef struct run_opts {
     const char *path, *output_dir, *num_exec, *load_mode;
     cli_module_args ma; /* --method, --inputs, --data, --cpu-threads, --kernels, --no-fusion */
@@ -69,6 +71,10 @@ static int parse_args(int argc, char **argv, run_opts *o) {
     }
     if (!o->path)
         return cli_usage_error("run", "missing FILE");
+    /* the files are DIR/output_<i>.npy: refuse what would not fit OUT_PATH_MAX, never cut */
+    if (o->output_dir && strlen(o->output_dir) > OUT_PATH_MAX - 40)
+        return cli_usage_error("run", "--output-dir: a path of %zu bytes is too long (at most %d)",
+                               strlen(o->output_dir), OUT_PATH_MAX - 40);
     o->executions = 1;
     if (o->num_exec &&
         !cli_parse_long("run", "--num-executions", o->num_exec, 1, 1000000000, &o->executions))
@@ -136,7 +142,7 @@ static void print_json(const run_opts *o, const char *name, etch_module *mod, et
         printf("%s{\"index\": %zu, ", i ? ", " : "", i);
         cli_json_value_fields(stdout, v, o->print_output);
         fputs(", \"file\": ", stdout);
-        char path[4096];
+        char path[OUT_PATH_MAX];
         snprintf(path, sizeof path, "%s/output_%zu.npy", o->output_dir ? o->output_dir : "", i);
         cli_json_string(stdout, wrote && wrote[i] ? path : NULL);
         fputc('}', stdout);
@@ -177,8 +183,9 @@ int cmd_run(int argc, char **argv) {
     }
     double t1 = cli_now_ms();
     if (!o.json)
-        printf("loaded method '%s' from %s in %.3f ms (threads %d, kernels %s)\n", name, o.path,
-           t1 - t0, etch_module_num_threads(s->mod), etch_module_kernels_name(o.ma.kernels));
+        printf("loaded method '%s' from %s in %.3f ms (threads %d, kernels %s)\n", cli_safe(name),
+               o.path, t1 - t0, etch_module_num_threads(s->mod),
+               etch_module_kernels_name(o.ma.kernels));
 
     if ((rc = cli_inputs_set(&s->in, "run", o.ma.inputs, CLI_FILL_ONES, m)) != CLI_OK) {
         run_state_free(s);
@@ -230,7 +237,7 @@ int cmd_run(int argc, char **argv) {
         if (!o.json)
             print_output(i, v, o.print_output);
         if (o.output_dir) {
-            char path[4096];
+            char path[OUT_PATH_MAX];
             snprintf(path, sizeof path, "%s/output_%zu.npy", o.output_dir, i);
             if (v->tag == ETCH_VALUE_TENSOR || v->tag == ETCH_VALUE_INT ||
                 v->tag == ETCH_VALUE_DOUBLE || v->tag == ETCH_VALUE_BOOL ||

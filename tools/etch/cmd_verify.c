@@ -39,20 +39,22 @@ static void run_case(const etch_bundled *b, etch_method *m, const char *method, 
     if (st == ETCH_OK)
         st = etch_method_execute(m);
     if (st != ETCH_OK) {
-        printf("%s[%zu]: FAIL  %s: %s\n", method, k, etch_status_str(st), etch_last_error());
+        printf("%s[%zu]: FAIL  %s: %s\n", cli_safe(method), k, etch_status_str(st),
+               cli_safe(etch_last_error()));
         c->failed++;
         return;
     }
     etch_bundled_report r;
     st = etch_bundled_verify_outputs(b, m, k, rtol, atol, &r);
     if (st == ETCH_OK) {
-        printf("%s[%zu]: PASS  max abs error %.3g, max rel error %.3g\n", method, k,
+        printf("%s[%zu]: PASS  max abs error %.3g, max rel error %.3g\n", cli_safe(method), k,
                r.max_abs_error, r.max_rel_error);
         c->passed++;
     } else {
         printf("%s[%zu]: FAIL  max abs error %.3g, max rel error %.3g, %zu mismatch%s: %s\n",
-               method, k, r.max_abs_error, r.max_rel_error, r.mismatches,
-               r.mismatches == 1 ? "" : "es", r.message[0] ? r.message : etch_last_error());
+               cli_safe(method), k, r.max_abs_error, r.max_rel_error, r.mismatches,
+               r.mismatches == 1 ? "" : "es",
+               cli_safe(r.message[0] ? r.message : etch_last_error()));
         c->failed++;
     }
 }
@@ -110,8 +112,8 @@ int cmd_verify(int argc, char **argv) {
         size_t n = etch_bundled_num_cases(b, name);
         etch_method *m;
         if ((st = etch_module_load_method(mod, name, &m)) != ETCH_OK) {
-            printf("%s: FAIL  cannot load the method: %s: %s\n", name, etch_status_str(st),
-                   etch_last_error());
+            printf("%s: FAIL  cannot load the method: %s: %s\n", cli_safe(name),
+                   etch_status_str(st), cli_safe(etch_last_error()));
             c.failed += n ? n : 1;
             continue;
         }
