@@ -18,6 +18,24 @@ compares every operator's output in etch with PyTorch eager.
 from __future__ import annotations
 
 import importlib
+import os as _os
+import sys as _sys
+
+
+def _drop_cwd_from_path() -> None:
+    """``python -m etch ...`` / ``-m etch.llm ...`` put the current directory first on the
+    import path, so a ``torch.py`` or ``numpy.py`` there would be imported instead of the real
+    one (and run). This package is imported before its ``__main__``, so the entry goes here;
+    the CLI looks up the models it names with the current directory last
+    (``etch.cli.load_factory``). Other programs that import etch keep their path."""
+    argv = list(getattr(_sys, "orig_argv", []))
+    target = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else ""
+    if (target == "etch" or target.startswith("etch.")) and _sys.path and \
+            _sys.path[0] in ("", _os.getcwd()):
+        del _sys.path[0]
+
+
+_drop_cwd_from_path()
 
 __version__ = "0.1.0"
 

@@ -9,8 +9,11 @@ The same as the ``etch-export`` console script, without the word ``export``:
 
 MODULE is an importable module or a path to a ``.py`` file; FACTORY a callable in it that
 returns the ``nn.Module`` (called without arguments; ``--kwargs '{"num_classes": 10}'`` passes
-keyword arguments), or an ``nn.Module`` instance.  Instead of MODULE:FACTORY, a file written by
-``torch.save(model, FILE)`` (a whole module, unpickled: only files you trust).  Each ``--input``
+keyword arguments), or an ``nn.Module`` instance; a module name is looked up on the import path
+with the current directory last (a file there never shadows an installed module).  Instead of
+MODULE:FACTORY, a file written by ``torch.save(model, FILE)``: a whole module is a pickle, and
+loading one runs code stored in the file, so it is refused unless ``--trust-pickle`` says the
+file is trusted (a file of plain tensors loads without running any).  Each ``--input``
 is ``SHAPE:DTYPE`` with an optional ``:LOW..HIGH`` value range (random example data, seeded);
 ``--dynamic 0:1:16`` says that input 0's dimension 1 varies up to 16.
 
@@ -90,9 +93,12 @@ def parse_input_spec(spec: str, seed: int = 0):
     return torch.randint(lo, hi, shape, generator=g, dtype=dtype)
 
 
-def load_factory(target: str, kwargs: Optional[dict] = None):
+def load_factory(target: str, kwargs: Optional[dict] = None, trust_pickle: bool = False):
     """'pkg.module:factory', 'path/file.py:factory' or a model file saved with
-    ``torch.save(model, FILE)`` -> the nn.Module."""
+    ``torch.save(model, FILE)`` -> the nn.Module. Such a file is first read as tensors and
+    plain containers only (:func:`etch.safe_load.load_tensors`: nothing in the file runs); a
+    whole pickled module needs ``trust_pickle=True``, since unpickling it runs the file's
+    code."""
     import torch
     if ":" not in target or os.path.isfile(target):
         if target.endswith(".py"):
@@ -105,9 +111,20 @@ def load_factory(target: str, kwargs: Optional[dict] = None):
                              "torch.save(model, FILE), got %r" % target)
         if kwargs:
             raise ValueError("--kwargs is for a FACTORY; %s is a saved model" % target)
-        # A whole pickled module (torch 1.13's torch.load runs the pickle: only load files
-        # you trust); its classes must be importable.
-        obj = torch.load(target, map_location="cpu")
+        import pickle
+        from .safe_load import load_tensors
+        try:
+            obj = load_tensors(target)
+        except pickle.UnpicklingError as e:
+            if not trust_pickle:
+                raise ValueError(
+                    "%s is not a file of plain tensors: loading it would run code stored in "
+                    "the file (a whole module saved with torch.save is a pickle). Pass "
+                    "--trust-pickle if you trust it, or give MODULE:FACTORY (%s)"
+                    % (target, str(e).splitlines()[0] if str(e) else type(e).__name__)
+                ) from None
+            # a whole pickled module, trusted by the caller; its classes must be importable
+            obj = torch.load(target, map_location="cpu")
         if not isinstance(obj, torch.nn.Module):
             raise TypeError("%s holds a %s, not an nn.Module (a state dict needs the model's "
                             "code: give MODULE:FACTORY)" % (target, type(obj).__name__))
@@ -125,7 +142,9 @@ def load_factory(target: str, kwargs: Optional[dict] = None):
         sys.modules[name] = module
         spec.loader.exec_module(module)
     else:
-        sys.path.insert(0, os.getcwd())
+        # the current directory last: a file there never shadows an installed module
+        if os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())
         module = importlib.import_module(mod_name)
     obj = module
     for part in attr.split("."):
@@ -264,7 +283,8 @@ def _load_target(args, prog: "_Progress"):
     prog("loading %s" % args.target)
     import torch
     torch.manual_seed(args.seed)
-    model = load_factory(args.target, json.loads(args.kwargs) if args.kwargs else None)
+    model = load_factory(args.target, json.loads(args.kwargs) if args.kwargs else None,
+                         trust_pickle=args.trust_pickle)
     if not args.input:
         raise ValueError("give at least one --input SHAPE:DTYPE")
     return model
@@ -319,6 +339,12 @@ def _cmd_export(args, prog: "_Progress") -> int:
     return 0
 
 
+def _add_trust_arg(e: argparse.ArgumentParser) -> None:
+    e.add_argument("--trust-pickle", action="store_true",
+                   help="load a model file saved whole with torch.save(model, FILE): "
+                        "unpickling it runs code stored in the file")
+
+
 def _add_export_args(e: argparse.ArgumentParser) -> None:
     e.add_argument("target", metavar="MODULE:FACTORY",
                    help="a module or .py file and the callable in it returning the model")
@@ -328,6 +354,7 @@ def _add_export_args(e: argparse.ArgumentParser) -> None:
     e.add_argument("--dynamic", action="append", default=[], metavar="INPUT:DIM:MAX",
                    help="a dynamic dimension and its upper bound")
     e.add_argument("--kwargs", help="JSON keyword arguments for FACTORY")
+    _add_trust_arg(e)
     e.add_argument("--bundle", metavar="FILE.bpte", help="also write a bundled program")
     e.add_argument("--external-data", metavar="FILE.ptd",
                    help="keep the constant weights in FILE.ptd beside the .pte (merged into "
@@ -398,6 +425,7 @@ def _add_inspect_args(e: argparse.ArgumentParser) -> None:
                    help="one input, random from --seed, e.g. 1x3x224x224:float32 (repeat "
                         "per input)")
     e.add_argument("--kwargs", help="JSON keyword arguments for FACTORY")
+    _add_trust_arg(e)
     e.add_argument("--method", default="forward", help="the method to run (default forward)")
     e.add_argument("--data", metavar="FILE.ptd", help="the program's external data")
     e.add_argument("--threshold", type=float, default=40.0, metavar="DB",

@@ -184,7 +184,7 @@ class InstalledPackageTest(unittest.TestCase):
         with torch.no_grad():
             ref = model(torch.from_numpy(x))
         cases = {
-            "file": ([exe, model_pt], ref),
+            "file": ([exe, model_pt, "--trust-pickle"], ref),
             "factory": ([exe, "tiny.py:make"], ref),
             "module": ([os.path.join(self.bin, "python"), "-m", "etch", "export",
                         model_py + ":make"], ref),

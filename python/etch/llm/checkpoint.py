@@ -24,6 +24,7 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
+from ..safe_load import load_tensors
 from .model import Llama, ModelArgs
 
 __all__ = ["load_checkpoint", "load_llama2c_bin", "load_torch_checkpoint", "build_model"]
@@ -93,7 +94,8 @@ def load_llama2c_bin(path: str) -> Tuple[ModelArgs, Dict[str, torch.Tensor]]:
 
 
 def load_torch_checkpoint(path: str) -> Tuple[ModelArgs, Dict[str, torch.Tensor]]:
-    ck = torch.load(path, map_location="cpu")
+    # tensors and plain containers only: nothing stored in the file runs
+    ck = load_tensors(path)
     if not isinstance(ck, dict) or "model" not in ck or "model_args" not in ck:
         raise ValueError("%s: expected a dict with 'model_args' and 'model'" % path)
     ma = dict(ck["model_args"])

@@ -26,6 +26,7 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
+from ..safe_load import load_tensors
 from . import safetensors
 from .model import Llama, ModelArgs
 
@@ -196,7 +197,7 @@ def load_hf_weights(d: str) -> Dict[str, torch.Tensor]:
         if kind == "safetensors":
             part = safetensors.load_file(f)
         else:
-            part = torch.load(f, map_location="cpu")
+            part = load_tensors(f)
             if not isinstance(part, dict) or \
                     not all(isinstance(v, torch.Tensor) for v in part.values()):
                 raise ValueError("%s: expected a state dict of tensors" % f)
