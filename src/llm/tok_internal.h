@@ -13,6 +13,16 @@
 
 #include "etch/llm.h"
 
+/* Every format holds at most this many ids (a table of 2^24 tokens is about 500 MB). */
+#define TOK_MAX_IDS (1 << 24)
+
+/* Tables are sized by the largest id, so ids must be about as many as the entries that use
+ * them: a vocabulary may leave gaps (HF added tokens above the base vocabulary, a few unused
+ * ids), at most max(entries, TOK_MAX_GAPS) unused ids. ETCH_OK, or an error that names the
+ * file kind (what), the id and the entry count. */
+#define TOK_MAX_GAPS 1024
+etch_status tok_check_id_span(const char *what, long long max_id, size_t n_entries);
+
 /* ---- load-time arena: a chain of malloc'd blocks, freed together at close ---- */
 typedef struct tok_block tok_block;
 typedef struct tok_arena {

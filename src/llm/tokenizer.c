@@ -22,6 +22,16 @@ etch_tokenizer_params etch_tokenizer_default_params(void) {
     return p;
 }
 
+etch_status tok_check_id_span(const char *what, long long max_id, size_t n_entries) {
+    size_t gaps = n_entries > TOK_MAX_GAPS ? n_entries : TOK_MAX_GAPS;
+    if (max_id < 0 || (unsigned long long)max_id < (unsigned long long)n_entries + gaps)
+        return ETCH_OK;
+    return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                    "%s: id %lld is far beyond the %zu entries (at most %zu ids may be unused); "
+                    "the id table would need %lld slots",
+                    what, max_id, n_entries, gaps, max_id + 1);
+}
+
 etch_status tok_alloc_tokens(etch_tokenizer *t, int32_t n, size_t string_bytes) {
     t->tokens = tok_arena_alloc(&t->arena, (size_t)n * sizeof(tok_token));
     t->strings = tok_arena_alloc(&t->arena, string_bytes + 1);

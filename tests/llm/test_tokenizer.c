@@ -20,9 +20,18 @@ void *__wrap_calloc(size_t a, size_t b);
 void *__wrap_realloc(void *p, size_t n);
 void __wrap_free(void *p);
 static int armed, allocs;
-void *__wrap_malloc(size_t n) { allocs += armed; return __real_malloc(n); }
-void *__wrap_calloc(size_t a, size_t b) { allocs += armed; return __real_calloc(a, b); }
-void *__wrap_realloc(void *p, size_t n) { allocs += armed; return __real_realloc(p, n); }
+static size_t alloc_bytes; /* bytes asked for, always counted */
+void *__wrap_malloc(size_t n) { allocs += armed; alloc_bytes += n; return __real_malloc(n); }
+void *__wrap_calloc(size_t a, size_t b) {
+    allocs += armed;
+    alloc_bytes += a * b;
+    return __real_calloc(a, b);
+}
+void *__wrap_realloc(void *p, size_t n) {
+    allocs += armed;
+    alloc_bytes += n;
+    return __real_realloc(p, n);
+}
 void __wrap_free(void *p) { allocs += armed && p; __real_free(p); }
 
 static char dir[2048];
@@ -349,6 +358,92 @@ static void test_malformed(void) {
     }
 }
 
+/* Open bytes with params; the status, the bytes allocated meanwhile in *bytes. */
+static etch_status open_counted(const void *d, size_t n, const etch_tokenizer_params *p,
+                                size_t *bytes, etch_tokenizer **t) {
+    *t = NULL;
+    size_t before = alloc_bytes;
+    etch_status st = etch_tokenizer_open_buffer(d, n, p, t);
+    *bytes = alloc_bytes - before;
+    return st;
+}
+
+/* Tables are sized by the largest id: an id far beyond the entries is refused before any
+ * big allocation, a vocabulary with a few gaps loads in small memory. */
+static void test_id_span(void) {
+    etch_tokenizer *t;
+    size_t bytes;
+    const size_t small = 8u << 20; /* the arena's blocks are 1 MiB */
+    /* one tiktoken rank at the id limit, and one just below it */
+    const char *tk[] = {"QQ== 16777216", "QQ== 16777215", "QQ== 0\nQg== 5000\n"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_STATUS(open_counted(tk[i], strlen(tk[i]), NULL, &bytes, &t), ETCH_ERR_INVALID_PROGRAM);
+        CHECK_MSG(bytes < small, "tiktoken '%s': %zu bytes allocated to refuse it", tk[i], bytes);
+        CHECK(t == NULL);
+    }
+    CHECK_MSG(strstr(etch_last_error(), "far beyond the 2 entries") != NULL, "%s", etch_last_error());
+    /* a 59-byte tokenizer.json with a huge id */
+    const char *hj = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":16000000},\"merges\":[]}}";
+    CHECK_STATUS(open_counted(hj, strlen(hj), NULL, &bytes, &t), ETCH_ERR_INVALID_PROGRAM);
+    CHECK_MSG(bytes < small, "tokenizer.json: %zu bytes allocated to refuse it", bytes);
+    CHECK_MSG(strstr(etch_last_error(), "id 16000000 is far beyond the 1 entries") != NULL, "%s",
+              etch_last_error());
+    /* an added token above the vocabulary, past a gap of unused ids: loads, small */
+    const char *gap =
+        "{\"added_tokens\":[{\"id\":900,\"content\":\"<|end|>\",\"special\":true}],"
+        "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[]}}";
+    CHECK_OK(open_counted(gap, strlen(gap), NULL, &bytes, &t));
+    CHECK_MSG(bytes < small, "tokenizer.json with a gap: %zu bytes", bytes);
+    if (t) {
+        CHECK(etch_tokenizer_vocab_size(t) == 901);
+        int32_t ids[8];
+        size_t n;
+        CHECK_OK(etch_tokenizer_encode(t, "ab<|end|>", 9, ETCH_TOKENIZER_PARSE_SPECIAL, ids, 8, &n));
+        const int32_t e[] = {0, 1, 900};
+        CHECK(ids_eq(ids, n, e, 3));
+        char buf[16];
+        size_t len;
+        /* an unused id decodes to nothing, never garbage */
+        const int32_t hole[] = {0, 500, 1};
+        CHECK_OK(etch_tokenizer_decode(t, hole, 3, buf, sizeof buf, &len));
+        CHECK(len == 2 && memcmp(buf, "ab", 2) == 0);
+        etch_tokenizer_close(t);
+    }
+    /* tiktoken specials given far beyond the ranks */
+    etch_tokenizer_special sp[] = {{"<|endoftext|>", 9000000}};
+    etch_tokenizer_params p = etch_tokenizer_default_params();
+    p.specials = sp;
+    p.n_specials = 1;
+    const char *ranks = "YQ== 0\nYg== 1\n";
+    CHECK_STATUS(open_counted(ranks, strlen(ranks), &p, &bytes, &t), ETCH_ERR_INVALID_PROGRAM);
+    CHECK_MSG(bytes < small, "tiktoken with a far special: %zu bytes", bytes);
+    sp[0].id = 2;
+    CHECK_OK(open_counted(ranks, strlen(ranks), &p, &bytes, &t));
+    etch_tokenizer_close(t);
+}
+
+/* sentencepiece: the piece count is capped like the other formats' ids (2^24): a file of
+ * 2^24 + 1 empty pieces (2 bytes each) is refused before its tables are allocated. */
+static void test_spm_piece_cap(void) {
+    const size_t n = (1u << 24) + 1;
+    unsigned char *b = malloc(2 * n);
+    if (!b) return;
+    for (size_t i = 0; i < n; i++) {
+        b[2 * i] = 0x0A; /* field 1, length-delimited: a SentencePiece */
+        b[2 * i + 1] = 0x00;
+    }
+    etch_tokenizer_params p = etch_tokenizer_default_params();
+    p.format = ETCH_TOKENIZER_SENTENCEPIECE;
+    etch_tokenizer *t;
+    size_t bytes;
+    CHECK_STATUS(open_counted(b, 2 * n, &p, &bytes, &t), ETCH_ERR_INVALID_PROGRAM);
+    CHECK_MSG(bytes < (64u << 20), "%zu bytes allocated to refuse 2^24 + 1 pieces", bytes);
+    CHECK_MSG(strstr(etch_last_error(), "more than 16777216 pieces") != NULL, "%s",
+              etch_last_error());
+    CHECK(t == NULL);
+    free(b);
+}
+
 int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "../shared/fixtures/llm");
     test_fixtures();
@@ -356,5 +451,7 @@ int main(int argc, char **argv) {
     test_hf_tiny();
     test_tiktoken_tiny();
     test_malformed();
+    test_id_span();
+    test_spm_piece_cap();
     return etch_test_finish();
 }
