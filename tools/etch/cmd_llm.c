@@ -790,7 +790,7 @@ int cmd_llm(int argc, char **argv) {
         if (etch_tokenizer_vocab_size(tok) < md->vocab_size)
             fprintf(stderr,
                     "note: the tokenizer has %d ids, the model's vocabulary %lld (padded): "
-                    "ids from %d on have no text\n",
+                    "ids from %d on have no text and are never sampled\n",
                     (int)etch_tokenizer_vocab_size(tok), (long long)md->vocab_size,
                     (int)etch_tokenizer_vocab_size(tok));
     }
