@@ -49,6 +49,22 @@ typedef struct tok_pairs {
     uint32_t mask;
 } tok_pairs;
 
+/* Aho-Corasick automaton over a set of token strings (tok_match.c). */
+typedef struct tok_ac {
+    int32_t *parent, *fail;
+    int32_t *dict;  /* the nearest node on the fail chain (self excluded) that ends a piece; -1 */
+    int32_t *out;   /* the id of the piece ending at the node; -1 */
+    uint32_t *depth;
+    uint8_t *byte;  /* the edge byte from the parent */
+    uint32_t *slots, mask; /* (parent, byte) -> child + 1; 0 empty */
+    int32_t root[256];
+    int32_t n_nodes; /* 0: not built */
+} tok_ac;
+/* Build over ids[0..n_ids) (texts of length >= 1; a text given twice keeps the first id). */
+etch_status tok_ac_build(etch_tokenizer *t, tok_ac *ac, const int32_t *ids, int32_t n_ids);
+/* The state after byte b; *work counts the transitions tried. */
+int32_t tok_ac_step(const tok_ac *ac, int32_t state, uint8_t b, uint64_t *work);
+
 /* ---- Unicode ---- */
 enum { UC_OTHER = 0, UC_LU, UC_LL, UC_LT, UC_LM, UC_LO, UC_M, UC_N };
 int tok_uc_class(uint32_t cp);
@@ -133,6 +149,16 @@ struct etch_tokenizer {
     tok_split split;
     int utf8_policy; /* 0: sentencepiece (each bad byte -> U+FFFD), 1: WHATWG maximal subpart */
 
+    /* piece automata: unigram, every piece of `pieces`; sentencepiece BPE, the user-defined
+     * ones; specials: all of them (PARSE_SPECIAL) and those matched without the flag */
+    tok_ac match;
+    tok_ac spec_all, spec_always;
+    uint8_t *len_present; /* bitmap: a piece of `pieces` has this many bytes (0..max_token_len) */
+    uint32_t max_special_len;
+    /* work counter: automaton transitions, matches visited and hash lookups made by encode
+     * (etch_tokenizer_encode_work) */
+    uint64_t work_done;
+
     /* encode work buffer, sized at open */
     size_t chunk_cap; /* max bytes of one unbroken run (after normalization) */
     uint8_t *norm;    /* chunk_cap + 16 bytes */
@@ -141,6 +167,11 @@ struct etch_tokenizer {
 
 static inline const uint8_t *tok_text(const etch_tokenizer *t, int32_t id) {
     return t->strings + t->tokens[id].off;
+}
+
+/* Might a piece of `pieces` have len bytes? (no when no piece has that length) */
+static inline int tok_len_present(const etch_tokenizer *t, size_t len) {
+    return len <= t->max_token_len && (t->len_present[len >> 3] >> (len & 7) & 1);
 }
 
 /* map helpers */
@@ -185,8 +216,8 @@ static inline void tok_emit(tok_out *o, int32_t id) {
     if (o->n < o->cap) o->ids[o->n] = id;
     o->n++;
 }
-void tok_bpe_chunk(const etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out);
-void tok_unigram_chunk(const etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out);
+void tok_bpe_chunk(etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out);
+void tok_unigram_chunk(etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out);
 size_t tok_work_bytes(size_t chunk_cap);
 
 #endif

@@ -42,11 +42,52 @@ etch_status tok_alloc_tokens(etch_tokenizer *t, int32_t n, size_t string_bytes) 
     return ETCH_OK;
 }
 
+/* The automaton over the pieces of `pieces` (each string once, under the id the map holds),
+ * or only its user-defined ones. */
+static etch_status build_piece_ac(etch_tokenizer *t, tok_ac *ac, int user_defined_only) {
+    int32_t *ids = malloc(((size_t)t->n_tokens + 1) * sizeof *ids);
+    if (!ids) return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "tokenizer: out of memory");
+    int32_t n = 0;
+    for (uint32_t i = 0; i <= t->pieces.mask && t->pieces.slots; i++) {
+        uint32_t v = t->pieces.slots[i];
+        if (!v || t->tokens[v - 1].len == 0) continue;
+        if (user_defined_only && t->tokens[v - 1].type != TT_USER_DEFINED) continue;
+        ids[n++] = (int32_t)v - 1;
+    }
+    /* in id order, so that the automaton does not depend on the hash layout */
+    for (int32_t i = 1; i < n; i++) {
+        int32_t x = ids[i], j = i;
+        while (j > 0 && ids[j - 1] > x) {
+            ids[j] = ids[j - 1];
+            j--;
+        }
+        ids[j] = x;
+    }
+    etch_status st = tok_ac_build(t, ac, ids, n); /* none: just the root */
+    free(ids);
+    return st;
+}
+
 etch_status tok_finish(etch_tokenizer *t, const etch_tokenizer_params *p) {
     t->max_token_len = 1;
     for (int32_t i = 0; i < t->n_tokens; i++)
         if (t->tokens[i].len > t->max_token_len) t->max_token_len = t->tokens[i].len;
     if (t->unk_surface_len > t->max_token_len) t->max_token_len = t->unk_surface_len;
+
+    /* the lengths the pieces have, and the automata that find the pieces in a run */
+    t->len_present = tok_arena_alloc(&t->arena, t->max_token_len / 8 + 1);
+    if (!t->len_present) return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "tokenizer: out of memory");
+    for (uint32_t i = 0; i <= t->pieces.mask && t->pieces.slots; i++) {
+        uint32_t v = t->pieces.slots[i];
+        if (v) {
+            uint32_t l = t->tokens[v - 1].len;
+            t->len_present[l >> 3] |= (uint8_t)(1u << (l & 7));
+        }
+    }
+    etch_status st = ETCH_OK;
+    if (t->model == TOK_MODEL_UNIGRAM) st = build_piece_ac(t, &t->match, 0);
+    else if (t->model == TOK_MODEL_BPE_SCORE && t->has_user_defined) st = build_piece_ac(t, &t->match, 1);
+    if (st != ETCH_OK) return st;
 
     /* specials matched in raw text: HF added tokens / tiktoken specials (TT_SPECIAL) and
      * sentencepiece control pieces (only with ETCH_TOKENIZER_PARSE_SPECIAL) */
@@ -205,6 +246,7 @@ int32_t etch_tokenizer_vocab_size(const etch_tokenizer *t) { return t->n_tokens;
 int32_t etch_tokenizer_bos_id(const etch_tokenizer *t) { return t->bos_id; }
 int32_t etch_tokenizer_eos_id(const etch_tokenizer *t) { return t->eos_id; }
 size_t etch_tokenizer_max_token_bytes(const etch_tokenizer *t) { return t->max_token_len; }
+uint64_t etch_tokenizer_encode_work(const etch_tokenizer *t) { return t->work_done; }
 
 int32_t etch_tokenizer_token_to_id(const etch_tokenizer *t, const char *s, size_t len) {
     if (!t || !s) return -1;
@@ -223,7 +265,7 @@ const char *etch_tokenizer_token_text(const etch_tokenizer *t, int32_t id, size_
 
 /* ------------------------------------------------------------------ encode */
 
-size_t tok_pretok_encode(const etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out,
+size_t tok_pretok_encode(etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out,
                          etch_status *st);
 
 /* sentencepiece / llama2.c: normalize into t->norm, cut into runs before a space mark that
@@ -235,7 +277,7 @@ static etch_status spm_segment(etch_tokenizer *t, const uint8_t *s, size_t n, in
     uint8_t *buf = t->norm;
     size_t cap = t->chunk_cap, len = 0, cut = 0;
     int pending_space = 0, emitted = 0, content = 0, prev_mark = 1;
-    void (*run)(const etch_tokenizer *, const uint8_t *, size_t, tok_out *) =
+    void (*run)(etch_tokenizer *, const uint8_t *, size_t, tok_out *) =
         t->model == TOK_MODEL_UNIGRAM ? tok_unigram_chunk : tok_bpe_chunk;
 
     for (size_t i = 0; i < n;) {

@@ -444,6 +444,99 @@ static void test_spm_piece_cap(void) {
     free(b);
 }
 
+/* ---- a sentencepiece ModelProto written here: pieces (text, score, type), model type */
+typedef struct pbuf {
+    unsigned char *p;
+    size_t n, cap;
+} pbuf;
+static void pb_byte(pbuf *b, unsigned c) {
+    if (b->n == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 1024;
+        b->p = realloc(b->p, b->cap);
+    }
+    b->p[b->n++] = (unsigned char)c;
+}
+static void pb_varint(pbuf *b, uint64_t v) {
+    while (v >= 0x80) {
+        pb_byte(b, (unsigned)(v & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    pb_byte(b, (unsigned)v);
+}
+static void pb_piece(pbuf *b, const char *s, size_t len, float score, int type) {
+    pbuf m = {0};
+    pb_byte(&m, 0x0A); /* 1: piece */
+    pb_varint(&m, len);
+    for (size_t i = 0; i < len; i++) pb_byte(&m, (unsigned char)s[i]);
+    unsigned char f[4];
+    memcpy(f, &score, 4);
+    pb_byte(&m, 0x15); /* 2: score */
+    for (int i = 0; i < 4; i++) pb_byte(&m, f[i]);
+    pb_byte(&m, 0x18); /* 3: type */
+    pb_varint(&m, (uint64_t)type);
+    pb_byte(b, 0x0A); /* ModelProto 1: pieces */
+    pb_varint(b, m.n);
+    for (size_t i = 0; i < m.n; i++) pb_byte(b, m.p[i]);
+    free(m.p);
+}
+static void pb_model_type(pbuf *b, int type) {
+    pb_byte(b, 0x12); /* 2: trainer_spec */
+    pb_byte(b, 2);
+    pb_byte(b, 0x18); /* 3: model_type */
+    pb_byte(b, (unsigned)type);
+}
+
+/* The encoders' work is linear in the text whatever the pieces' lengths: a 20,000-byte piece
+ * (unigram, and sentencepiece BPE with it user-defined) used to make every position try every
+ * length up to it, each lookup hashing that many bytes (a 4 KB prompt took 18 s). The work
+ * counter (automaton steps, matches, hash lookups) must stay a small multiple of the bytes. */
+static void test_long_piece_work(void) {
+    enum { LONG = 20000 };
+    static char text[LONG + 8];
+    memset(text, 'a', sizeof text);
+    for (int model = 1; model <= 2; model++) { /* 1 unigram, 2 BPE */
+        pbuf b = {0};
+        pb_piece(&b, "<unk>", 5, 0, 2);
+        pb_piece(&b, "<s>", 3, 0, 3);
+        pb_piece(&b, "</s>", 4, 0, 3);
+        pb_piece(&b, "\xE2\x96\x81", 3, -1, 1);
+        pb_piece(&b, "a", 1, -1, 1);
+        pb_piece(&b, "b", 1, -2, 1);
+        pb_piece(&b, text, LONG, -3, model == 1 ? 1 : 4); /* BPE: user-defined */
+        pb_model_type(&b, model);
+        etch_tokenizer_params p = etch_tokenizer_default_params();
+        p.max_run_bytes = 2 * LONG;
+        etch_tokenizer *t = NULL;
+        CHECK_OK(etch_tokenizer_open_buffer(b.p, b.n, &p, &t));
+        free(b.p);
+        if (!t) continue;
+        static int32_t ids[LONG + 8];
+        size_t n = 0;
+        /* 4000 bytes: the long piece does not fit, every char is "a" */
+        uint64_t w0 = etch_tokenizer_encode_work(t);
+        CHECK_OK(etch_tokenizer_encode(t, text, 4000, 0, ids, LONG + 8, &n));
+        uint64_t work = etch_tokenizer_encode_work(t) - w0;
+        CHECK_MSG(work <= 16 * 4003, "%s: %llu steps of work for 4000 bytes",
+                  model == 1 ? "unigram" : "BPE", (unsigned long long)work);
+        CHECK(n == 4001 && ids[0] == 3 && ids[1] == 4 && ids[4000] == 4);
+        printf("%s with a %d-byte piece: %llu steps of work for 4000 bytes\n",
+               model == 1 ? "unigram" : "BPE", LONG, (unsigned long long)work);
+        if (work > 16 * 4003) { /* the quadratic encoder: the long text would take minutes */
+            etch_tokenizer_close(t);
+            continue;
+        }
+        /* the long piece itself, inside a longer text: found, still linear */
+        w0 = etch_tokenizer_encode_work(t);
+        CHECK_OK(etch_tokenizer_encode(t, text, LONG + 1, 0, ids, LONG + 8, &n));
+        work = etch_tokenizer_encode_work(t) - w0;
+        CHECK_MSG(work <= 16 * (LONG + 4), "%s: %llu steps of work for %d bytes",
+                  model == 1 ? "unigram" : "BPE", (unsigned long long)work, LONG + 1);
+        CHECK_MSG(n == 3 && ids[0] == 3 && ids[1] == 6 && ids[2] == 4, "%s: %zu ids, %d %d",
+                  model == 1 ? "unigram" : "BPE", n, (int)ids[0], (int)ids[1]);
+        etch_tokenizer_close(t);
+    }
+}
+
 int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "../shared/fixtures/llm");
     test_fixtures();
@@ -453,5 +546,6 @@ int main(int argc, char **argv) {
     test_malformed();
     test_id_span();
     test_spm_piece_cap();
+    test_long_piece_work();
     return etch_test_finish();
 }
