@@ -144,7 +144,6 @@ struct etch_tokenizer {
     /* specials matched in raw text (HF added tokens, tiktoken specials, spm control/user) */
     int32_t *specials; /* ids, longest first */
     int32_t n_specials;
-    uint8_t special_first[32]; /* bitmap of first bytes */
 
     tok_split split;
     int utf8_policy; /* 0: sentencepiece (each bad byte -> U+FFFD), 1: WHATWG maximal subpart */
@@ -155,6 +154,8 @@ struct etch_tokenizer {
     tok_ac spec_all, spec_always;
     uint8_t *len_present; /* bitmap: a piece of `pieces` has this many bytes (0..max_token_len) */
     uint32_t max_special_len;
+    uint32_t *spec_ring_len; /* [max_special_len + 1] encode's window of special match starts */
+    int32_t *spec_ring_id;
     /* work counter: automaton transitions, matches visited and hash lookups made by encode
      * (etch_tokenizer_encode_work) */
     uint64_t work_done;

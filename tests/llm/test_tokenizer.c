@@ -537,6 +537,58 @@ static void test_long_piece_work(void) {
     }
 }
 
+/* Special tokens are found in the raw text in one pass as well: a 20,001-byte special used to
+ * be compared at every position of a text of 'a's, and thousands of specials that share a
+ * first byte were each compared wherever that byte occurs. */
+static void test_special_work(void) {
+    enum { LONG = 20000, N = 40000, MANY = 3000 };
+    size_t cap = 2 * LONG + 64 * MANY + 1024, len = 0;
+    char *j = malloc(cap);
+    static char text[N];
+    memset(text, 'a', sizeof text);
+    len += (size_t)snprintf(j + len, cap - len, "{\"added_tokens\":[{\"id\":2,\"content\":\"");
+    memset(j + len, 'a', LONG);
+    len += LONG;
+    len += (size_t)snprintf(j + len, cap - len, "b\",\"special\":true},"
+                                                "{\"id\":3,\"content\":\"a\",\"special\":true}");
+    for (int k = 0; k < MANY; k++)
+        len += (size_t)snprintf(j + len, cap - len, ",{\"id\":%d,\"content\":\"<%d>\",\"special\":true}",
+                                4 + k, k);
+    len += (size_t)snprintf(j + len, cap - len,
+                            "],\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"<\":1},\"merges\":[]}}");
+    etch_tokenizer_params p = etch_tokenizer_default_params();
+    p.max_run_bytes = N; /* no pre-tokenizer: the text between specials is one run */
+    etch_tokenizer *t = NULL;
+    CHECK_OK(etch_tokenizer_open_buffer(j, len, &p, &t));
+    free(j);
+    if (!t) return;
+    static int32_t ids[N + 8];
+    size_t n = 0;
+    uint64_t w0 = etch_tokenizer_encode_work(t);
+    CHECK_OK(etch_tokenizer_encode(t, text, N, ETCH_TOKENIZER_PARSE_SPECIAL, ids, N + 8, &n));
+    uint64_t work = etch_tokenizer_encode_work(t) - w0;
+    CHECK_MSG(work <= 8 * N, "%llu steps of work for %d bytes", (unsigned long long)work, N);
+    CHECK(n == N && ids[0] == 3 && ids[N - 1] == 3);
+    printf("a %d-byte special: %llu steps of work for %d bytes\n", LONG + 1,
+           (unsigned long long)work, N);
+    /* the long one where it is, the others around it; without the flag, plain text */
+    text[LONG] = 'b';
+    CHECK_OK(etch_tokenizer_encode(t, text, LONG + 3, ETCH_TOKENIZER_PARSE_SPECIAL, ids, N + 8, &n));
+    CHECK(n == 3 && ids[0] == 2 && ids[1] == 3 && ids[2] == 3);
+    CHECK_OK(etch_tokenizer_encode(t, text, 4, 0, ids, N + 8, &n));
+    CHECK(n == 4 && ids[0] == 0);
+    /* 3000 specials behind '<': the text is '<' after '<' */
+    memset(text, '<', N);
+    memcpy(text + N - 6, "<2999>", 6);
+    w0 = etch_tokenizer_encode_work(t);
+    CHECK_OK(etch_tokenizer_encode(t, text, N, ETCH_TOKENIZER_PARSE_SPECIAL, ids, N + 8, &n));
+    work = etch_tokenizer_encode_work(t) - w0;
+    CHECK_MSG(work <= 8 * N, "%llu steps of work for %d bytes", (unsigned long long)work, N);
+    CHECK(n == N - 5 && ids[0] == 1 && ids[N - 6] == 4 + 2999);
+    printf("%d specials: %llu steps of work for %d bytes\n", MANY + 2, (unsigned long long)work, N);
+    etch_tokenizer_close(t);
+}
+
 int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "../shared/fixtures/llm");
     test_fixtures();
@@ -547,5 +599,6 @@ int main(int argc, char **argv) {
     test_id_span();
     test_spm_piece_cap();
     test_long_piece_work();
+    test_special_work();
     return etch_test_finish();
 }
