@@ -3,8 +3,10 @@
  *
  * Every format is loaded into one representation: a token table (bytes + score + type), a
  * hash from bytes to token id for the pieces that text may merge into, an optional pair table
- * (HF merges), special/added tokens matched in raw text, and a work buffer sized at open that
- * encode uses so that it never allocates. */
+ * (HF merges), special/added tokens matched in raw text, Aho-Corasick automata that find
+ * pieces and specials in a text in one pass (tok_match.c), and a work buffer sized at open
+ * that encode uses so that it never allocates. Tables are sized by the entries: ids far past
+ * the entry count are refused (tok_check_id_span), and no format holds more than TOK_MAX_IDS. */
 #ifndef ETCH_LLM_TOK_INTERNAL_H
 #define ETCH_LLM_TOK_INTERNAL_H
 

@@ -1,7 +1,10 @@
 /* Tokenizer unit tests on the shared fixtures and small inline files: format detection,
  * known ids, the caller-buffer contract, decode_token and the streaming detokenizer, cutting
  * long text into runs, malformed files (truncations, flipped bytes), and no allocation in
- * encode/decode (allocation functions wrapped at link time).
+ * encode/decode (allocation functions wrapped at link time, which also count the bytes open
+ * asks for). Hostile files: ids far beyond the entries and too many pieces are refused before
+ * big tables are allocated; very long pieces and specials keep encode's work (its counter,
+ * etch_tokenizer_encode_work) a few steps a byte.
  *   test_tokenizer FIXTURES_LLM_DIR */
 #include <stdint.h>
 #include <stdio.h>
@@ -514,7 +517,11 @@ static void test_long_piece_work(void) {
         size_t n = 0;
         /* 4000 bytes: the long piece does not fit, every char is "a" */
         uint64_t w0 = etch_tokenizer_encode_work(t);
+        allocs = 0;
+        armed = 1;
         CHECK_OK(etch_tokenizer_encode(t, text, 4000, 0, ids, LONG + 8, &n));
+        armed = 0;
+        CHECK(allocs == 0);
         uint64_t work = etch_tokenizer_encode_work(t) - w0;
         CHECK_MSG(work <= 16 * 4003, "%s: %llu steps of work for 4000 bytes",
                   model == 1 ? "unigram" : "BPE", (unsigned long long)work);
@@ -565,7 +572,11 @@ static void test_special_work(void) {
     static int32_t ids[N + 8];
     size_t n = 0;
     uint64_t w0 = etch_tokenizer_encode_work(t);
+    allocs = 0;
+    armed = 1;
     CHECK_OK(etch_tokenizer_encode(t, text, N, ETCH_TOKENIZER_PARSE_SPECIAL, ids, N + 8, &n));
+    armed = 0;
+    CHECK(allocs == 0);
     uint64_t work = etch_tokenizer_encode_work(t) - w0;
     CHECK_MSG(work <= 8 * N, "%llu steps of work for %d bytes", (unsigned long long)work, N);
     CHECK(n == N && ids[0] == 3 && ids[N - 1] == 3);
