@@ -51,7 +51,8 @@
 extern "C" {
 #endif
 
-/* Version of the llm API section; bumped when the tokenizer/sampler API changes. */
+/* Version of the llm API section; bumped when the tokenizer/sampler API changes (2: added
+ * etch_tokenizer_encode_work). */
 int etch_llm_api_version(void);
 
 /* ================================ tokenizers ================================ */

@@ -4,7 +4,7 @@
 
 #include "llm/tok_internal.h"
 
-int etch_llm_api_version(void) { return 1; }
+int etch_llm_api_version(void) { return 2; }
 
 /* ---------------------------------------------------------------- arena */
 
