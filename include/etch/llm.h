@@ -51,7 +51,8 @@
 extern "C" {
 #endif
 
-/* Version of the llm API section; bumped when the tokenizer/sampler API changes. */
+/* Version of the llm API section; bumped when the tokenizer/sampler API changes (2: added
+ * etch_tokenizer_encode_work). */
 int etch_llm_api_version(void);
 
 /* ================================ tokenizers ================================ */
@@ -155,6 +156,11 @@ etch_status etch_tokenizer_decode_token(const etch_tokenizer *tok, int32_t prev_
 
 /* Longest token in bytes. */
 size_t etch_tokenizer_max_token_bytes(const etch_tokenizer *tok);
+/* Diagnostics: the work encode has done since open, in steps of constant cost (automaton
+ * transitions, matched pieces visited, hash lookups). It grows linearly with the text: at
+ * most a small multiple of its bytes plus the lattice edges (pieces that occur in the text),
+ * whatever the lengths of the tokenizer's pieces. Tests use it to check that bound. */
+uint64_t etch_tokenizer_encode_work(const etch_tokenizer *tok);
 
 /* Streaming decode that only ever writes whole UTF-8 code points: bytes of an unfinished
  * sequence wait for the next token; the concatenated output equals etch_tokenizer_decode of

@@ -158,13 +158,21 @@ typedef struct etch_llm_runner_options {
 
 etch_llm_runner_options etch_llm_runner_default_options(void);
 
+/* How many ids a model's vocabulary may have beyond a byte-level tokenizer's nt ids: models
+ * pad their embedding (GPT-2 50257 -> 50304, Qwen2 151665 -> 151936 or 152064), never by
+ * more than a few hundred rows. 64, or up to 1024 when that is at most nt / 8. */
+#define ETCH_LLM_MAX_PAD_IDS(nt) \
+    ((int64_t)(nt) / 8 > 1024 ? 1024 : (int64_t)(nt) / 8 > 64 ? (int64_t)(nt) / 8 : 64)
+
 /* Open the model and size every buffer. `tok` is borrowed (it must outlive the runner).
  * Errors: those of opening/loading the program; ETCH_ERR_NOT_SUPPORTED for a program whose
  * forward method does not have the shape described above (message says what);
  * ETCH_ERR_INVALID_ARGUMENT when the tokenizer has more ids than the model's vocabulary, or
  * (llama2.c and sentencepiece tokenizers, which are the vocabulary) a different count. A
- * byte-level tokenizer (tokenizer.json, tiktoken) may have fewer: models pad their embedding
- * to a multiple. */
+ * byte-level tokenizer (tokenizer.json, tiktoken) may have fewer, since models pad their
+ * embedding, but at most ETCH_LLM_MAX_PAD_IDS fewer: a tokenizer smaller than that is not the
+ * model's (its ids would be garbage) and is refused. The padded ids are never sampled:
+ * generation samples from the logits of the tokenizer's ids only. */
 etch_status etch_llm_runner_open(const char *model_path, etch_tokenizer *tok,
                                  const etch_llm_runner_options *opts, etch_llm_runner **out);
 void etch_llm_runner_close(etch_llm_runner *r); /* NULL is fine */

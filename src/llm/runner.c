@@ -227,8 +227,10 @@ static etch_status load_metadata(etch_llm_runner *r, const char *method) {
 }
 
 /* The tokenizer must not know ids the model has no logits for; llama2.c and sentencepiece
- * tokenizers are the model's vocabulary exactly (byte-level ones may have fewer: models pad
- * their embedding to a multiple). */
+ * tokenizers are the model's vocabulary exactly. A byte-level one (tokenizer.json, tiktoken)
+ * may have fewer when the model pads its embedding (GPT-2 to 50304, Qwen2 by a few hundred
+ * rows): at most ETCH_LLM_MAX_PAD_IDS(nt) padded ids, which are never sampled (the sampler
+ * only sees the tokenizer's ids). A tokenizer smaller than that is not this model's. */
 static etch_status check_vocab(etch_llm_runner *r) {
     int64_t nt = etch_tokenizer_vocab_size(r->tok), nm = r->meta.vocab_size;
     etch_tokenizer_format f = etch_tokenizer_get_format(r->tok);
@@ -241,6 +243,13 @@ static etch_status check_vocab(etch_llm_runner *r) {
                         nt > nm ? "" : (f == ETCH_TOKENIZER_LLAMA2C
                                             ? " (a llama2.c tokenizer must match it exactly)"
                                             : " (a sentencepiece model must match it exactly)"));
+    if (nm - nt > ETCH_LLM_MAX_PAD_IDS(nt))
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "the tokenizer has %lld ids but the model's vocabulary has %lld: %lld "
+                        "ids without text are more than a padded embedding has (at most %lld "
+                        "for this tokenizer): not this model's tokenizer",
+                        (long long)nt, (long long)nm, (long long)(nm - nt),
+                        (long long)ETCH_LLM_MAX_PAD_IDS(nt));
     return ETCH_OK;
 }
 
@@ -606,10 +615,12 @@ static etch_status run(etch_llm_runner *r, const int32_t *ids, size_t n,
         finish(r, res, &loc);
         return ETCH_OK;
     }
-    int32_t vocab = (int32_t)r->meta.vocab_size;
+    /* only the tokenizer's ids: the rows of a padded embedding past them are never sampled */
+    int32_t vocab = (int32_t)r->meta.vocab_size, n_tok = etch_tokenizer_vocab_size(r->tok);
+    int32_t n_sample = n_tok < vocab ? n_tok : vocab;
     for (;;) {
         int64_t t0 = etch_llm_time_us();
-        int32_t id = etch_sampler_sample(r->sampler, r->logits, vocab);
+        int32_t id = etch_sampler_sample(r->sampler, r->logits, n_sample);
         int64_t t1 = etch_llm_time_us();
         s->aggregate_sampling_time_us += t1 - t0;
         if (id < 0) {

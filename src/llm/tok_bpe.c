@@ -4,7 +4,10 @@
  * BPE keeps the symbols in a linked list and the candidate pairs in an indexed binary heap
  * keyed by the left symbol: (cost, position) with cost = -score or rank, so the best pair
  * wins and ties go to the leftmost one, the order every reference uses. Each merge touches
- * two heap entries, so a run of n bytes costs O(n log n). */
+ * two heap entries, so a run of n bytes costs O(n log n) heap steps and at most 3 lookups a
+ * byte (a candidate is hashed only when some piece has its length; the hash reads its bytes).
+ * Sentencepiece BPE's user-defined pieces and the unigram lattice come from one pass of an
+ * Aho-Corasick automaton over the pieces: O(n + the pieces found), however long they are. */
 #include <math.h>
 #include <string.h>
 
@@ -91,20 +94,23 @@ static void heap_remove(bpe_ws *w, int32_t sym) {
 
 /* Is there a merge for sym and its right neighbour? Sets cost/pid and (re)places it in the
  * heap, or removes it. */
-static void eval_pair(const etch_tokenizer *t, const uint8_t *s, bpe_ws *w, int32_t a) {
+static void eval_pair(etch_tokenizer *t, const uint8_t *s, bpe_ws *w, int32_t a) {
     int32_t b = w->next[a];
     int32_t id = -1;
     float cost = 0;
     if (b >= 0) {
         if (t->model == TOK_MODEL_BPE_RANK && t->use_pairs) {
             if (w->id[a] >= 0 && w->id[b] >= 0) {
+                t->work_done++;
                 const tok_pair_slot *p = tok_pairs_get(t, w->id[a], w->id[b]);
                 if (p) {
                     id = p->merged;
                     cost = (float)p->rank;
                 }
             }
-        } else {
+        } else if (tok_len_present(t, (size_t)w->len[a] + w->len[b])) {
+            /* only lengths that some piece has: a long pair is hashed only when it may be one */
+            t->work_done++;
             id = tok_map_get(t, &t->pieces, s + w->start[a], w->len[a] + w->len[b]);
             if (id >= 0)
                 cost = t->model == TOK_MODEL_BPE_RANK ? t->tokens[id].score : -t->tokens[id].score;
@@ -126,21 +132,38 @@ static void eval_pair(const etch_tokenizer *t, const uint8_t *s, bpe_ws *w, int3
     }
 }
 
-/* Length of the initial symbol at s[0..n): a user-defined piece (longest), else one char. */
-static uint32_t first_symbol(const etch_tokenizer *t, const uint8_t *s, size_t n, int32_t *id) {
+/* Sentencepiece BPE with user-defined pieces: the longest user-defined piece starting at
+ * each position of s[0..n), in ulen[] (0: none) and uid[], from one pass of their automaton. */
+static void user_pieces(etch_tokenizer *t, const uint8_t *s, size_t n, uint32_t *ulen,
+                        int32_t *uid) {
+    const tok_ac *ac = &t->match;
+    memset(ulen, 0, n * sizeof *ulen);
+    int32_t st = 0;
+    for (size_t e = 1; e <= n; e++) {
+        st = tok_ac_step(ac, st, s[e - 1], &t->work_done);
+        for (int32_t v = ac->out[st] >= 0 ? st : ac->dict[st]; v >= 0; v = ac->dict[v]) {
+            t->work_done++;
+            uint32_t l = ac->depth[v];
+            size_t b = e - l;
+            if (l > ulen[b]) {
+                ulen[b] = l;
+                uid[b] = ac->out[v];
+            }
+        }
+    }
+}
+
+/* Length of the initial symbol at s[0..n): a user-defined piece (longest: ulen/uid at this
+ * position, from user_pieces), else one char. */
+static uint32_t first_symbol(const etch_tokenizer *t, const uint8_t *s, size_t n, uint32_t ulen,
+                             int32_t uid, int32_t *id) {
     if (t->model == TOK_MODEL_BPE_RANK) {
         *id = t->byte_ids[s[0]];
         return 1;
     }
-    if (t->has_user_defined) {
-        size_t maxl = n < t->max_token_len ? n : t->max_token_len;
-        for (size_t l = maxl; l >= 1; l--) {
-            int32_t u = tok_map_get(t, &t->pieces, s, l);
-            if (u >= 0 && t->tokens[u].type == TT_USER_DEFINED) {
-                *id = u;
-                return (uint32_t)l;
-            }
-        }
+    if (ulen) {
+        *id = uid;
+        return ulen;
     }
     uint32_t l;
     if (t->llama2c_chars) {
@@ -171,9 +194,10 @@ static void emit_symbol(const etch_tokenizer *t, const uint8_t *s, uint32_t len,
     }
 }
 
-void tok_bpe_chunk(const etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out) {
+void tok_bpe_chunk(etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out) {
     if (n == 0) return;
     if (t->model == TOK_MODEL_BPE_RANK && t->whole_word) {
+        t->work_done++;
         int32_t id = tok_map_get(t, &t->pieces, s, n);
         if (id >= 0) {
             tok_emit(out, id);
@@ -181,10 +205,16 @@ void tok_bpe_chunk(const etch_tokenizer *t, const uint8_t *s, size_t n, tok_out 
         }
     }
     bpe_ws w = ws_of(t);
+    /* the user-defined matches live in heap[] and pid[] until the merges start */
+    uint32_t *ulen = (uint32_t *)w.heap;
+    int32_t *uid = w.pid;
+    int user = t->model == TOK_MODEL_BPE_SCORE && t->match.n_nodes > 0;
+    if (user) user_pieces(t, s, n, ulen, uid);
     int32_t ns = 0;
     for (size_t p = 0; p < n;) {
         int32_t id;
-        uint32_t l = first_symbol(t, s + p, n - p, &id);
+        t->work_done++;
+        uint32_t l = first_symbol(t, s + p, n - p, user ? ulen[p] : 0, user ? uid[p] : -1, &id);
         w.start[ns] = (uint32_t)p;
         w.len[ns] = l;
         w.id[ns] = id;
@@ -224,49 +254,61 @@ void tok_bpe_chunk(const etch_tokenizer *t, const uint8_t *s, size_t n, tok_out 
 
 /* ---------------------------------------------------------------- unigram */
 
-void tok_unigram_chunk(const etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out) {
+void tok_unigram_chunk(etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out) {
     if (n == 0) return;
     size_t c = t->chunk_cap + 1;
     /* Path scores add up in float and a later candidate wins a tie (>=): that is what
      * reproduces sentencepiece where two orders of the same pieces tie ("l" "ll" vs "ll" "l").
-     * The slots are 8 bytes apart only to keep the layout simple. */
+     * The slots are 8 bytes apart only to keep the layout simple.
+     *
+     * The lattice is built by end position: at each char boundary e the automaton gives the
+     * pieces that end there, longest first, i.e. in the order of their starts; a piece that
+     * starts inside a char is no edge. That is the order in which a pass over the starts
+     * would offer them (each start offers its pieces, then the unknown char when no piece is
+     * that char), so ties resolve the same way. */
     float *best = t->work;
+    uint32_t *prevb = (uint32_t *)((int32_t *)t->work + c); /* 1 + previous boundary; 0: none */
     uint32_t *blen = (uint32_t *)((int32_t *)t->work + 2 * c);
     int32_t *bid = (int32_t *)t->work + 3 * c;
     const float unk_score = t->min_score - 10.0f;
-    for (size_t i = 0; i <= n; i++) blen[i] = 0; /* 0 = unreached */
-    best[0] = 0;
+    const tok_ac *ac = &t->match;
+    for (size_t i = 0; i <= n; i++) blen[i] = prevb[i] = 0; /* 0 = unreached */
     for (size_t p = 0; p < n;) {
         uint32_t cp;
         size_t clen = (size_t)tok_utf8_next(s + p, n - p, &cp);
-        if (p != 0 && blen[p] == 0) { /* cannot happen: every char is reachable */
-            p += clen;
-            continue;
-        }
+        prevb[p + clen] = (uint32_t)p + 1;
+        p += clen;
+    }
+    best[0] = 0;
+    int32_t st = 0;
+    for (size_t e = 1; e <= n; e++) {
+        st = tok_ac_step(ac, st, s[e - 1], &t->work_done);
+        if (!prevb[e]) continue; /* inside a char */
+        size_t pb = prevb[e] - 1;
         int has_single = 0;
-        size_t maxl = n - p < t->max_token_len ? n - p : t->max_token_len;
-        for (size_t l = 1; l <= maxl; l++) {
-            int32_t id = tok_map_get(t, &t->pieces, s + p, l);
-            if (id < 0) continue;
+        for (int32_t v = ac->out[st] >= 0 ? st : ac->dict[st]; v >= 0; v = ac->dict[v]) {
+            t->work_done++;
+            size_t l = ac->depth[v], p = e - l;
+            if (p != 0 && !prevb[p]) continue; /* starts inside a char */
+            int32_t id = ac->out[v];
             const tok_token *tk = &t->tokens[id];
             float sc = tk->type == TT_USER_DEFINED ? (float)l * t->max_score - 0.1f : tk->score;
             float cand = best[p] + sc;
-            if (blen[p + l] == 0 || cand >= best[p + l]) {
-                best[p + l] = cand;
-                blen[p + l] = (uint32_t)l;
-                bid[p + l] = id;
+            if (blen[e] == 0 || cand >= best[e]) {
+                best[e] = cand;
+                blen[e] = (uint32_t)l;
+                bid[e] = id;
             }
-            if (l == clen) has_single = 1;
+            if (p == pb) has_single = 1;
         }
         if (!has_single) {
-            float cand = best[p] + unk_score;
-            if (blen[p + clen] == 0 || cand >= best[p + clen]) {
-                best[p + clen] = cand;
-                blen[p + clen] = (uint32_t)clen;
-                bid[p + clen] = -1;
+            float cand = best[pb] + unk_score;
+            if (blen[e] == 0 || cand >= best[e]) {
+                best[e] = cand;
+                blen[e] = (uint32_t)(e - pb);
+                bid[e] = -1;
             }
         }
-        p += clen;
     }
     /* Walk back from the end; the path's end positions go on a stack in best[]'s memory
      * (the scores are no longer needed), then emit in order. */

@@ -125,15 +125,15 @@ etch_status tok_load_hf(etch_tokenizer *t, const uint8_t *data, size_t size) {
     jv key, val;
     long long maxid = -1, id;
     size_t bytes = 0, maxlen = 0;
-    uint32_t n_vocab = 0;
+    size_t n_entries = 0;
     while (j_next(&it, &key, &val)) {
-        if (!j_int(val, &id) || id < 0 || id > (1 << 24))
+        if (!j_int(val, &id) || id < 0 || id >= TOK_MAX_IDS)
             return HF_ERR(ETCH_ERR_INVALID_PROGRAM, val, "bad vocab id", NULL);
         size_t l = j_str_raw_len(key);
         bytes += l;
         if (l > maxlen) maxlen = l;
         if (id > maxid) maxid = id;
-        n_vocab++;
+        n_entries++;
     }
     if (it.bad) return HF_ERR(ETCH_ERR_INVALID_PROGRAM, vocab, "malformed vocab", NULL);
     int has_added = j_get(root, "added_tokens", &added) && j_type(added) == J_ARR;
@@ -142,17 +142,22 @@ etch_status tok_load_hf(etch_tokenizer *t, const uint8_t *data, size_t size) {
         while (j_next(&it, NULL, &val)) {
             jv c, i;
             if (!j_get(val, "content", &c) || !j_get(val, "id", &i) || !j_int(i, &id) || id < 0 ||
-                id > (1 << 24))
+                id >= TOK_MAX_IDS)
                 return HF_ERR(ETCH_ERR_INVALID_PROGRAM, val, "bad added token", NULL);
             size_t l = j_str_raw_len(c);
             bytes += l;
             if (l > maxlen) maxlen = l;
             if (id > maxid) maxid = id;
+            n_entries++;
         }
         if (it.bad) return HF_ERR(ETCH_ERR_INVALID_PROGRAM, added, "malformed added_tokens", NULL);
     }
     if (maxid < 0) return HF_ERR(ETCH_ERR_INVALID_PROGRAM, vocab, "empty vocab", NULL);
-    etch_status st = tok_alloc_tokens(t, (int32_t)maxid + 1, bytes);
+    /* added tokens may sit above the vocabulary, with a gap; ids far beyond the entries are
+     * refused, since the table is sized by the largest id */
+    etch_status st = tok_check_id_span("tokenizer.json", maxid, n_entries);
+    if (st != ETCH_OK) return st;
+    st = tok_alloc_tokens(t, (int32_t)maxid + 1, bytes);
     if (st != ETCH_OK) return st;
     for (int32_t i = 0; i < t->n_tokens; i++) t->tokens[i].type = TT_UNUSED; /* holes */
     size_t tmp_cap = 2 * maxlen + 1024;
@@ -219,6 +224,10 @@ etch_status tok_load_hf(etch_tokenizer *t, const uint8_t *data, size_t size) {
     uint32_t n_merges = 0;
     it = j_iter(merges);
     while (j_next(&it, NULL, &val)) n_merges++;
+    if (n_merges > TOK_MAX_IDS) {
+        free(tmp);
+        return HF_ERR(ETCH_ERR_INVALID_PROGRAM, merges, "more merges than ids can hold", NULL);
+    }
     if (!tok_pairs_init(t, n_merges)) {
         free(tmp);
         return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "tokenizer.json: out of memory");

@@ -3,8 +3,10 @@
  *
  * Every format is loaded into one representation: a token table (bytes + score + type), a
  * hash from bytes to token id for the pieces that text may merge into, an optional pair table
- * (HF merges), special/added tokens matched in raw text, and a work buffer sized at open that
- * encode uses so that it never allocates. */
+ * (HF merges), special/added tokens matched in raw text, Aho-Corasick automata that find
+ * pieces and specials in a text in one pass (tok_match.c), and a work buffer sized at open
+ * that encode uses so that it never allocates. Tables are sized by the entries: ids far past
+ * the entry count are refused (tok_check_id_span), and no format holds more than TOK_MAX_IDS. */
 #ifndef ETCH_LLM_TOK_INTERNAL_H
 #define ETCH_LLM_TOK_INTERNAL_H
 
@@ -12,6 +14,16 @@
 #include <stdint.h>
 
 #include "etch/llm.h"
+
+/* Every format holds at most this many ids (a table of 2^24 tokens is about 500 MB). */
+#define TOK_MAX_IDS (1 << 24)
+
+/* Tables are sized by the largest id, so ids must be about as many as the entries that use
+ * them: a vocabulary may leave gaps (HF added tokens above the base vocabulary, a few unused
+ * ids), at most max(entries, TOK_MAX_GAPS) unused ids. ETCH_OK, or an error that names the
+ * file kind (what), the id and the entry count. */
+#define TOK_MAX_GAPS 1024
+etch_status tok_check_id_span(const char *what, long long max_id, size_t n_entries);
 
 /* ---- load-time arena: a chain of malloc'd blocks, freed together at close ---- */
 typedef struct tok_block tok_block;
@@ -38,6 +50,22 @@ typedef struct tok_pairs {
     tok_pair_slot *slots;
     uint32_t mask;
 } tok_pairs;
+
+/* Aho-Corasick automaton over a set of token strings (tok_match.c). */
+typedef struct tok_ac {
+    int32_t *parent, *fail;
+    int32_t *dict;  /* the nearest node on the fail chain (self excluded) that ends a piece; -1 */
+    int32_t *out;   /* the id of the piece ending at the node; -1 */
+    uint32_t *depth;
+    uint8_t *byte;  /* the edge byte from the parent */
+    uint32_t *slots, mask; /* (parent, byte) -> child + 1; 0 empty */
+    int32_t root[256];
+    int32_t n_nodes; /* 0: not built */
+} tok_ac;
+/* Build over ids[0..n_ids) (texts of length >= 1; a text given twice keeps the first id). */
+etch_status tok_ac_build(etch_tokenizer *t, tok_ac *ac, const int32_t *ids, int32_t n_ids);
+/* The state after byte b; *work counts the transitions tried. */
+int32_t tok_ac_step(const tok_ac *ac, int32_t state, uint8_t b, uint64_t *work);
 
 /* ---- Unicode ---- */
 enum { UC_OTHER = 0, UC_LU, UC_LL, UC_LT, UC_LM, UC_LO, UC_M, UC_N };
@@ -118,10 +146,21 @@ struct etch_tokenizer {
     /* specials matched in raw text (HF added tokens, tiktoken specials, spm control/user) */
     int32_t *specials; /* ids, longest first */
     int32_t n_specials;
-    uint8_t special_first[32]; /* bitmap of first bytes */
 
     tok_split split;
     int utf8_policy; /* 0: sentencepiece (each bad byte -> U+FFFD), 1: WHATWG maximal subpart */
+
+    /* piece automata: unigram, every piece of `pieces`; sentencepiece BPE, the user-defined
+     * ones; specials: all of them (PARSE_SPECIAL) and those matched without the flag */
+    tok_ac match;
+    tok_ac spec_all, spec_always;
+    uint8_t *len_present; /* bitmap: a piece of `pieces` has this many bytes (0..max_token_len) */
+    uint32_t max_special_len;
+    uint32_t *spec_ring_len; /* [max_special_len + 1] encode's window of special match starts */
+    int32_t *spec_ring_id;
+    /* work counter: automaton transitions, matches visited and hash lookups made by encode
+     * (etch_tokenizer_encode_work) */
+    uint64_t work_done;
 
     /* encode work buffer, sized at open */
     size_t chunk_cap; /* max bytes of one unbroken run (after normalization) */
@@ -131,6 +170,11 @@ struct etch_tokenizer {
 
 static inline const uint8_t *tok_text(const etch_tokenizer *t, int32_t id) {
     return t->strings + t->tokens[id].off;
+}
+
+/* Might a piece of `pieces` have len bytes? (no when no piece has that length) */
+static inline int tok_len_present(const etch_tokenizer *t, size_t len) {
+    return len <= t->max_token_len && (t->len_present[len >> 3] >> (len & 7) & 1);
 }
 
 /* map helpers */
@@ -175,8 +219,8 @@ static inline void tok_emit(tok_out *o, int32_t id) {
     if (o->n < o->cap) o->ids[o->n] = id;
     o->n++;
 }
-void tok_bpe_chunk(const etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out);
-void tok_unigram_chunk(const etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out);
+void tok_bpe_chunk(etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out);
+void tok_unigram_chunk(etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out);
 size_t tok_work_bytes(size_t chunk_cap);
 
 #endif

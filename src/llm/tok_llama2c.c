@@ -27,7 +27,7 @@ static int32_t scan(const uint8_t *d, size_t size, size_t *bad_off, size_t *byte
         }
         off += 8 + len;
         *bytes += len;
-        if (++n > (1 << 24)) {
+        if (++n > TOK_MAX_IDS) {
             *bad_off = off;
             return -1;
         }

@@ -212,9 +212,9 @@ tok_split tok_split_from_regex(const char *re, size_t len) {
     return TOK_SPLIT_NONE;
 }
 
-size_t tok_pretok_encode(const etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out,
+size_t tok_pretok_encode(etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out,
                          etch_status *st);
-size_t tok_pretok_encode(const etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out,
+size_t tok_pretok_encode(etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out,
                          etch_status *st) {
     size_t pos = 0;
     while (pos < n) {

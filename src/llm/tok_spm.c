@@ -120,6 +120,9 @@ etch_status tok_load_spm(etch_tokenizer *t, const uint8_t *d, size_t size) {
                 if (!pb_next(&q, &g, &bad)) goto malformed;
                 if (g.num == 1 && g.wire == 2) bytes += g.len;
             }
+            if (n == TOK_MAX_IDS)
+                return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                                "sentencepiece model: more than %d pieces", TOK_MAX_IDS);
             n++;
         } else if (f.num == 2 && f.wire == 2) {
             pb q = {f.data, f.data + f.len, d};

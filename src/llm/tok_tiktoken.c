@@ -64,7 +64,7 @@ static int next_line(const uint8_t **p, const uint8_t *end, line *l) {
     if (q >= e || *q < '0' || *q > '9') return -1;
     while (q < e && *q >= '0' && *q <= '9') {
         r = r * 10 + (*q - '0');
-        if (r > (1 << 24)) return -1;
+        if (r >= TOK_MAX_IDS) return -1;
         q++;
     }
     while (q < e && (*q == '\r' || *q == ' ')) q++;
@@ -110,12 +110,15 @@ etch_status tok_load_tiktoken(etch_tokenizer *t, const uint8_t *d, size_t size,
     long long n_ranks = maxr + 1;
     long long n = n_ranks;
     for (size_t i = 0; i < p->n_specials; i++) {
-        if (!p->specials[i].text || p->specials[i].id < 0 || p->specials[i].id > (1 << 24))
+        if (!p->specials[i].text || p->specials[i].id < 0 || p->specials[i].id >= TOK_MAX_IDS)
             return etch_err(ETCH_ERR_INVALID_ARGUMENT, "tiktoken: special token %zu is invalid", i);
         bytes += strlen(p->specials[i].text);
         if (p->specials[i].id >= n) n = p->specials[i].id + 1;
     }
-    etch_status st = tok_alloc_tokens(t, (int32_t)n, bytes);
+    /* ranks are dense (0 .. lines-1 in every published file), specials follow them */
+    etch_status st = tok_check_id_span("tiktoken", n - 1, n_lines + p->n_specials);
+    if (st != ETCH_OK) return st;
+    st = tok_alloc_tokens(t, (int32_t)n, bytes);
     if (st != ETCH_OK) return st;
     for (int32_t i = 0; i < t->n_tokens; i++) t->tokens[i].type = TT_UNUSED;
     size_t so = 0;

@@ -4,7 +4,7 @@
 
 #include "llm/tok_internal.h"
 
-int etch_llm_api_version(void) { return 1; }
+int etch_llm_api_version(void) { return 2; }
 
 /* ---------------------------------------------------------------- arena */
 
@@ -64,14 +64,18 @@ uint64_t tok_hash2(const void *a, size_t alen, const void *b, size_t blen) {
     return mix64(fnv_step(fnv_step(0xCBF29CE484222325ull, a, alen), b, blen));
 }
 
-static uint32_t pow2_at_least(uint32_t n) {
-    uint32_t c = 16;
-    while (c < n) c <<= 1;
-    return c;
+/* A power of two >= 2 n + 1 (at least 16), or 0 when n is beyond any table we build (the
+ * loaders cap their ids at TOK_MAX_IDS; this only keeps the loop finite). */
+static uint32_t table_cap(uint32_t n) {
+    uint64_t need = 2 * (uint64_t)n + 1, c = 16;
+    if (n > 2u * TOK_MAX_IDS) return 0;
+    while (c < need) c <<= 1;
+    return (uint32_t)c;
 }
 
 int tok_map_init(etch_tokenizer *t, tok_map *m, uint32_t n_items) {
-    uint32_t cap = pow2_at_least(n_items * 2 + 1);
+    uint32_t cap = table_cap(n_items);
+    if (!cap) return 0;
     m->slots = tok_arena_alloc(&t->arena, (size_t)cap * sizeof(uint32_t));
     m->mask = cap - 1;
     return m->slots != NULL;
@@ -121,7 +125,8 @@ int32_t tok_map_get2(const etch_tokenizer *t, const tok_map *m, const void *a, s
 }
 
 int tok_pairs_init(etch_tokenizer *t, uint32_t n_items) {
-    uint32_t cap = pow2_at_least(n_items * 2 + 1);
+    uint32_t cap = table_cap(n_items);
+    if (!cap) return 0;
     t->pairs.slots = tok_arena_alloc(&t->arena, (size_t)cap * sizeof(tok_pair_slot));
     if (!t->pairs.slots) return 0;
     t->pairs.mask = cap - 1;

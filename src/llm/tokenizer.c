@@ -22,6 +22,16 @@ etch_tokenizer_params etch_tokenizer_default_params(void) {
     return p;
 }
 
+etch_status tok_check_id_span(const char *what, long long max_id, size_t n_entries) {
+    size_t gaps = n_entries > TOK_MAX_GAPS ? n_entries : TOK_MAX_GAPS;
+    if (max_id < 0 || (unsigned long long)max_id < (unsigned long long)n_entries + gaps)
+        return ETCH_OK;
+    return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                    "%s: id %lld is far beyond the %zu entries (at most %zu ids may be unused); "
+                    "the id table would need %lld slots",
+                    what, max_id, n_entries, gaps, max_id + 1);
+}
+
 etch_status tok_alloc_tokens(etch_tokenizer *t, int32_t n, size_t string_bytes) {
     t->tokens = tok_arena_alloc(&t->arena, (size_t)n * sizeof(tok_token));
     t->strings = tok_arena_alloc(&t->arena, string_bytes + 1);
@@ -32,11 +42,57 @@ etch_status tok_alloc_tokens(etch_tokenizer *t, int32_t n, size_t string_bytes) 
     return ETCH_OK;
 }
 
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The automaton over the pieces of `pieces` (each string once, under the id the map holds),
+ * or only its user-defined ones. */
+static etch_status build_piece_ac(etch_tokenizer *t, tok_ac *ac, int user_defined_only) {
+    int32_t *ids = malloc(((size_t)t->n_tokens + 1) * sizeof *ids);
+    if (!ids) return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "tokenizer: out of memory");
+    int32_t n = 0;
+    for (uint32_t i = 0; i <= t->pieces.mask && t->pieces.slots; i++) {
+        uint32_t v = t->pieces.slots[i];
+        if (!v || t->tokens[v - 1].len == 0) continue;
+        if (user_defined_only && t->tokens[v - 1].type != TT_USER_DEFINED) continue;
+        ids[n++] = (int32_t)v - 1;
+    }
+    /* in id order, so that the automaton does not depend on the hash layout */
+    for (int32_t i = 1; i < n; i++) {
+        int32_t x = ids[i], j = i;
+        while (j > 0 && ids[j - 1] > x) {
+            ids[j] = ids[j - 1];
+            j--;
+        }
+        ids[j] = x;
+    }
+    etch_status st = tok_ac_build(t, ac, ids, n); /* none: just the root */
+    free(ids);
+    return st;
+}
+
 etch_status tok_finish(etch_tokenizer *t, const etch_tokenizer_params *p) {
     t->max_token_len = 1;
     for (int32_t i = 0; i < t->n_tokens; i++)
         if (t->tokens[i].len > t->max_token_len) t->max_token_len = t->tokens[i].len;
     if (t->unk_surface_len > t->max_token_len) t->max_token_len = t->unk_surface_len;
+
+    /* the lengths the pieces have, and the automata that find the pieces in a run */
+    t->len_present = tok_arena_alloc(&t->arena, t->max_token_len / 8 + 1);
+    if (!t->len_present) return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "tokenizer: out of memory");
+    for (uint32_t i = 0; i <= t->pieces.mask && t->pieces.slots; i++) {
+        uint32_t v = t->pieces.slots[i];
+        if (v) {
+            uint32_t l = t->tokens[v - 1].len;
+            t->len_present[l >> 3] |= (uint8_t)(1u << (l & 7));
+        }
+    }
+    etch_status st = ETCH_OK;
+    if (t->model == TOK_MODEL_UNIGRAM) st = build_piece_ac(t, &t->match, 0);
+    else if (t->model == TOK_MODEL_BPE_SCORE && t->has_user_defined) st = build_piece_ac(t, &t->match, 1);
+    if (st != ETCH_OK) return st;
 
     /* specials matched in raw text: HF added tokens / tiktoken specials (TT_SPECIAL) and
      * sentencepiece control pieces (only with ETCH_TOKENIZER_PARSE_SPECIAL) */
@@ -57,24 +113,40 @@ etch_status tok_finish(etch_tokenizer *t, const etch_tokenizer_params *p) {
                  (tk->type == TT_CONTROL && t->format != ETCH_TOKENIZER_LLAMA2C)) &&
                 tk->len > 0) {
                 t->specials[ns++] = i;
-                uint8_t b = tok_text(t, i)[0];
-                t->special_first[b >> 3] |= (uint8_t)(1u << (b & 7));
             }
         }
-        /* longest first, then by id: the longest match at a position wins */
-        for (int32_t i = 1; i < ns; i++) {
-            int32_t v = t->specials[i], j = i;
-            while (j > 0) {
-                int32_t u = t->specials[j - 1];
-                uint32_t lu = t->tokens[u].len, lv = t->tokens[v].len;
-                if (lu > lv || (lu == lv && u < v)) break;
-                t->specials[j] = u;
-                j--;
-            }
-            t->specials[j] = v;
-        }
+        /* longest first, then by id: the order the automaton is built in (the lowest id
+         * keeps a text given twice); qsort, as added tokens may be many */
+        uint64_t *key = malloc((size_t)ns * sizeof *key);
+        if (!key) return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "tokenizer: out of memory");
+        for (int32_t k = 0; k < ns; k++)
+            key[k] = (uint64_t)(UINT32_MAX - t->tokens[t->specials[k]].len) << 32 |
+                     (uint32_t)t->specials[k];
+        qsort(key, (size_t)ns, sizeof *key, cmp_u64);
+        for (int32_t k = 0; k < ns; k++) t->specials[k] = (int32_t)(key[k] & UINT32_MAX);
+        free(key);
     }
     t->n_specials = ns;
+    /* their automata (all of them, and those matched without PARSE_SPECIAL) and the window of
+     * recent match starts that the scan keeps */
+    if (ns > 0) {
+        int32_t *always = malloc((size_t)ns * sizeof *always);
+        if (!always) return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "tokenizer: out of memory");
+        int32_t na = 0;
+        for (int32_t k = 0; k < ns; k++) {
+            const tok_token *tk = &t->tokens[t->specials[k]];
+            if (tk->type == TT_SPECIAL && tk->always) always[na++] = t->specials[k];
+            if (tk->len > t->max_special_len) t->max_special_len = tk->len;
+        }
+        etch_status st2 = tok_ac_build(t, &t->spec_all, t->specials, ns);
+        if (st2 == ETCH_OK && na > 0) st2 = tok_ac_build(t, &t->spec_always, always, na);
+        free(always);
+        if (st2 != ETCH_OK) return st2;
+        t->spec_ring_len = tok_arena_alloc(&t->arena, ((size_t)t->max_special_len + 1) * sizeof(uint32_t));
+        t->spec_ring_id = tok_arena_alloc(&t->arena, ((size_t)t->max_special_len + 1) * sizeof(int32_t));
+        if (!t->spec_ring_len || !t->spec_ring_id)
+            return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "tokenizer: out of memory");
+    }
 
     /* May the text be cut before a space mark that follows something else? Only if no piece
      * holds a space mark after another character. */
@@ -195,6 +267,7 @@ int32_t etch_tokenizer_vocab_size(const etch_tokenizer *t) { return t->n_tokens;
 int32_t etch_tokenizer_bos_id(const etch_tokenizer *t) { return t->bos_id; }
 int32_t etch_tokenizer_eos_id(const etch_tokenizer *t) { return t->eos_id; }
 size_t etch_tokenizer_max_token_bytes(const etch_tokenizer *t) { return t->max_token_len; }
+uint64_t etch_tokenizer_encode_work(const etch_tokenizer *t) { return t->work_done; }
 
 int32_t etch_tokenizer_token_to_id(const etch_tokenizer *t, const char *s, size_t len) {
     if (!t || !s) return -1;
@@ -213,7 +286,7 @@ const char *etch_tokenizer_token_text(const etch_tokenizer *t, int32_t id, size_
 
 /* ------------------------------------------------------------------ encode */
 
-size_t tok_pretok_encode(const etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out,
+size_t tok_pretok_encode(etch_tokenizer *t, const uint8_t *s, size_t n, tok_out *out,
                          etch_status *st);
 
 /* sentencepiece / llama2.c: normalize into t->norm, cut into runs before a space mark that
@@ -225,7 +298,7 @@ static etch_status spm_segment(etch_tokenizer *t, const uint8_t *s, size_t n, in
     uint8_t *buf = t->norm;
     size_t cap = t->chunk_cap, len = 0, cut = 0;
     int pending_space = 0, emitted = 0, content = 0, prev_mark = 1;
-    void (*run)(const etch_tokenizer *, const uint8_t *, size_t, tok_out *) =
+    void (*run)(etch_tokenizer *, const uint8_t *, size_t, tok_out *) =
         t->model == TOK_MODEL_UNIGRAM ? tok_unigram_chunk : tok_bpe_chunk;
 
     for (size_t i = 0; i < n;) {
@@ -305,24 +378,64 @@ static etch_status encode_segment(etch_tokenizer *t, const uint8_t *s, size_t n,
     return spm_segment(t, s, n, at_start, out);
 }
 
-/* Find the first special token in s[0..n) that the flags allow: *at, *len, returns id. */
-static int32_t find_special(const etch_tokenizer *t, const uint8_t *s, size_t n, uint32_t flags,
-                            size_t *at, size_t *len) {
-    for (size_t i = 0; i < n; i++) {
-        if (!(t->special_first[s[i] >> 3] & (1u << (s[i] & 7)))) continue;
-        for (int32_t k = 0; k < t->n_specials; k++) {
-            int32_t id = t->specials[k];
-            const tok_token *tk = &t->tokens[id];
-            int always = tk->type == TT_SPECIAL && tk->always;
-            if (!always && !(flags & ETCH_TOKENIZER_PARSE_SPECIAL)) continue;
-            if (tk->len <= n - i && memcmp(s + i, tok_text(t, id), tk->len) == 0) {
-                *at = i;
-                *len = tk->len;
-                return id;
+/* The special tokens in the raw text, found in one pass of their automaton: the leftmost
+ * match, the longest one there (the lowest id for the same text), then the next one from
+ * where the caller resumes. A start is decided once no match still being read can start
+ * there; the starts not yet decided (at most the longest special's length of them) keep
+ * their longest match in a ring of that size. */
+typedef struct spec_scan {
+    etch_tokenizer *t;
+    const tok_ac *ac;
+    const uint8_t *s;
+    size_t n, e;  /* e: bytes fed to the automaton */
+    size_t from;  /* the first undecided start */
+    int32_t state;
+} spec_scan;
+
+static void ring_clear(spec_scan *sc, size_t q) {
+    size_t r = q % ((size_t)sc->t->max_special_len + 1);
+    sc->t->spec_ring_len[r] = 0;
+}
+
+/* The next special starting at or after min_start (>= where the last one ended): its id, or -1
+ * when there is none; *at and *len. */
+static int32_t next_special(spec_scan *sc, size_t min_start, size_t *at, size_t *len) {
+    etch_tokenizer *t = sc->t;
+    const tok_ac *ac = sc->ac;
+    const size_t R = (size_t)t->max_special_len + 1;
+    for (; sc->from < min_start; sc->from++)
+        if (sc->from < sc->e) ring_clear(sc, sc->from);
+    for (;;) {
+        while (sc->from < sc->e &&
+               (sc->e == sc->n || sc->e - ac->depth[sc->state] > sc->from)) {
+            size_t r = sc->from % R;
+            if (t->spec_ring_len[r]) {
+                *at = sc->from;
+                *len = t->spec_ring_len[r];
+                return t->spec_ring_id[r];
+            }
+            sc->from++;
+        }
+        if (sc->e == sc->n) return -1;
+        sc->state = tok_ac_step(ac, sc->state, sc->s[sc->e++], &t->work_done);
+        for (int32_t v = ac->out[sc->state] >= 0 ? sc->state : ac->dict[sc->state]; v >= 0;
+             v = ac->dict[v]) {
+            t->work_done++;
+            uint32_t l = ac->depth[v];
+            size_t q = sc->e - l;
+            if (q < sc->from) continue; /* inside the last special, or before where we resume */
+            size_t r = q % R;
+            if (l > t->spec_ring_len[r]) {
+                t->spec_ring_len[r] = l;
+                t->spec_ring_id[r] = ac->out[v];
             }
         }
     }
-    return -1;
+}
+
+/* Leave the ring empty for the next encode. */
+static void spec_done(spec_scan *sc) {
+    for (size_t q = sc->from; q < sc->e; q++) ring_clear(sc, q);
 }
 
 static int is_ws_at(const uint8_t *s, size_t n, size_t *l) {
@@ -340,11 +453,14 @@ etch_status etch_tokenizer_encode(etch_tokenizer *t, const char *text, size_t le
     if ((flags & ETCH_TOKENIZER_ADD_BOS) && t->bos_id >= 0) tok_emit(&out, t->bos_id);
     size_t pos = 0;
     etch_status st = ETCH_OK;
+    spec_scan sc = {t, (flags & ETCH_TOKENIZER_PARSE_SPECIAL) ? &t->spec_all : &t->spec_always,
+                    s, len, 0, 0, 0};
+    int scan = t->n_specials > 0 && sc.ac->n_nodes > 1;
     while (pos < len && st == ETCH_OK) {
         size_t at = 0, sl = 0;
-        int32_t sid = t->n_specials ? find_special(t, s + pos, len - pos, flags, &at, &sl) : -1;
-        size_t seg_end = sid >= 0 ? pos + at : len;
-        size_t next = sid >= 0 ? pos + at + sl : len;
+        int32_t sid = scan ? next_special(&sc, pos, &at, &sl) : -1;
+        size_t seg_end = sid >= 0 ? at : len;
+        size_t next = sid >= 0 ? at + sl : len;
         if (sid >= 0) {
             const tok_token *tk = &t->tokens[sid];
             /* HF lstrip/rstrip: the added token swallows the whitespace beside it */
@@ -365,6 +481,7 @@ etch_status etch_tokenizer_encode(etch_tokenizer *t, const char *text, size_t le
         if (sid >= 0) tok_emit(&out, sid);
         pos = next;
     }
+    if (scan) spec_done(&sc);
     if (st != ETCH_OK) return st;
     if ((flags & ETCH_TOKENIZER_ADD_EOS) && t->eos_id >= 0) tok_emit(&out, t->eos_id);
     *n_ids = out.n;

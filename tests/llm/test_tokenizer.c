@@ -1,7 +1,10 @@
 /* Tokenizer unit tests on the shared fixtures and small inline files: format detection,
  * known ids, the caller-buffer contract, decode_token and the streaming detokenizer, cutting
  * long text into runs, malformed files (truncations, flipped bytes), and no allocation in
- * encode/decode (allocation functions wrapped at link time).
+ * encode/decode (allocation functions wrapped at link time, which also count the bytes open
+ * asks for). Hostile files: ids far beyond the entries and too many pieces are refused before
+ * big tables are allocated; very long pieces and specials keep encode's work (its counter,
+ * etch_tokenizer_encode_work) a few steps a byte.
  *   test_tokenizer FIXTURES_LLM_DIR */
 #include <stdint.h>
 #include <stdio.h>
@@ -20,9 +23,18 @@ void *__wrap_calloc(size_t a, size_t b);
 void *__wrap_realloc(void *p, size_t n);
 void __wrap_free(void *p);
 static int armed, allocs;
-void *__wrap_malloc(size_t n) { allocs += armed; return __real_malloc(n); }
-void *__wrap_calloc(size_t a, size_t b) { allocs += armed; return __real_calloc(a, b); }
-void *__wrap_realloc(void *p, size_t n) { allocs += armed; return __real_realloc(p, n); }
+static size_t alloc_bytes; /* bytes asked for, always counted */
+void *__wrap_malloc(size_t n) { allocs += armed; alloc_bytes += n; return __real_malloc(n); }
+void *__wrap_calloc(size_t a, size_t b) {
+    allocs += armed;
+    alloc_bytes += a * b;
+    return __real_calloc(a, b);
+}
+void *__wrap_realloc(void *p, size_t n) {
+    allocs += armed;
+    alloc_bytes += n;
+    return __real_realloc(p, n);
+}
 void __wrap_free(void *p) { allocs += armed && p; __real_free(p); }
 
 static char dir[2048];
@@ -349,6 +361,245 @@ static void test_malformed(void) {
     }
 }
 
+/* Open bytes with params; the status, the bytes allocated meanwhile in *bytes. */
+static etch_status open_counted(const void *d, size_t n, const etch_tokenizer_params *p,
+                                size_t *bytes, etch_tokenizer **t) {
+    *t = NULL;
+    size_t before = alloc_bytes;
+    etch_status st = etch_tokenizer_open_buffer(d, n, p, t);
+    *bytes = alloc_bytes - before;
+    return st;
+}
+
+/* Tables are sized by the largest id: an id far beyond the entries is refused before any
+ * big allocation, a vocabulary with a few gaps loads in small memory. */
+static void test_id_span(void) {
+    etch_tokenizer *t;
+    size_t bytes;
+    const size_t small = 8u << 20; /* the arena's blocks are 1 MiB */
+    /* one tiktoken rank at the id limit, and one just below it */
+    const char *tk[] = {"QQ== 16777216", "QQ== 16777215", "QQ== 0\nQg== 5000\n"};
+    for (int i = 0; i < 3; i++) {
+        CHECK_STATUS(open_counted(tk[i], strlen(tk[i]), NULL, &bytes, &t), ETCH_ERR_INVALID_PROGRAM);
+        CHECK_MSG(bytes < small, "tiktoken '%s': %zu bytes allocated to refuse it", tk[i], bytes);
+        CHECK(t == NULL);
+    }
+    CHECK_MSG(strstr(etch_last_error(), "far beyond the 2 entries") != NULL, "%s", etch_last_error());
+    /* a 59-byte tokenizer.json with a huge id */
+    const char *hj = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":16000000},\"merges\":[]}}";
+    CHECK_STATUS(open_counted(hj, strlen(hj), NULL, &bytes, &t), ETCH_ERR_INVALID_PROGRAM);
+    CHECK_MSG(bytes < small, "tokenizer.json: %zu bytes allocated to refuse it", bytes);
+    CHECK_MSG(strstr(etch_last_error(), "id 16000000 is far beyond the 1 entries") != NULL, "%s",
+              etch_last_error());
+    /* an added token above the vocabulary, past a gap of unused ids: loads, small */
+    const char *gap =
+        "{\"added_tokens\":[{\"id\":900,\"content\":\"<|end|>\",\"special\":true}],"
+        "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[]}}";
+    CHECK_OK(open_counted(gap, strlen(gap), NULL, &bytes, &t));
+    CHECK_MSG(bytes < small, "tokenizer.json with a gap: %zu bytes", bytes);
+    if (t) {
+        CHECK(etch_tokenizer_vocab_size(t) == 901);
+        int32_t ids[8];
+        size_t n;
+        CHECK_OK(etch_tokenizer_encode(t, "ab<|end|>", 9, ETCH_TOKENIZER_PARSE_SPECIAL, ids, 8, &n));
+        const int32_t e[] = {0, 1, 900};
+        CHECK(ids_eq(ids, n, e, 3));
+        char buf[16];
+        size_t len;
+        /* an unused id decodes to nothing, never garbage */
+        const int32_t hole[] = {0, 500, 1};
+        CHECK_OK(etch_tokenizer_decode(t, hole, 3, buf, sizeof buf, &len));
+        CHECK(len == 2 && memcmp(buf, "ab", 2) == 0);
+        etch_tokenizer_close(t);
+    }
+    /* tiktoken specials given far beyond the ranks */
+    etch_tokenizer_special sp[] = {{"<|endoftext|>", 9000000}};
+    etch_tokenizer_params p = etch_tokenizer_default_params();
+    p.specials = sp;
+    p.n_specials = 1;
+    const char *ranks = "YQ== 0\nYg== 1\n";
+    CHECK_STATUS(open_counted(ranks, strlen(ranks), &p, &bytes, &t), ETCH_ERR_INVALID_PROGRAM);
+    CHECK_MSG(bytes < small, "tiktoken with a far special: %zu bytes", bytes);
+    sp[0].id = 2;
+    CHECK_OK(open_counted(ranks, strlen(ranks), &p, &bytes, &t));
+    etch_tokenizer_close(t);
+}
+
+/* sentencepiece: the piece count is capped like the other formats' ids (2^24): a file of
+ * 2^24 + 1 empty pieces (2 bytes each) is refused before its tables are allocated. */
+static void test_spm_piece_cap(void) {
+    const size_t n = (1u << 24) + 1;
+    unsigned char *b = malloc(2 * n);
+    if (!b) return;
+    for (size_t i = 0; i < n; i++) {
+        b[2 * i] = 0x0A; /* field 1, length-delimited: a SentencePiece */
+        b[2 * i + 1] = 0x00;
+    }
+    etch_tokenizer_params p = etch_tokenizer_default_params();
+    p.format = ETCH_TOKENIZER_SENTENCEPIECE;
+    etch_tokenizer *t;
+    size_t bytes;
+    CHECK_STATUS(open_counted(b, 2 * n, &p, &bytes, &t), ETCH_ERR_INVALID_PROGRAM);
+    CHECK_MSG(bytes < (64u << 20), "%zu bytes allocated to refuse 2^24 + 1 pieces", bytes);
+    CHECK_MSG(strstr(etch_last_error(), "more than 16777216 pieces") != NULL, "%s",
+              etch_last_error());
+    CHECK(t == NULL);
+    free(b);
+}
+
+/* ---- a sentencepiece ModelProto written here: pieces (text, score, type), model type */
+typedef struct pbuf {
+    unsigned char *p;
+    size_t n, cap;
+} pbuf;
+static void pb_byte(pbuf *b, unsigned c) {
+    if (b->n == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 1024;
+        b->p = realloc(b->p, b->cap);
+    }
+    b->p[b->n++] = (unsigned char)c;
+}
+static void pb_varint(pbuf *b, uint64_t v) {
+    while (v >= 0x80) {
+        pb_byte(b, (unsigned)(v & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    pb_byte(b, (unsigned)v);
+}
+static void pb_piece(pbuf *b, const char *s, size_t len, float score, int type) {
+    pbuf m = {0};
+    pb_byte(&m, 0x0A); /* 1: piece */
+    pb_varint(&m, len);
+    for (size_t i = 0; i < len; i++) pb_byte(&m, (unsigned char)s[i]);
+    unsigned char f[4];
+    memcpy(f, &score, 4);
+    pb_byte(&m, 0x15); /* 2: score */
+    for (int i = 0; i < 4; i++) pb_byte(&m, f[i]);
+    pb_byte(&m, 0x18); /* 3: type */
+    pb_varint(&m, (uint64_t)type);
+    pb_byte(b, 0x0A); /* ModelProto 1: pieces */
+    pb_varint(b, m.n);
+    for (size_t i = 0; i < m.n; i++) pb_byte(b, m.p[i]);
+    free(m.p);
+}
+static void pb_model_type(pbuf *b, int type) {
+    pb_byte(b, 0x12); /* 2: trainer_spec */
+    pb_byte(b, 2);
+    pb_byte(b, 0x18); /* 3: model_type */
+    pb_byte(b, (unsigned)type);
+}
+
+/* The encoders' work is linear in the text whatever the pieces' lengths: a 20,000-byte piece
+ * (unigram, and sentencepiece BPE with it user-defined) used to make every position try every
+ * length up to it, each lookup hashing that many bytes (a 4 KB prompt took 18 s). The work
+ * counter (automaton steps, matches, hash lookups) must stay a small multiple of the bytes. */
+static void test_long_piece_work(void) {
+    enum { LONG = 20000 };
+    static char text[LONG + 8];
+    memset(text, 'a', sizeof text);
+    for (int model = 1; model <= 2; model++) { /* 1 unigram, 2 BPE */
+        pbuf b = {0};
+        pb_piece(&b, "<unk>", 5, 0, 2);
+        pb_piece(&b, "<s>", 3, 0, 3);
+        pb_piece(&b, "</s>", 4, 0, 3);
+        pb_piece(&b, "\xE2\x96\x81", 3, -1, 1);
+        pb_piece(&b, "a", 1, -1, 1);
+        pb_piece(&b, "b", 1, -2, 1);
+        pb_piece(&b, text, LONG, -3, model == 1 ? 1 : 4); /* BPE: user-defined */
+        pb_model_type(&b, model);
+        etch_tokenizer_params p = etch_tokenizer_default_params();
+        p.max_run_bytes = 2 * LONG;
+        etch_tokenizer *t = NULL;
+        CHECK_OK(etch_tokenizer_open_buffer(b.p, b.n, &p, &t));
+        free(b.p);
+        if (!t) continue;
+        static int32_t ids[LONG + 8];
+        size_t n = 0;
+        /* 4000 bytes: the long piece does not fit, every char is "a" */
+        uint64_t w0 = etch_tokenizer_encode_work(t);
+        allocs = 0;
+        armed = 1;
+        CHECK_OK(etch_tokenizer_encode(t, text, 4000, 0, ids, LONG + 8, &n));
+        armed = 0;
+        CHECK(allocs == 0);
+        uint64_t work = etch_tokenizer_encode_work(t) - w0;
+        CHECK_MSG(work <= 16 * 4003, "%s: %llu steps of work for 4000 bytes",
+                  model == 1 ? "unigram" : "BPE", (unsigned long long)work);
+        CHECK(n == 4001 && ids[0] == 3 && ids[1] == 4 && ids[4000] == 4);
+        printf("%s with a %d-byte piece: %llu steps of work for 4000 bytes\n",
+               model == 1 ? "unigram" : "BPE", LONG, (unsigned long long)work);
+        if (work > 16 * 4003) { /* the quadratic encoder: the long text would take minutes */
+            etch_tokenizer_close(t);
+            continue;
+        }
+        /* the long piece itself, inside a longer text: found, still linear */
+        w0 = etch_tokenizer_encode_work(t);
+        CHECK_OK(etch_tokenizer_encode(t, text, LONG + 1, 0, ids, LONG + 8, &n));
+        work = etch_tokenizer_encode_work(t) - w0;
+        CHECK_MSG(work <= 16 * (LONG + 4), "%s: %llu steps of work for %d bytes",
+                  model == 1 ? "unigram" : "BPE", (unsigned long long)work, LONG + 1);
+        CHECK_MSG(n == 3 && ids[0] == 3 && ids[1] == 6 && ids[2] == 4, "%s: %zu ids, %d %d",
+                  model == 1 ? "unigram" : "BPE", n, (int)ids[0], (int)ids[1]);
+        etch_tokenizer_close(t);
+    }
+}
+
+/* Special tokens are found in the raw text in one pass as well: a 20,001-byte special used to
+ * be compared at every position of a text of 'a's, and thousands of specials that share a
+ * first byte were each compared wherever that byte occurs. */
+static void test_special_work(void) {
+    enum { LONG = 20000, N = 40000, MANY = 3000 };
+    size_t cap = 2 * LONG + 64 * MANY + 1024, len = 0;
+    char *j = malloc(cap);
+    static char text[N];
+    memset(text, 'a', sizeof text);
+    len += (size_t)snprintf(j + len, cap - len, "{\"added_tokens\":[{\"id\":2,\"content\":\"");
+    memset(j + len, 'a', LONG);
+    len += LONG;
+    len += (size_t)snprintf(j + len, cap - len, "b\",\"special\":true},"
+                                                "{\"id\":3,\"content\":\"a\",\"special\":true}");
+    for (int k = 0; k < MANY; k++)
+        len += (size_t)snprintf(j + len, cap - len, ",{\"id\":%d,\"content\":\"<%d>\",\"special\":true}",
+                                4 + k, k);
+    len += (size_t)snprintf(j + len, cap - len,
+                            "],\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"<\":1},\"merges\":[]}}");
+    etch_tokenizer_params p = etch_tokenizer_default_params();
+    p.max_run_bytes = N; /* no pre-tokenizer: the text between specials is one run */
+    etch_tokenizer *t = NULL;
+    CHECK_OK(etch_tokenizer_open_buffer(j, len, &p, &t));
+    free(j);
+    if (!t) return;
+    static int32_t ids[N + 8];
+    size_t n = 0;
+    uint64_t w0 = etch_tokenizer_encode_work(t);
+    allocs = 0;
+    armed = 1;
+    CHECK_OK(etch_tokenizer_encode(t, text, N, ETCH_TOKENIZER_PARSE_SPECIAL, ids, N + 8, &n));
+    armed = 0;
+    CHECK(allocs == 0);
+    uint64_t work = etch_tokenizer_encode_work(t) - w0;
+    CHECK_MSG(work <= 8 * N, "%llu steps of work for %d bytes", (unsigned long long)work, N);
+    CHECK(n == N && ids[0] == 3 && ids[N - 1] == 3);
+    printf("a %d-byte special: %llu steps of work for %d bytes\n", LONG + 1,
+           (unsigned long long)work, N);
+    /* the long one where it is, the others around it; without the flag, plain text */
+    text[LONG] = 'b';
+    CHECK_OK(etch_tokenizer_encode(t, text, LONG + 3, ETCH_TOKENIZER_PARSE_SPECIAL, ids, N + 8, &n));
+    CHECK(n == 3 && ids[0] == 2 && ids[1] == 3 && ids[2] == 3);
+    CHECK_OK(etch_tokenizer_encode(t, text, 4, 0, ids, N + 8, &n));
+    CHECK(n == 4 && ids[0] == 0);
+    /* 3000 specials behind '<': the text is '<' after '<' */
+    memset(text, '<', N);
+    memcpy(text + N - 6, "<2999>", 6);
+    w0 = etch_tokenizer_encode_work(t);
+    CHECK_OK(etch_tokenizer_encode(t, text, N, ETCH_TOKENIZER_PARSE_SPECIAL, ids, N + 8, &n));
+    work = etch_tokenizer_encode_work(t) - w0;
+    CHECK_MSG(work <= 8 * N, "%llu steps of work for %d bytes", (unsigned long long)work, N);
+    CHECK(n == N - 5 && ids[0] == 1 && ids[N - 6] == 4 + 2999);
+    printf("%d specials: %llu steps of work for %d bytes\n", MANY + 2, (unsigned long long)work, N);
+    etch_tokenizer_close(t);
+}
+
 int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "../shared/fixtures/llm");
     test_fixtures();
@@ -356,5 +607,9 @@ int main(int argc, char **argv) {
     test_hf_tiny();
     test_tiktoken_tiny();
     test_malformed();
+    test_id_span();
+    test_spm_piece_cap();
+    test_long_piece_work();
+    test_special_work();
     return etch_test_finish();
 }

@@ -8,7 +8,9 @@
   `get_chat_template` metadata method (8 String outputs, the order etch's HF exporter writes).
 * eos.pte: the same with a zero classifier: every logit is 0, so greedy decoding picks id 0,
   <|im_end|>, the EOS, at once.
-* plain.pte: vocabulary 520, no chat template, BOS <|endoftext|>.
+* plain.pte: vocabulary 264, no chat template, BOS <|endoftext|>.
+* wide.pte: the same with vocabulary 520: more than the 512-id fixture tokenizers, and far
+  more than tokenizer.json's 259 ids (no padded embedding), for the vocabulary-size checks.
 * template.json: the template's strings, for the test's reference encoding.
 
     gen_chat_models.py OUT_DIR
@@ -117,7 +119,8 @@ def main():
     (out / "template.json").write_text(json.dumps(TEMPLATE), encoding="utf-8")
     write_model(out / "chat.pte", 264, template=TEMPLATE)
     write_model(out / "eos.pte", 264, zero_classifier=True, template=TEMPLATE)
-    write_model(out / "plain.pte", 520)
+    write_model(out / "plain.pte", 264)
+    write_model(out / "wide.pte", 520)
 
 
 if __name__ == "__main__":

@@ -349,16 +349,27 @@ class TokenizerFindingsTest(unittest.TestCase):
         self.assertIn("the tokenizer has 512 ids but the model's vocabulary has 264", err)
         # fewer: an error for llama2.c and sentencepiece (they are the vocabulary)...
         for tok, kind in (("tok512.bin", "llama2.c"), ("tok512.model", "sentencepiece")):
-            rc, _, err = run("--model", str(CHAT / "plain.pte"), "--tokenizer",
+            rc, _, err = run("--model", str(CHAT / "wide.pte"), "--tokenizer",
                              str(FIXTURES / tok), "--max-new-tokens", "1")
             self.assertEqual(rc, 1, err)
             self.assertIn("has 512 ids but the model's vocabulary has 520", err)
             self.assertIn("a %s " % kind, err)
-        # ...a note for a byte-level tokenizer (a padded embedding)
-        rc, _, err = run("--model", str(CHAT / "plain.pte"), "--tokenizer", TOKJ,
-                         "--max-new-tokens", "1")
+        # ...a note for a byte-level tokenizer a few ids short (a padded embedding), whose
+        # padded ids are never sampled...
+        rc, out, err = run("--model", str(CHAT / "plain.pte"), "--tokenizer", TOKJ,
+                           "--max-new-tokens", "64", "--temperature", "4", "--ignore-eos",
+                           "--print-tokens")
         self.assertEqual(rc, 0, err)
-        self.assertIn("note: the tokenizer has 259 ids, the model's vocabulary 520", err)
+        self.assertIn("note: the tokenizer has 259 ids, the model's vocabulary 264", err)
+        (c, pending), = contexts(err)
+        self.assertEqual(len(c), 64)  # BOS + 63 sampled, the 64th pending
+        self.assertLess(max(c + [pending]), 259, c)
+        # ...and an error when it is far smaller: its ids would be garbage
+        rc, _, err = run("--model", str(CHAT / "wide.pte"), "--tokenizer", TOKJ,
+                         "--max-new-tokens", "1")
+        self.assertEqual(rc, 1, err)
+        self.assertIn("the tokenizer has 259 ids but the model's vocabulary has 520: 261 ids "
+                      "without text are more than a padded embedding has (at most 64", err)
 
 
 if __name__ == "__main__":

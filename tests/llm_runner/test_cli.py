@@ -137,6 +137,17 @@ class ChatTest(unittest.TestCase):
                       err)
 
 
+    def test_nul_byte_in_a_line_is_refused(self):
+        # a NUL would end the turn early (C strings): the line is skipped with a message
+        # naming it, the next line is a turn as usual
+        turns = b"Once upon\0 a time\nThe cat was happy.\n"
+        rc, _, err = run("--model", str(model_path("bin")), "--tokenizer", tok(), "--chat",
+                         "--temperature", "0", "--max-new-tokens", "4", "--stats", stdin=turns)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("line 1 holds a NUL byte (byte 10 of 17): not text; skipped", err)
+        self.assertEqual(len(stats_lines(err)), 1, err)
+
+
 class ErrorTest(unittest.TestCase):
     def test_usage(self):
         self.assertEqual(run("--tokenizer", tok())[0], 2)

@@ -53,7 +53,8 @@ void cmd_llm_usage(FILE *out) {
             "                         ends with a newline on stdout. With a chat template the\n"
             "                         turns are formatted with it. When the context fills, the\n"
             "                         oldest turns are dropped (the system prompt stays); a\n"
-            "                         turn that cannot fit is skipped with a message\n"
+            "                         turn that cannot fit, or a line holding a NUL byte, is\n"
+            "                         skipped with a message\n"
             "  --quiet                no model line, report or statistics on stderr\n"
             "  --stats                in --chat, the full report and the PyTorchObserver line\n"
             "                         after each turn (instead of one line)\n"
@@ -698,7 +699,7 @@ static int chat(llm_ctx *c) {
     size_t cap = 0;
     bool tty = isatty(0);
     int rc = CLI_OK;
-    for (;;) {
+    for (size_t lineno = 1;; lineno++) {
         if (tty)
             fputs("> ", stderr);
         ssize_t n = getline(&line, &cap, stdin);
@@ -706,6 +707,15 @@ static int chat(llm_ctx *c) {
             break;
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
             line[--n] = 0;
+        /* A turn is text: a NUL byte would end it early, so the line is refused whole (like
+         * a turn too long for the context, the session goes on). */
+        const char *nul = memchr(line, 0, (size_t)n);
+        if (nul) {
+            fflush(stdout);
+            fprintf(stderr, "line %zu holds a NUL byte (byte %zu of %zd): not text; skipped\n",
+                    lineno, (size_t)(nul - line) + 1, n);
+            continue;
+        }
         if ((rc = turn(c, line)) != CLI_OK)
             break;
     }
@@ -780,7 +790,7 @@ int cmd_llm(int argc, char **argv) {
         if (etch_tokenizer_vocab_size(tok) < md->vocab_size)
             fprintf(stderr,
                     "note: the tokenizer has %d ids, the model's vocabulary %lld (padded): "
-                    "ids from %d on have no text\n",
+                    "ids from %d on have no text and are never sampled\n",
                     (int)etch_tokenizer_vocab_size(tok), (long long)md->vocab_size,
                     (int)etch_tokenizer_vocab_size(tok));
     }
