@@ -11,7 +11,7 @@ FIXTURES ?= ../shared/fixtures
 JOBS ?= 2
 PREFIX ?= /usr/local
 
-.PHONY: all build run test asan fuzz install clean
+.PHONY: all build run test asan tsan fuzz install clean
 
 all: build
 
@@ -36,6 +36,14 @@ asan:
 	cmake --build build-asan -j$(JOBS)
 	ctest --test-dir build-asan --output-on-failure -j$(JOBS)
 
+# The threaded tests (background jobs, the thread pool) under ThreadSanitizer.
+TSAN_TARGETS = test_async test_shared_program test_threadpool
+tsan:
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DETCH_TSAN=ON -DETCH_BUILD_TESTS=ON
+	cmake --build build-tsan -j$(JOBS) --target $(TSAN_TARGETS)
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --test-dir build-tsan --output-on-failure -j$(JOBS) -R '^(async|threadpool)\.'
+
 fuzz:
 	bash fuzz/run_fuzz.sh 120
 
@@ -45,4 +53,4 @@ install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-tsan

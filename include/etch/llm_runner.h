@@ -182,13 +182,20 @@ const etch_llm_metadata *etch_llm_runner_metadata(const etch_llm_runner *r);
 /* Replace the sampler (allocates; the generator restarts from params->seed). */
 etch_status etch_llm_runner_set_sampler(etch_llm_runner *r, const etch_sampler_params *params);
 
+/* Interrupt check for generation (cancellation from another thread, etch/async.h): called
+ * before every instruction of every forward call; when it returns non-zero the call stops
+ * there and generate returns ETCH_OK with stop_reason CANCELLED. The context keeps what
+ * was fed before: the prompt's completed prefill chunks, and a sampled token not yet fed
+ * waits for the next call (as after a stop id). NULL removes it. */
+void etch_llm_runner_set_interrupt(etch_llm_runner *r, etch_interrupt_fn fn, void *user_data);
+
 typedef enum etch_llm_stop_reason {
     ETCH_LLM_STOP_NONE = 0,     /* no generation happened (error) */
     ETCH_LLM_STOP_EOS,          /* the model produced one of its EOS ids */
     ETCH_LLM_STOP_STOP_ID,      /* an id of generate_params.stop_ids */
     ETCH_LLM_STOP_MAX_TOKENS,   /* max_new_tokens were generated */
     ETCH_LLM_STOP_CONTEXT_FULL, /* no position is left for the next token */
-    ETCH_LLM_STOP_CANCELLED     /* the token callback returned non-zero */
+    ETCH_LLM_STOP_CANCELLED     /* the token callback returned non-zero, or the interrupt */
 } etch_llm_stop_reason;
 
 /* "none", "eos", "stop_id", "max_tokens", "context_full", "cancelled". */

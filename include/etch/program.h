@@ -349,6 +349,13 @@ typedef void (*etch_instruction_fn)(void *user_data, size_t chain, size_t pc,
                                     const char *op_name);
 void etch_method_set_observer(etch_method *method, etch_instruction_fn fn, void *user_data);
 
+/* Interrupt check (cancellation, etch/async.h): called before every instruction of execute;
+ * a non-zero return stops execute there with ETCH_ERR_CANCELLED. The outputs of a stopped
+ * execute are not defined, and mutable state (a KV cache) may hold part of the run:
+ * etch_method_reset restores it. `fn` runs on the executing thread; NULL removes it. */
+typedef int (*etch_interrupt_fn)(void *user_data);
+void etch_method_set_interrupt(etch_method *method, etch_interrupt_fn fn, void *user_data);
+
 #ifdef __cplusplus
 }
 #endif

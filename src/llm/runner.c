@@ -403,6 +403,11 @@ const etch_llm_metadata *etch_llm_runner_metadata(const etch_llm_runner *r) {
     return r ? &r->meta : NULL;
 }
 
+void etch_llm_runner_set_interrupt(etch_llm_runner *r, etch_interrupt_fn fn, void *user_data) {
+    if (r && r->forward)
+        etch_method_set_interrupt(r->forward, fn, user_data);
+}
+
 etch_status etch_llm_runner_set_sampler(etch_llm_runner *r, const etch_sampler_params *params) {
     if (!r || !params)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "llm_runner_set_sampler: NULL argument");
@@ -606,6 +611,11 @@ static etch_status run(etch_llm_runner *r, const int32_t *ids, size_t n,
     s->prompt_eval_end_us = etch_llm_time_us();
     loc.prompt_tokens = (int64_t)total;
     s->prompt_tokens = loc.prompt_tokens;
+    if (st == ETCH_ERR_CANCELLED) { /* the interrupt: the chunks fed so far stay */
+        loc.stop_reason = ETCH_LLM_STOP_CANCELLED;
+        finish(r, res, &loc);
+        return ETCH_OK;
+    }
     if (st != ETCH_OK) {
         finish(r, res, &loc);
         return st;
@@ -658,6 +668,11 @@ static etch_status run(etch_llm_runner *r, const int32_t *ids, size_t n,
         r->tokens[0] = id;
         r->pending = -1;
         st = forward(r, 1);
+        if (st == ETCH_ERR_CANCELLED) { /* the interrupt: the token is fed by the next call */
+            r->pending = id;
+            loc.stop_reason = ETCH_LLM_STOP_CANCELLED;
+            break;
+        }
         if (st != ETCH_OK) {
             finish(r, res, &loc);
             return st;

@@ -1345,6 +1345,11 @@ etch_status etch_method_instruction_info(const etch_method *m, size_t chain, siz
     return ETCH_OK;
 }
 
+void etch_method_set_interrupt(etch_method *m, etch_interrupt_fn fn, void *user_data) {
+    m->interrupt = fn;
+    m->interrupt_data = user_data;
+}
+
 void etch_method_set_observer(etch_method *m, etch_instruction_fn fn, void *user_data) {
     m->observer = fn;
     m->observer_data = user_data;
@@ -1447,6 +1452,9 @@ static etch_status run_chain(etch_method *m, uint32_t c, uint64_t *budget) {
         const etch_instr *in = &ch->instrs[pc];
         uint32_t next = pc + 1;
         etch_status st = ETCH_OK;
+        if (m->interrupt && m->interrupt(m->interrupt_data))
+            return etch_err(ETCH_ERR_CANCELLED, "method '%s': stopped before instruction %u",
+                            m->name, pc);
         switch (in->kind) {
         case IA_KERNEL_CALL:
             if (in->skipped) /* fused into the previous call */

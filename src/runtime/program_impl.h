@@ -115,6 +115,8 @@ struct etch_method {
     const etch_threadpool_iface *threadpool;
     etch_instruction_fn observer;
     void *observer_data;
+    etch_interrupt_fn interrupt;
+    void *interrupt_data;
     etch_pool pool;
 };
 
