@@ -261,7 +261,7 @@ typedef struct etch_store_embedded {
     size_t pte_size;
     const void *tokenizer; /* may be NULL */
     size_t tokenizer_size;
-    const char *label;     /* how to call it in messages; NULL: "embedded" */
+    const char *label;     /* how to call it in messages ("models/default"); may be NULL */
 } etch_store_embedded;
 
 typedef struct etch_store_open_options {
@@ -285,8 +285,8 @@ typedef struct etch_store_served {
     size_t pte_size;
     const void *tokenizer_data;
     size_t tokenizer_size;
-    /* What happened along the chain, e.g. "chat 3: hash-mismatch: model.pte: SHA-256 ...;
-     * served previous version 2". "" when the current version was served. */
+    /* What happened along the chain, e.g. "current 3 (hash-mismatch): chat 3: model.pte:
+     * SHA-256 ...; served previous version 2". "" when the current version was served. */
     char message[ETCH_STORE_MESSAGE_MAX];
 } etch_store_served;
 

@@ -1648,8 +1648,15 @@ etch_status etch_store_writer_commit(etch_store_writer *w, char *version_out) {
             if (st != ETCH_OK)
                 etch_err_prefix("tokenizer");
         }
-        if (st != ETCH_OK)
-            etch_err_prefix("store: %s: not installed", w->name);
+        if (st != ETCH_OK) {
+            /* name the file, not the staging directory it was checked in */
+            char msg[1024], dirp[ETCH_STORE_PATH_MAX];
+            snprintf(dirp, sizeof dirp, "%s/%s/", s->path, w->tmp);
+            copy_str(msg, sizeof msg, etch_last_error());
+            for (char *at; (at = strstr(msg, dirp)) != NULL;)
+                memmove(at, at + strlen(dirp), strlen(at + strlen(dirp)) + 1);
+            etch_err(st, "store: %s: not installed: %s", w->name, msg);
+        }
     }
     if (st == ETCH_OK) {
         copy_str(m.name, sizeof m.name, w->name);
@@ -1864,20 +1871,20 @@ etch_status etch_store_open_model(etch_store *s, const char *name,
                 first_reason = r;
                 first = false;
             }
-            msg_add(out, "%s %s: %s: %s", k == 0 ? "current" : "previous", chain[k],
+            msg_add(out, "%s %s (%s): %s", k == 0 ? "current" : "previous", chain[k],
                     etch_store_reason_str(r), etch_last_error());
         }
         store_unlock(s);
     }
     out->reason = first_reason;
     if (o.embedded && o.embedded->pte) {
-        const char *label = o.embedded->label ? o.embedded->label : "embedded";
+        const char *label = o.embedded->label ? o.embedded->label : "no label";
         out->origin = ETCH_STORE_SERVED_EMBEDDED;
         out->pte_data = o.embedded->pte;
         out->pte_size = o.embedded->pte_size;
         out->tokenizer_data = o.embedded->tokenizer;
         out->tokenizer_size = o.embedded->tokenizer ? o.embedded->tokenizer_size : 0;
-        msg_add(out, "served the %s default", label);
+        msg_add(out, "served the embedded default (%s)", label);
         return ETCH_OK;
     }
     out->origin = ETCH_STORE_SERVED_NONE;

@@ -438,7 +438,8 @@ static void expect_after(const char *what, damage_fn damage, etch_store_check ch
         CHECK_MSG(!strcmp(m.version, "1") && strstr(m.message, "served previous version 1"),
                   "%s: %s", what, m.message);
     if (origin == ETCH_STORE_SERVED_EMBEDDED)
-        CHECK_MSG(m.pte_data == eb && m.version[0] == 0 && strstr(m.message, "embedded"),
+        CHECK_MSG(m.pte_data == eb && m.version[0] == 0 &&
+                      strstr(m.message, "embedded default"),
                   "%s: %s", what, m.message);
     /* without an embedded default the failure is an error, with the same reason */
     if (origin == ETCH_STORE_SERVED_EMBEDDED) {
@@ -593,7 +594,7 @@ static void test_damage(void) {
     expect_after("unlisted file", dmg_foreign_file, F, PREV, ETCH_STORE_REASON_BAD_MANIFEST,
                  "does not list");
     expect_after("both damaged", dmg_both, F, EMB, ETCH_STORE_REASON_HASH_MISMATCH,
-                 "previous 1: size-mismatch");
+                 "previous 1 (size-mismatch)");
     expect_after("state deleted", dmg_state_gone, F, EMB, ETCH_STORE_REASON_NOT_INSTALLED, NULL);
     expect_after("state garbage", dmg_state_garbage, F, EMB, ETCH_STORE_REASON_BAD_STATE, NULL);
     expect_after("state dangling", dmg_state_dangling, F, PREV,
