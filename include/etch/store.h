@@ -84,8 +84,9 @@
  *   `previous`; older ones beyond options.keep_versions are removed after the switch.
  * - The store touches nothing outside DIR, creates no symbolic links and follows none inside
  *   DIR (a symbolic link where a store file belongs is an error for that entry). Files and
- *   directories it does not know are left alone (and reported by verify), never deleted —
- *   except .tmp-* entries in DIR, which are its own.
+ *   directories it does not know are skipped by list and left alone, never deleted (remove
+ *   refuses a name or version that holds one, naming it) — except .tmp-* entries in DIR,
+ *   which are its own.
  * - Names and versions: 1..ETCH_STORE_NAME_MAX characters of [A-Za-z0-9._+-], not starting
  *   with '.' or '-'. Anything else (path separators, "..", empty, control characters,
  *   overlong) is ETCH_ERR_INVALID_ARGUMENT.
@@ -143,7 +144,7 @@ bool etch_store_name_valid(const char *s);
 /* ---- the store ------------------------------------------------------------------------- */
 
 typedef struct etch_store_options {
-    bool create;               /* create DIR (one level) and its marker when missing;
+    bool create;               /* create DIR (and its parents) and its marker when missing;
                                   default true */
     int lock_timeout_ms;       /* how long to wait for the lock: < 0 forever, 0 not at all;
                                   default 30000 */
@@ -161,7 +162,8 @@ typedef struct etch_store etch_store;
 /* Open (and, with options.create, create) the store at `dir`, then remove stale temporaries
  * (when no other handle holds the lock). Errors: ETCH_ERR_ACCESS_FAILED (cannot create or
  * open), ETCH_ERR_INVALID_STATE (a directory that is not empty and not a store: refused, so
- * that pointing the store at $HOME does not scatter files there). */
+ * that pointing the store at $HOME does not scatter files there), ETCH_ERR_NOT_FOUND
+ * (without options.create: an existing directory that is not a store). */
 etch_status etch_store_open(const char *dir, const etch_store_options *opts, etch_store **out);
 void etch_store_close(etch_store *s); /* accepts NULL */
 /* The directory it was opened with (borrowed). */
