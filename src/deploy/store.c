@@ -1301,7 +1301,8 @@ void etch_store_writer_abort(etch_store_writer *w) {
         return;
     for (int i = 0; i < ETCH_STORE_NUM_ROLES; i++)
         close_fd(&w->f[i].fd);
-    rm_tree_at(w->s->root, w->tmp, 0);
+    if (w->tmp[0]) /* "" once committed: the directory is a version now */
+        rm_tree_at(w->s->root, w->tmp, 0);
     close_fd(&w->tmpfd);
     free(w);
 }
