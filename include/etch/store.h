@@ -152,7 +152,9 @@ typedef struct etch_store_options {
                                   previous included (>= 2); 0 keeps all; default 2 */
     etch_module_kernels kernels; /* kernels registered to check programs (as etch_module_open
                                     would); default ETCH_MODULE_KERNELS_OPTIMIZED */
-    bool no_backends;          /* do not register the built-in backends for the check */
+    bool no_backends;          /* do not register the built-in backends, nor require the
+                                  backends a program delegates to (it will run its CPU
+                                  twins: etch_module_options.no_backends) */
 } etch_store_options;
 
 etch_store_options etch_store_default_options(void);

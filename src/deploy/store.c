@@ -700,7 +700,7 @@ static etch_status program_needs(const etch_store *s, const char *pte_path, cons
             if ((st = etch_method_meta_delegate(&meta, j, &di)) != ETCH_OK)
                 break;
             st = needs_add(&out->bks, &out->nbks, &out->capbks, di.id ? di.id : "");
-            if (!backend_here(di.id ? di.id : "") && !missing_bk) {
+            if (!s->o.no_backends && !backend_here(di.id ? di.id : "") && !missing_bk) {
                 missing_bk = out->bks[out->nbks - 1];
                 if (!in_method)
                     in_method = etch_method_meta_name(&meta);
@@ -918,7 +918,8 @@ static etch_status check_version(etch_store *s, const char *name, const char *ve
                           "%s %s needs operator '%s', which this build does not register", name,
                           version, m->operators[i]);
         }
-    for (size_t i = 0; i < m->num_backends && st == ETCH_OK; i++)
+    /* with no_backends the caller runs delegated methods' CPU twins: loading decides */
+    for (size_t i = 0; i < m->num_backends && st == ETCH_OK && !s->o.no_backends; i++)
         if (!backend_here(m->backends[i])) {
             rs = ETCH_STORE_REASON_OPERATOR_MISSING;
             st = etch_err(ETCH_ERR_NOT_FOUND,

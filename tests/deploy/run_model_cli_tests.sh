@@ -74,6 +74,10 @@ expect 0 "$ETCH" model list --store "$S";                has_out '^store .*: 1 m
 # ---- etch run --model NAME: the current version, then the previous one ----
 expect 0 "$ETCH" run --model add --store "$S" --print-output
 has_out "from $S/add/versions/2/model.pte"; has_out 'output 0: Tensor Float \[3\] = \[2, 2, 2\]'
+# the check registers the kernels the run asked for (the registry is process-wide)
+expect 0 "$ETCH" run --model add --store "$S" --kernels portable; has_out 'kernels portable'
+expect 0 "$ETCH" run --model add --store "$S" --no-backends
+expect 0 "$ETCH" llm --model "$LM" --tokenizer "$TOK" "${GEN[@]}" --kernels portable --quiet
 expect 0 "$ETCH" run --model "$ADD" --print-output;      has_out "from $ADD"
 expect 0 "$ETCH" run "$ADD";                             has_out "from $ADD"
 expect 2 "$ETCH" run "$ADD" --model add;                 has_err 'not both'
@@ -113,6 +117,8 @@ expect 0 "$ETCH" llm --store "$S" "${GEN[@]}";           has_err "model: served 
 [ "$(cat "$OUT")" = "$want" ] && pass || fail "the stored model's text differs"
 expect 0 "$ETCH" llm --model default --store "$S" "${GEN[@]}" --quiet
 [ "$(cat "$OUT")" = "$want" ] && pass || fail "--model default"
+expect 0 "$ETCH" llm --store "$S" "${GEN[@]}" --kernels portable --quiet
+[ "$(cat "$OUT")" = "$want" ] && pass || fail "default, portable kernels"
 # corrupt the head of the current version: the previous one, with the reason
 chmod u+w "$S/default/versions/2/model.pte"
 printf 'Z' | dd of="$S/default/versions/2/model.pte" bs=1 seek=100 conv=notrunc status=none

@@ -678,6 +678,30 @@ static void test_foreign(void) {
     st_rm_rf(out);
 }
 
+/* A store that checks for a caller who runs without backends (CPU twins) does not require
+ * the backends a manifest lists; the registry is process-wide, so only what is not
+ * registered is missing — here nothing, as the default store registered them. */
+static void test_no_backends(void) {
+    char dir[256];
+    st_mkdtemp(dir, sizeof dir, "nobk");
+    etch_store *s = open_store(dir);
+    CHECK_OK(etch_store_install_file(s, "cnn", pte_cnn, NULL, NULL));
+    etch_store_manifest *m = NULL;
+    CHECK_OK(etch_store_manifest_get(s, "cnn", NULL, &m));
+    CHECK(m && m->num_backends == 1 && !strcmp(m->backends[0], "XnnpackBackend"));
+    etch_store_manifest_free(m);
+    etch_store_close(s);
+    etch_store_options o = etch_store_default_options();
+    o.no_backends = true;
+    o.kernels = ETCH_MODULE_KERNELS_REGISTERED;
+    CHECK_OK(etch_store_open(dir, &o, &s));
+    etch_status st;
+    etch_store_served sv = serve(s, "cnn", ETCH_STORE_CHECK_FULL, NULL, &st);
+    CHECK(st == ETCH_OK && sv.origin == ETCH_STORE_SERVED_CURRENT);
+    etch_store_close(s);
+    st_rm_rf(dir);
+}
+
 /* keep_versions */
 static void test_prune(void) {
     char dir[256];
@@ -806,6 +830,7 @@ int main(int argc, char **argv) {
     test_missing_operator();
     test_damage();
     test_foreign();
+    test_no_backends();
     test_prune();
     test_concurrency();
     return etch_test_finish();

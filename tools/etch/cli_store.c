@@ -50,12 +50,13 @@ static const char *origin_str(etch_store_origin o) {
 }
 
 int cli_store_serve(const char *cmd, const char *store_opt, const char *name,
-                    const etch_store_embedded *embedded, bool announce, cli_served *out) {
+                    const etch_store_embedded *embedded, bool announce,
+                    const etch_store_options *so_in, cli_served *out) {
     memset(out, 0, sizeof *out);
     if (!cli_store_dir(cmd, store_opt, out->store, sizeof out->store))
         return CLI_USAGE;
     etch_store *s = NULL;
-    etch_store_options so = etch_store_default_options();
+    etch_store_options so = so_in ? *so_in : etch_store_default_options();
     so.create = false; /* serving never creates a store */
     etch_status st = etch_store_open(out->store, &so, &s);
     if (st != ETCH_OK) {

@@ -29,8 +29,11 @@ typedef struct cli_served {
 /* Serve `name` from the store at store_opt (resolved as cli_store_dir), with the fast check
  * and `embedded` as the last resort (may be NULL). When something other than the current
  * version is served, a line saying which and why goes to stderr ("model: ..."); with
- * `announce` a line goes there for the current version too. CLI_OK, or CLI_FAIL (printed). */
+ * `announce` a line goes there for the current version too. `so` (NULL: the defaults) says
+ * which kernels and backends the check registers: the ones the command will load with, since
+ * the registry is process-wide. CLI_OK, or CLI_FAIL (printed). */
 int cli_store_serve(const char *cmd, const char *store_opt, const char *name,
-                    const etch_store_embedded *embedded, bool announce, cli_served *out);
+                    const etch_store_embedded *embedded, bool announce,
+                    const etch_store_options *so, cli_served *out);
 
 #endif

@@ -758,8 +758,10 @@ int cmd_llm(int argc, char **argv) {
         semb.tokenizer = emb.tokenizer;
         semb.tokenizer_size = emb.tokenizer_size;
         semb.label = emb.label;
+        etch_store_options so = etch_store_default_options();
+        so.kernels = o.kernels;
         rc = cli_store_serve("llm", o.store, name, !o.model && have_emb ? &semb : NULL,
-                             !o.model && !o.quiet, sv);
+                             !o.model && !o.quiet, &so, sv);
         if (rc == CLI_OK && !o.model && !have_emb && sv->s.origin == ETCH_STORE_SERVED_NONE)
             rc = CLI_FAIL;
         if (rc != CLI_OK) {

@@ -166,7 +166,10 @@ int cmd_run(int argc, char **argv) {
     if (o.model && (cli_is_path(o.model) || !etch_store_name_valid(o.model))) {
         o.path = o.model;
     } else if (o.model) {
-        if ((rc = cli_store_serve("run", o.store, o.model, NULL, false, &sv)) != CLI_OK)
+        etch_store_options so = etch_store_default_options();
+        so.kernels = o.ma.kernels;
+        so.no_backends = o.ma.no_backends;
+        if ((rc = cli_store_serve("run", o.store, o.model, NULL, false, &so, &sv)) != CLI_OK)
             return rc;
         o.path = sv.s.pte_path;
         if (!o.ma.data && sv.s.ptd_path[0])
