@@ -75,9 +75,11 @@ int cli_store_serve(const char *cmd, const char *store_opt, const char *name,
         out->s.tokenizer_data = embedded->tokenizer;
         out->s.tokenizer_size = embedded->tokenizer_size;
         snprintf(out->s.name, sizeof out->s.name, "%s", name);
+        char why[300];
+        snprintf(why, sizeof why, "%s", etch_last_error());
         snprintf(out->s.message, sizeof out->s.message,
-                 "no model store at %.900s; served the embedded default (%s)", out->store,
-                 embedded->label ? embedded->label : "no label");
+                 "no model store at %.500s (%s); served the embedded default (%s)", out->store,
+                 why, embedded->label ? embedded->label : "no label");
         fprintf(stderr, "model: %s: %s: %s\n", name, etch_store_reason_str(out->s.reason),
                 out->s.message);
         return CLI_OK;
