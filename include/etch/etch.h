@@ -7,7 +7,8 @@
  * outputs → free → close), etch/kernel.h for custom operators, etch/backend.h for delegates.
  * The conveniences that allocate for you live in etch/module.h; .npy files in etch/npy.h;
  * bundled-program checks in etch/bundled.h; the built-in kernels in etch/kernels.h, the
- * built-in backends (XnnpackBackend) in etch/backends.h.
+ * built-in backends (XnnpackBackend) in etch/backends.h. Above the core: the model store
+ * (etch/store.h, with SHA-256 in etch/sha256.h).
  */
 #ifndef ETCH_ETCH_H
 #define ETCH_ETCH_H

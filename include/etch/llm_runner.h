@@ -175,6 +175,11 @@ etch_llm_runner_options etch_llm_runner_default_options(void);
  * generation samples from the logits of the tokenizer's ids only. */
 etch_status etch_llm_runner_open(const char *model_path, etch_tokenizer *tok,
                                  const etch_llm_runner_options *opts, etch_llm_runner **out);
+/* The same from a program in memory (borrowed: it must outlive the runner; 16-byte aligned
+ * memory is used in place, other memory is copied). opts->load_mode does not apply. */
+etch_status etch_llm_runner_open_buffer(const void *data, size_t size, etch_tokenizer *tok,
+                                        const etch_llm_runner_options *opts,
+                                        etch_llm_runner **out);
 void etch_llm_runner_close(etch_llm_runner *r); /* NULL is fine */
 
 const etch_llm_metadata *etch_llm_runner_metadata(const etch_llm_runner *r);

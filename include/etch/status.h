@@ -42,7 +42,9 @@ typedef enum etch_status {
     /* etch's own codes */
     ETCH_ERR_INCOMPATIBLE_VERSION = 0x80, /* "ET" identifier with a version other than 12 */
     ETCH_ERR_NOT_A_PROGRAM = 0x81,        /* no recognisable identifier at all */
-    ETCH_ERR_CANCELLED = 0x82             /* stopped by a caller's callback */
+    ETCH_ERR_CANCELLED = 0x82,            /* stopped by a caller's callback */
+    ETCH_ERR_INTEGRITY = 0x83             /* bytes differ from their recorded size or SHA-256
+                                             (etch/store.h) */
 } etch_status;
 
 /* The enumerator's name without prefix, e.g. "InvalidProgram"; "Unknown" for other values. */

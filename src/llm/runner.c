@@ -326,10 +326,29 @@ static etch_status load_chat_template(etch_llm_runner *r) {
 
 /* ---- open / close ----------------------------------------------------------------------- */
 
+/* From a file (model_path) or from memory (data, size; named "model buffer" in errors). */
+static etch_status runner_open(const char *model_path, const void *data, size_t size,
+                               etch_tokenizer *tok, const etch_llm_runner_options *opts,
+                               etch_llm_runner **out);
+
 etch_status etch_llm_runner_open(const char *model_path, etch_tokenizer *tok,
                                  const etch_llm_runner_options *opts, etch_llm_runner **out) {
     if (!model_path || !tok || !out)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "llm_runner_open: NULL argument");
+    return runner_open(model_path, NULL, 0, tok, opts, out);
+}
+
+etch_status etch_llm_runner_open_buffer(const void *data, size_t size, etch_tokenizer *tok,
+                                        const etch_llm_runner_options *opts,
+                                        etch_llm_runner **out) {
+    if (!data || !tok || !out)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "llm_runner_open_buffer: NULL argument");
+    return runner_open(NULL, data, size, tok, opts, out);
+}
+
+static etch_status runner_open(const char *model_path, const void *data, size_t size,
+                               etch_tokenizer *tok, const etch_llm_runner_options *opts,
+                               etch_llm_runner **out) {
     etch_llm_runner_options o = opts ? *opts : etch_llm_runner_default_options();
     const char *method = o.method ? o.method : "forward";
     int64_t t0 = etch_llm_time_us();
@@ -346,7 +365,8 @@ etch_status etch_llm_runner_open(const char *model_path, etch_tokenizer *tok,
     mo.num_threads = o.num_threads;
     mo.kernels = o.kernels;
     mo.no_prepack = o.no_prepack;
-    etch_status st = etch_module_open(model_path, &mo, &r->mod);
+    etch_status st = model_path ? etch_module_open(model_path, &mo, &r->mod)
+                                : etch_module_open_buffer(data, size, &mo, &r->mod);
     if (st == ETCH_OK)
         r->num_threads = etch_module_num_threads(r->mod);
     if (st == ETCH_OK)
@@ -360,7 +380,7 @@ etch_status etch_llm_runner_open(const char *model_path, etch_tokenizer *tok,
     if (st == ETCH_OK)
         st = etch_sampler_open(&o.sampler, (int32_t)r->meta.vocab_size, &r->sampler);
     if (st != ETCH_OK) {
-        etch_err_prefix("%s", model_path);
+        etch_err_prefix("%s", model_path ? model_path : "model buffer");
         etch_llm_runner_close(r);
         return st;
     }

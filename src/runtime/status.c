@@ -36,6 +36,7 @@ const char *etch_status_str(etch_status s) {
     case ETCH_ERR_INCOMPATIBLE_VERSION: return "IncompatibleVersion";
     case ETCH_ERR_NOT_A_PROGRAM: return "NotAProgram";
     case ETCH_ERR_CANCELLED: return "Cancelled";
+    case ETCH_ERR_INTEGRITY: return "Integrity";
     }
     return "Unknown";
 }

@@ -150,7 +150,9 @@ class ChatTest(unittest.TestCase):
 
 class ErrorTest(unittest.TestCase):
     def test_usage(self):
-        self.assertEqual(run("--tokenizer", tok())[0], 2)
+        # without --model, etch llm serves the store's default model (tests/deploy covers
+        # it); usage errors stay usage errors
+        self.assertEqual(run("--tokenizer", tok(), "--chat", "--prompt", "x")[0], 2)
         self.assertEqual(run("--model", str(model_path("bin")))[0], 2)
         self.assertEqual(run("--model", "m", "--tokenizer", "t", "--top-p", "0")[0], 2)
         self.assertEqual(run("--model", "m", "--tokenizer", "t", "--chat", "--prompt", "x")[0],

@@ -8,8 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_store.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "embedded_model.h"
 #include "etch/llm.h"
 #include "etch/llm_runner.h"
 
@@ -18,7 +20,7 @@
 
 void cmd_llm_usage(FILE *out) {
     fprintf(out,
-            "usage: etch llm --model M.pte --tokenizer T [options]\n"
+            "usage: etch llm [--model M.pte --tokenizer T | --model NAME] [options]\n"
             "\n"
             "Generate text with a decoder exported by 'python3 -m etch.llm export' (KV cache\n"
             "inside the program). Without --prompt, generation starts from BOS. stdout carries\n"
@@ -27,9 +29,14 @@ void cmd_llm_usage(FILE *out) {
             "'PyTorchObserver {...}' (ExecuTorch's keys), in --chat one line per turn.\n"
             "\n"
             "options:\n"
-            "  --model FILE           the program (.pte)\n"
+            "  --model FILE|NAME      the program (.pte), or a model in the store (etch model):\n"
+            "                         its current version, else its previous one. Without\n"
+            "                         --model: the store's model 'default', else the model\n"
+            "                         built into etch (stderr says which, and why)\n"
             "  --tokenizer FILE       llama2.c tokenizer.bin, sentencepiece .model,\n"
-            "                         tokenizer.json or tiktoken ranks\n"
+            "                         tokenizer.json or tiktoken ranks (default for a stored\n"
+            "                         or built-in model: its own)\n"
+            CLI_HELP_STORE
             "  --prompt TEXT          text to continue (default: start from BOS); with a chat\n"
             "                         template (or --system), one user turn: only the reply\n"
             "                         is printed\n"
@@ -76,7 +83,7 @@ void cmd_llm_usage(FILE *out) {
 typedef struct llm_opts {
     const char *model, *tokenizer, *prompt, *system, *max_new, *temperature, *top_k, *top_p,
         *seed;
-    const char *stop_ids_s, *threads, *load_mode, *kernels_s;
+    const char *stop_ids_s, *threads, *load_mode, *kernels_s, *store;
     const char *stops[MAX_STOP_STRS];
     size_t n_stops;
     etch_module_kernels kernels;
@@ -119,6 +126,7 @@ static int parse_args(int argc, char **argv, llm_opts *o) {
         if (r < 0 ||
             (r = cli_opt_value("llm", argc, argv, &i, "--model", &o->model)) ||
             (r = cli_opt_value("llm", argc, argv, &i, "--tokenizer", &o->tokenizer)) ||
+            (r = cli_opt_value("llm", argc, argv, &i, "--store", &o->store)) ||
             (r = cli_opt_value("llm", argc, argv, &i, "--prompt", &o->prompt)) ||
             (r = cli_opt_value("llm", argc, argv, &i, "--system", &o->system)) ||
             (r = cli_opt_value("llm", argc, argv, &i, "--max-new-tokens", &o->max_new)) ||
@@ -147,9 +155,8 @@ static int parse_args(int argc, char **argv, llm_opts *o) {
         return cli_usage_error("llm", "unexpected argument '%s' (the prompt goes in --prompt)",
                                argv[i]);
     }
-    if (!o->model)
-        return cli_usage_error("llm", "missing --model");
-    if (!o->tokenizer)
+    if (o->model && (cli_is_path(o->model) || !etch_store_name_valid(o->model)) &&
+        !o->tokenizer)
         return cli_usage_error("llm", "missing --tokenizer");
     if (o->chat && o->prompt)
         return cli_usage_error("llm", "--chat reads the turns from stdin; drop --prompt");
@@ -741,11 +748,67 @@ int cmd_llm(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o);
     if (rc != CLI_OK)
         return rc;
+    /* the model: a file; a name in the store; or, without --model, the store's "default"
+     * and then the model built into etch */
+    cli_served *sv = NULL;
+    cli_embedded emb;
+    etch_store_embedded semb;
+    bool have_emb = cli_embedded_model(&emb);
+    const void *model_data = NULL, *tok_data = NULL;
+    size_t model_size = 0, tok_size = 0;
+    char shown[ETCH_STORE_NAME_MAX + 32];
+    /* a store name: valid as one, and not an existing path (paths keep working) */
+    if (!o.model || (!cli_is_path(o.model) && etch_store_name_valid(o.model))) {
+        const char *name = o.model ? o.model : "default";
+        sv = malloc(sizeof *sv);
+        if (!sv)
+            return oom();
+        semb.pte = emb.pte;
+        semb.pte_size = emb.pte_size;
+        semb.tokenizer = emb.tokenizer;
+        semb.tokenizer_size = emb.tokenizer_size;
+        semb.label = emb.label;
+        etch_store_options so = etch_store_default_options();
+        so.kernels = o.kernels;
+        rc = cli_store_serve("llm", o.store, name, !o.model && have_emb ? &semb : NULL,
+                             !o.model && !o.quiet, &so, sv);
+        if (rc == CLI_OK && !o.model && !have_emb && sv->s.origin == ETCH_STORE_SERVED_NONE)
+            rc = CLI_FAIL;
+        if (rc != CLI_OK) {
+            if (!o.model && !have_emb)
+                fprintf(stderr, "(this etch was built without an embedded model: give "
+                                "--model FILE --tokenizer FILE)\n");
+            free(sv);
+            return rc;
+        }
+        if (sv->s.origin == ETCH_STORE_SERVED_EMBEDDED) {
+            model_data = sv->s.pte_data;
+            model_size = sv->s.pte_size;
+            tok_data = sv->s.tokenizer_data;
+            tok_size = sv->s.tokenizer_size;
+            snprintf(shown, sizeof shown, "%s", emb.label ? emb.label : "the embedded model");
+            o.model = shown;
+        } else {
+            o.model = sv->s.pte_path;
+            if (!o.tokenizer && sv->s.tokenizer_path[0])
+                o.tokenizer = sv->s.tokenizer_path;
+        }
+        if (!o.tokenizer && !tok_data) {
+            fprintf(stderr, "error: NotFound: model %s %s has no tokenizer: give --tokenizer "
+                            "FILE (or install it with 'etch model install ... --tokenizer')\n",
+                    name, sv->s.version);
+            free(sv);
+            return CLI_FAIL;
+        }
+    }
     etch_tokenizer *tok = NULL;
     /* the error names the file already */
-    etch_status st = etch_tokenizer_open_file(o.tokenizer, NULL, &tok);
-    if (st != ETCH_OK)
+    etch_status st = o.tokenizer ? etch_tokenizer_open_file(o.tokenizer, NULL, &tok)
+                                 : etch_tokenizer_open_buffer(tok_data, tok_size, NULL, &tok);
+    if (st != ETCH_OK) {
+        free(sv);
         return cli_fail(st);
+    }
     etch_llm_runner_options ro = etch_llm_runner_default_options();
     ro.load_mode = o.mode;
     ro.num_threads = o.nthreads;
@@ -756,9 +819,11 @@ int cmd_llm(int argc, char **argv) {
     ro.sampler.top_p = (float)o.p;
     ro.sampler.seed = (uint64_t)o.s;
     etch_llm_runner *r = NULL;
-    st = etch_llm_runner_open(o.model, tok, &ro, &r);
+    st = model_data ? etch_llm_runner_open_buffer(model_data, model_size, tok, &ro, &r)
+                    : etch_llm_runner_open(o.model, tok, &ro, &r);
     if (st != ETCH_OK) {
         etch_tokenizer_close(tok);
+        free(sv);
         return cli_fail(st);
     }
     const etch_llm_metadata *md = etch_llm_runner_metadata(r);
@@ -826,5 +891,6 @@ int cmd_llm(int argc, char **argv) {
     free(c.turns);
     etch_llm_runner_close(r);
     etch_tokenizer_close(tok);
+    free(sv);
     return rc;
 }

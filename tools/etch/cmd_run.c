@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_store.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "etch/module.h"
@@ -14,11 +15,16 @@
 void cmd_run_usage(FILE *out) {
     fprintf(out,
             "usage: etch run FILE [options]\n"
+            "       etch run --model FILE|NAME [options]\n"
             "\n"
             "Load a method of FILE (.pte, or the program inside a .bpte), execute it and report\n"
             "the load time and each execution's time.\n"
             "\n"
             "options:\n"
+            "  --model FILE|NAME      FILE, or a model in the store (etch model): its current\n"
+            "                         version, else its previous one (stderr says why); its\n"
+            "                         .ptd, if it has one, unless --data is given\n"
+            CLI_HELP_STORE
             "  --method NAME          method to run (default: 'forward', else the only method)\n"
             "  --inputs A.npy,B.npy   one .npy per method input, in order; a non-tensor input\n"
             "                         takes a 0-d array. Default: tensors of ones at the stored\n"
@@ -43,7 +49,7 @@ void cmd_run_usage(FILE *out) {
 #define OUT_PATH_MAX 4096
 
 typedef struct run_opts {
-    const char *path, *output_dir, *num_exec, *load_mode;
+    const char *path, *output_dir, *num_exec, *load_mode, *model, *store;
     cli_module_args ma; /* --method, --inputs, --data, --cpu-threads, --kernels, --no-fusion */
     bool print_output, json;
     long long executions;
@@ -56,6 +62,8 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         int r;
         if ((r = cli_module_args_take("run", argc, argv, &i, &o->ma)) ||
             (r = cli_opt_value("run", argc, argv, &i, "--output-dir", &o->output_dir)) ||
+            (r = cli_opt_value("run", argc, argv, &i, "--model", &o->model)) ||
+            (r = cli_opt_value("run", argc, argv, &i, "--store", &o->store)) ||
             (r = cli_opt_value("run", argc, argv, &i, "--num-executions", &o->num_exec)) ||
             (r = cli_opt_value("run", argc, argv, &i, "--load-mode", &o->load_mode)) ||
             (r = cli_opt_flag("run", argv, i, "--print-output", &o->print_output)) ||
@@ -69,8 +77,12 @@ static int parse_args(int argc, char **argv, run_opts *o) {
         if (r > 0)
             break;
     }
-    if (!o->path)
-        return cli_usage_error("run", "missing FILE");
+    if (o->path && o->model)
+        return cli_usage_error("run", "give FILE or --model, not both");
+    if (!o->path && !o->model)
+        return cli_usage_error("run", "missing FILE (or --model NAME)");
+    if (o->store && !o->model)
+        return cli_usage_error("run", "--store goes with --model NAME");
     /* the files are DIR/output_<i>.npy: refuse what would not fit OUT_PATH_MAX, never cut */
     if (o->output_dir && strlen(o->output_dir) > OUT_PATH_MAX - 40)
         return cli_usage_error("run", "--output-dir: a path of %zu bytes is too long (at most %d)",
@@ -155,6 +167,20 @@ int cmd_run(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o);
     if (rc != CLI_OK)
         return rc;
+    static cli_served sv; /* --model NAME: the served files (o.path points into it) */
+    /* a store name: valid as one, and not an existing path (paths keep working) */
+    if (o.model && (cli_is_path(o.model) || !etch_store_name_valid(o.model))) {
+        o.path = o.model;
+    } else if (o.model) {
+        etch_store_options so = etch_store_default_options();
+        so.kernels = o.ma.kernels;
+        so.no_backends = o.ma.no_backends;
+        if ((rc = cli_store_serve("run", o.store, o.model, NULL, false, &so, &sv)) != CLI_OK)
+            return rc;
+        o.path = sv.s.pte_path;
+        if (!o.ma.data && sv.s.ptd_path[0])
+            o.ma.data = sv.s.ptd_path;
+    }
     if (o.output_dir && (rc = cli_mkdirs(o.output_dir)) != CLI_OK)
         return rc;
 

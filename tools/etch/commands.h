@@ -14,5 +14,7 @@ int cmd_llm(int argc, char **argv);
 void cmd_llm_usage(FILE *out);
 int cmd_bench(int argc, char **argv);
 void cmd_bench_usage(FILE *out);
+int cmd_model(int argc, char **argv);
+void cmd_model_usage(FILE *out);
 
 #endif
