@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "etch/async.h"
 #include "etch/bundled.h"
 #include "etch/etch.h"
 #include "rob_case.h"
@@ -418,9 +419,24 @@ static void run_method(rcase *c, const etch_program *prog, const char *name,
         for (int run = 1; run <= 2 && !c->o->skip_plain_exec; run++) {
             stage = run == 1 ? ROB_EXEC1 : ROB_EXEC2;
             etch_err_clear();
-            st = etch_method_execute(m);
-            if (failed(c, "execute", st))
-                break;
+            if (run == 2 && c->o->async_exec) {
+                etch_job *job = NULL;
+                st = etch_job_start_execute(m, NULL, &job);
+                if (st == ETCH_OK) {
+                    etch_job_wait(job, -1);
+                    st = etch_job_status(job);
+                    if (st != ETCH_OK && !etch_job_error(job)[0])
+                        violation(c, "background execute failed (%s) without a message",
+                                  etch_status_str(st));
+                    etch_job_free(job);
+                }
+                if (st != ETCH_OK)
+                    break;
+            } else {
+                st = etch_method_execute(m);
+                if (failed(c, "execute", st))
+                    break;
+            }
             check_outputs(c, m, run);
         }
     }

@@ -56,6 +56,10 @@ typedef struct rob_options {
      * already known; the bundled checks still run (when the wrapper opens: otherwise the
      * methods are not even loaded, as that too would repeat the earlier run). */
     int skip_plain_exec;
+    /* The second plain execute runs through a background job (etch/async.h): every case
+     * whose first execute passes also runs on a worker thread, where a failure must still
+     * come with a message. */
+    int async_exec;
 } rob_options;
 
 rob_options rob_default_options(void);

@@ -629,6 +629,7 @@ int main(int argc, char **argv) {
     if (part)
         part++;
     g_opts = rob_default_options();
+    g_opts.async_exec = 1;
     g_opts.quiet = 1; /* CHECK_MSG reports the first violation of each case */
     CHECK_OK(etch_kernels_register_portable());
     CHECK_OK(etch_backends_register_builtin());
