@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "etch/llm.h"
 #include "etch/llm_runner.h"
+#include "llm_policy.h"
 
 #define MAX_STOP_IDS 64
 #define MAX_STOP_STRS 16
@@ -19,6 +20,7 @@
 void cmd_llm_usage(FILE *out) {
     fprintf(out,
             "usage: etch llm --model M.pte --tokenizer T [options]\n"
+            "       etch llm --models A.pte[:TOK],B.pte[:TOK] [--latency-budget-ms N] [options]\n"
             "\n"
             "Generate text with a decoder exported by 'python3 -m etch.llm export' (KV cache\n"
             "inside the program). Without --prompt, generation starts from BOS. stdout carries\n"
@@ -63,6 +65,7 @@ void cmd_llm_usage(FILE *out) {
             "                         stop reason, the statistics\n"
             "  --print-tokens         after each generation print the ids in the context\n"
             "                         ('context: ...') and the pending one to stderr\n"
+            LLM_POLICY_HELP
             "  --load-mode MODE       mmap (default) or read\n"
             CLI_HELP_THREADS_KERNELS
             "  --no-prepack           do not prepack the weights at load: slower prefill and\n"
@@ -77,6 +80,7 @@ typedef struct llm_opts {
     const char *model, *tokenizer, *prompt, *system, *max_new, *temperature, *top_k, *top_p,
         *seed;
     const char *stop_ids_s, *threads, *load_mode, *kernels_s;
+    llm_policy_flags policy; /* --models and its budget flags (llm_policy.h) */
     const char *stops[MAX_STOP_STRS];
     size_t n_stops;
     etch_module_kernels kernels;
@@ -130,6 +134,11 @@ static int parse_args(int argc, char **argv, llm_opts *o) {
             (r = cli_opt_value("llm", argc, argv, &i, "--cpu-threads", &o->threads)) ||
             (r = cli_opt_value("llm", argc, argv, &i, "--load-mode", &o->load_mode)) ||
             (r = cli_opt_value("llm", argc, argv, &i, "--kernels", &o->kernels_s)) ||
+            (r = cli_opt_value("llm", argc, argv, &i, "--models", &o->policy.models)) ||
+            (r = cli_opt_value("llm", argc, argv, &i, "--latency-budget-ms",
+                               &o->policy.latency_budget)) ||
+            (r = cli_opt_value("llm", argc, argv, &i, "--cooldown-ms", &o->policy.cooldown)) ||
+            (r = cli_opt_value("llm", argc, argv, &i, "--thermal-trace", &o->policy.trace)) ||
             (r = cli_opt_flag("llm", argv, i, "--chat", &o->chat)) ||
             (r = cli_opt_flag("llm", argv, i, "--ignore-eos", &o->ignore_eos)) ||
             (r = cli_opt_flag("llm", argv, i, "--raw", &o->raw)) ||
@@ -147,10 +156,15 @@ static int parse_args(int argc, char **argv, llm_opts *o) {
         return cli_usage_error("llm", "unexpected argument '%s' (the prompt goes in --prompt)",
                                argv[i]);
     }
-    if (!o->model)
+    o->policy.tokenizer = o->tokenizer;
+    if (o->model && o->policy.models)
+        return cli_usage_error("llm", "--models replaces --model; give one of them");
+    if (!o->model && !o->policy.models)
         return cli_usage_error("llm", "missing --model");
-    if (!o->tokenizer)
+    if (!o->tokenizer && !o->policy.models)
         return cli_usage_error("llm", "missing --tokenizer");
+    if (llm_policy_check(&o->policy) != CLI_OK)
+        return CLI_USAGE;
     if (o->chat && o->prompt)
         return cli_usage_error("llm", "--chat reads the turns from stdin; drop --prompt");
     if (o->raw && o->system)
@@ -314,6 +328,7 @@ typedef struct llm_ctx {
     size_t n_turns, cap_turns;
     bool started;                       /* the first turn was prefilled */
     etch_llm_stop_reason last_stop;     /* of the last reply */
+    etch_llm_stats last_stats;          /* of the last reply (all its generate calls) */
 } llm_ctx;
 
 /* One reply over possibly several generate calls (context shifts between them). */
@@ -521,6 +536,7 @@ static etch_status reply_to(llm_ctx *c, const int32_t *ids, size_t n, const char
         if (!s.stop_string)
             emit(&s, s.held.p, s.held.len);
         c->last_stop = s.stop_string ? ETCH_LLM_STOP_CANCELLED : rp.res.stop_reason;
+        c->last_stats = rp.st;
         if (o->json) {
             print_json(c, &rp, &s, shown_prompt);
         } else if (o->chat) {
@@ -694,7 +710,42 @@ static int turn(llm_ctx *c, const char *text) {
     return st == ETCH_OK ? CLI_OK : cli_fail(st);
 }
 
-static int chat(llm_ctx *c) {
+/* Without a prompt: generate from BOS (or the template's start), as a continuation. */
+static int from_start(llm_ctx *c) {
+    const etch_llm_chat_template *t = c->tmpl;
+    c->keep = t ? c->n_prefix : (etch_llm_runner_metadata(c->r)->bos_id >= 0);
+    c->started = true;
+    etch_status st;
+    if (t && c->n_prefix)
+        st = reply_to(c, c->prefix, c->n_prefix, NULL, NULL, false);
+    else
+        st = reply_to(c, NULL, 0, NULL, NULL, true);
+    return st == ETCH_OK ? CLI_OK : cli_fail(st);
+}
+
+/* The models requests go to: one (--model), or the variants of --models with the policy
+ * choosing one per request (llm_policy.c). */
+typedef struct llm_session {
+    llm_ctx *v;
+    size_t n;
+    llm_policy *policy; /* NULL: v[0] */
+} llm_session;
+
+/* One request (a turn, a --prompt, or NULL: from the start) on the model chosen for it. */
+static int request(llm_session *s, const char *text) {
+    size_t i = 0;
+    int rc;
+    if (s->policy && (rc = llm_policy_before(s->policy, &i)) != CLI_OK)
+        return rc;
+    llm_ctx *c = &s->v[i];
+    memset(&c->last_stats, 0, sizeof c->last_stats);
+    rc = text ? turn(c, text) : from_start(c);
+    if (s->policy && rc == CLI_OK)
+        llm_policy_after(s->policy, i, &c->last_stats);
+    return rc;
+}
+
+static int chat(llm_session *s) {
     char *line = NULL;
     size_t cap = 0;
     bool tty = isatty(0);
@@ -716,60 +767,43 @@ static int chat(llm_ctx *c) {
                     lineno, (size_t)(nul - line) + 1, n);
             continue;
         }
-        if ((rc = turn(c, line)) != CLI_OK)
+        if ((rc = request(s, line)) != CLI_OK)
             break;
     }
     free(line);
     return rc;
 }
 
-/* Without a prompt: generate from BOS (or the template's start), as a continuation. */
-static int from_start(llm_ctx *c) {
-    const etch_llm_chat_template *t = c->tmpl;
-    c->keep = t ? c->n_prefix : (etch_llm_runner_metadata(c->r)->bos_id >= 0);
-    c->started = true;
-    etch_status st;
-    if (t && c->n_prefix)
-        st = reply_to(c, c->prefix, c->n_prefix, NULL, NULL, false);
-    else
-        st = reply_to(c, NULL, 0, NULL, NULL, true);
-    return st == ETCH_OK ? CLI_OK : cli_fail(st);
-}
-
-int cmd_llm(int argc, char **argv) {
-    llm_opts o;
-    int rc = parse_args(argc, argv, &o);
-    if (rc != CLI_OK)
-        return rc;
+/* Open a model and its tokenizer for requests (the model line on stderr). On failure c holds
+ * what was opened: close_ctx frees it. */
+static int open_ctx(const llm_opts *o, const char *model, const char *tokenizer, llm_ctx *c) {
+    int rc = CLI_OK;
+    memset(c, 0, sizeof *c);
     etch_tokenizer *tok = NULL;
     /* the error names the file already */
-    etch_status st = etch_tokenizer_open_file(o.tokenizer, NULL, &tok);
+    etch_status st = etch_tokenizer_open_file(tokenizer, NULL, &tok);
     if (st != ETCH_OK)
         return cli_fail(st);
+    c->tok = tok;
     etch_llm_runner_options ro = etch_llm_runner_default_options();
-    ro.load_mode = o.mode;
-    ro.num_threads = o.nthreads;
-    ro.kernels = o.kernels;
-    ro.no_prepack = o.no_prepack;
-    ro.sampler.temperature = (float)o.temp;
-    ro.sampler.top_k = (int32_t)o.k;
-    ro.sampler.top_p = (float)o.p;
-    ro.sampler.seed = (uint64_t)o.s;
+    ro.load_mode = o->mode;
+    ro.num_threads = o->nthreads;
+    ro.kernels = o->kernels;
+    ro.no_prepack = o->no_prepack;
+    ro.sampler.temperature = (float)o->temp;
+    ro.sampler.top_k = (int32_t)o->k;
+    ro.sampler.top_p = (float)o->p;
+    ro.sampler.seed = (uint64_t)o->s;
     etch_llm_runner *r = NULL;
-    st = etch_llm_runner_open(o.model, tok, &ro, &r);
-    if (st != ETCH_OK) {
-        etch_tokenizer_close(tok);
+    st = etch_llm_runner_open(model, tok, &ro, &r);
+    if (st != ETCH_OK)
         return cli_fail(st);
-    }
     const etch_llm_metadata *md = etch_llm_runner_metadata(r);
-    llm_ctx c;
-    memset(&c, 0, sizeof c);
-    c.o = &o;
-    c.r = r;
-    c.tok = tok;
-    c.tmpl = o.raw ? NULL : etch_llm_runner_chat_template(r);
-    c.window = md->max_context_len;
-    if (!o.quiet) {
+    c->o = o;
+    c->r = r;
+    c->tmpl = o->raw ? NULL : etch_llm_runner_chat_template(r);
+    c->window = md->max_context_len;
+    if (!o->quiet) {
         fprintf(stderr,
                 "model: vocab %lld, context %lld, %lld tokens per call, %lld layers, bos %lld, "
                 "eos",
@@ -785,8 +819,8 @@ int cmd_llm(int argc, char **argv) {
         fprintf(stderr,
                 "%s; sampler: temperature %g, top-k %lld, top-p %g, seed %lld; threads %d, "
                 "kernels %s\n",
-                c.tmpl ? "; chat template" : "", o.temp, o.k, o.p, o.s, o.nthreads,
-                etch_module_kernels_name(o.kernels));
+                c->tmpl ? "; chat template" : "", o->temp, o->k, o->p, o->s, o->nthreads,
+                etch_module_kernels_name(o->kernels));
         if (etch_tokenizer_vocab_size(tok) < md->vocab_size)
             fprintf(stderr,
                     "note: the tokenizer has %d ids, the model's vocabulary %lld (padded): "
@@ -794,17 +828,51 @@ int cmd_llm(int argc, char **argv) {
                     (int)etch_tokenizer_vocab_size(tok), (long long)md->vocab_size,
                     (int)etch_tokenizer_vocab_size(tok));
     }
-    if (o.system && !c.tmpl) {
+    if (o->system && !c->tmpl) {
         fprintf(stderr, "error: NotSupported: --system needs a chat template, and %s has none "
                         "(no get_chat_template method)\n",
-                o.model);
+                model);
         rc = CLI_FAIL;
     }
-    c.ids = malloc(((size_t)c.window + 1) * sizeof *c.ids);
-    if (rc == CLI_OK && !c.ids)
+    c->ids = malloc(((size_t)c->window + 1) * sizeof *c->ids);
+    if (rc == CLI_OK && !c->ids)
         rc = oom();
-    if (rc == CLI_OK && c.tmpl)
-        rc = prepare_template(&c);
+    if (rc == CLI_OK && c->tmpl)
+        rc = prepare_template(c);
+    return rc;
+}
+
+static void close_ctx(llm_ctx *c) {
+    free(c->ids);
+    free(c->prefix);
+    free(c->suffix);
+    free(c->turns);
+    etch_llm_runner_close(c->r);
+    etch_tokenizer_close(c->tok);
+}
+
+int cmd_llm(int argc, char **argv) {
+    llm_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc != CLI_OK)
+        return rc;
+    llm_session s;
+    memset(&s, 0, sizeof s);
+    s.n = 1;
+    if (o.policy.models) {
+        if ((rc = llm_policy_open(&o.policy, o.quiet, &s.policy)) != CLI_OK)
+            return rc;
+        s.n = llm_policy_count(s.policy);
+    }
+    s.v = calloc(s.n, sizeof *s.v);
+    if (!s.v) {
+        llm_policy_close(s.policy);
+        return oom();
+    }
+    for (size_t i = 0; rc == CLI_OK && i < s.n; i++)
+        rc = s.policy ? open_ctx(&o, llm_policy_model(s.policy, i),
+                                 llm_policy_tokenizer(s.policy, i), &s.v[i])
+                      : open_ctx(&o, o.model, o.tokenizer, &s.v[i]);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -812,19 +880,11 @@ int cmd_llm(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
 
-    if (rc == CLI_OK) {
-        if (o.chat)
-            rc = chat(&c);
-        else if (o.prompt)
-            rc = turn(&c, o.prompt);
-        else
-            rc = from_start(&c);
-    }
-    free(c.ids);
-    free(c.prefix);
-    free(c.suffix);
-    free(c.turns);
-    etch_llm_runner_close(r);
-    etch_tokenizer_close(tok);
+    if (rc == CLI_OK)
+        rc = o.chat ? chat(&s) : request(&s, o.prompt);
+    for (size_t i = 0; i < s.n; i++)
+        close_ctx(&s.v[i]);
+    free(s.v);
+    llm_policy_close(s.policy);
     return rc;
 }
