@@ -20,7 +20,7 @@
 void cmd_llm_usage(FILE *out) {
     fprintf(out,
             "usage: etch llm --model M.pte --tokenizer T [options]\n"
-            "       etch llm --models A.pte[:TOK],B.pte[:TOK] [--latency-budget-ms N] [options]\n"
+            "       etch llm --models A.pte[:TOK],B.pte[:TOK],... [options]\n"
             "\n"
             "Generate text with a decoder exported by 'python3 -m etch.llm export' (KV cache\n"
             "inside the program). Without --prompt, generation starts from BOS. stdout carries\n"
@@ -710,18 +710,7 @@ static int turn(llm_ctx *c, const char *text) {
     return st == ETCH_OK ? CLI_OK : cli_fail(st);
 }
 
-/* Without a prompt: generate from BOS (or the template's start), as a continuation. */
-static int from_start(llm_ctx *c) {
-    const etch_llm_chat_template *t = c->tmpl;
-    c->keep = t ? c->n_prefix : (etch_llm_runner_metadata(c->r)->bos_id >= 0);
-    c->started = true;
-    etch_status st;
-    if (t && c->n_prefix)
-        st = reply_to(c, c->prefix, c->n_prefix, NULL, NULL, false);
-    else
-        st = reply_to(c, NULL, 0, NULL, NULL, true);
-    return st == ETCH_OK ? CLI_OK : cli_fail(st);
-}
+static int from_start(llm_ctx *c);
 
 /* The models requests go to: one (--model), or the variants of --models with the policy
  * choosing one per request (llm_policy.c). */
@@ -772,6 +761,19 @@ static int chat(llm_session *s) {
     }
     free(line);
     return rc;
+}
+
+/* Without a prompt: generate from BOS (or the template's start), as a continuation. */
+static int from_start(llm_ctx *c) {
+    const etch_llm_chat_template *t = c->tmpl;
+    c->keep = t ? c->n_prefix : (etch_llm_runner_metadata(c->r)->bos_id >= 0);
+    c->started = true;
+    etch_status st;
+    if (t && c->n_prefix)
+        st = reply_to(c, c->prefix, c->n_prefix, NULL, NULL, false);
+    else
+        st = reply_to(c, NULL, 0, NULL, NULL, true);
+    return st == ETCH_OK ? CLI_OK : cli_fail(st);
 }
 
 /* Open a model and its tokenizer for requests (the model line on stderr). On failure c holds
