@@ -14,6 +14,7 @@
 #include "embedded_model.h"
 #include "etch/llm.h"
 #include "etch/llm_runner.h"
+#include "llm_policy.h"
 
 #define MAX_STOP_IDS 64
 #define MAX_STOP_STRS 16
@@ -21,6 +22,7 @@
 void cmd_llm_usage(FILE *out) {
     fprintf(out,
             "usage: etch llm [--model M.pte --tokenizer T | --model NAME] [options]\n"
+            "       etch llm --models A.pte[:TOK],B.pte[:TOK],... [options]\n"
             "\n"
             "Generate text with a decoder exported by 'python3 -m etch.llm export' (KV cache\n"
             "inside the program). Without --prompt, generation starts from BOS. stdout carries\n"
@@ -70,6 +72,7 @@ void cmd_llm_usage(FILE *out) {
             "                         stop reason, the statistics\n"
             "  --print-tokens         after each generation print the ids in the context\n"
             "                         ('context: ...') and the pending one to stderr\n"
+            LLM_POLICY_HELP
             "  --load-mode MODE       mmap (default) or read\n"
             CLI_HELP_THREADS_KERNELS
             "  --no-prepack           do not prepack the weights at load: slower prefill and\n"
@@ -84,6 +87,7 @@ typedef struct llm_opts {
     const char *model, *tokenizer, *prompt, *system, *max_new, *temperature, *top_k, *top_p,
         *seed;
     const char *stop_ids_s, *threads, *load_mode, *kernels_s, *store;
+    llm_policy_flags policy; /* --models and its budget flags (llm_policy.h) */
     const char *stops[MAX_STOP_STRS];
     size_t n_stops;
     etch_module_kernels kernels;
@@ -138,6 +142,11 @@ static int parse_args(int argc, char **argv, llm_opts *o) {
             (r = cli_opt_value("llm", argc, argv, &i, "--cpu-threads", &o->threads)) ||
             (r = cli_opt_value("llm", argc, argv, &i, "--load-mode", &o->load_mode)) ||
             (r = cli_opt_value("llm", argc, argv, &i, "--kernels", &o->kernels_s)) ||
+            (r = cli_opt_value("llm", argc, argv, &i, "--models", &o->policy.models)) ||
+            (r = cli_opt_value("llm", argc, argv, &i, "--latency-budget-ms",
+                               &o->policy.latency_budget)) ||
+            (r = cli_opt_value("llm", argc, argv, &i, "--cooldown-ms", &o->policy.cooldown)) ||
+            (r = cli_opt_value("llm", argc, argv, &i, "--thermal-trace", &o->policy.trace)) ||
             (r = cli_opt_flag("llm", argv, i, "--chat", &o->chat)) ||
             (r = cli_opt_flag("llm", argv, i, "--ignore-eos", &o->ignore_eos)) ||
             (r = cli_opt_flag("llm", argv, i, "--raw", &o->raw)) ||
@@ -155,9 +164,17 @@ static int parse_args(int argc, char **argv, llm_opts *o) {
         return cli_usage_error("llm", "unexpected argument '%s' (the prompt goes in --prompt)",
                                argv[i]);
     }
-    if (o->model && (cli_is_path(o->model) || !etch_store_name_valid(o->model)) &&
-        !o->tokenizer)
+    o->policy.tokenizer = o->tokenizer;
+    if (o->model && o->policy.models)
+        return cli_usage_error("llm", "--models replaces --model; give one of them");
+    if (o->store && o->policy.models)
+        return cli_usage_error("llm", "--store goes with --model NAME (--models takes files)");
+    /* a --model that is a file needs its tokenizer; a store name or no --model has its own */
+    if (!o->policy.models && o->model &&
+        (cli_is_path(o->model) || !etch_store_name_valid(o->model)) && !o->tokenizer)
         return cli_usage_error("llm", "missing --tokenizer");
+    if (llm_policy_check(&o->policy) != CLI_OK)
+        return CLI_USAGE;
     if (o->chat && o->prompt)
         return cli_usage_error("llm", "--chat reads the turns from stdin; drop --prompt");
     if (o->raw && o->system)
@@ -321,6 +338,7 @@ typedef struct llm_ctx {
     size_t n_turns, cap_turns;
     bool started;                       /* the first turn was prefilled */
     etch_llm_stop_reason last_stop;     /* of the last reply */
+    etch_llm_stats last_stats;          /* of the last reply (all its generate calls) */
 } llm_ctx;
 
 /* One reply over possibly several generate calls (context shifts between them). */
@@ -528,6 +546,7 @@ static etch_status reply_to(llm_ctx *c, const int32_t *ids, size_t n, const char
         if (!s.stop_string)
             emit(&s, s.held.p, s.held.len);
         c->last_stop = s.stop_string ? ETCH_LLM_STOP_CANCELLED : rp.res.stop_reason;
+        c->last_stats = rp.st;
         if (o->json) {
             print_json(c, &rp, &s, shown_prompt);
         } else if (o->chat) {
@@ -701,7 +720,31 @@ static int turn(llm_ctx *c, const char *text) {
     return st == ETCH_OK ? CLI_OK : cli_fail(st);
 }
 
-static int chat(llm_ctx *c) {
+static int from_start(llm_ctx *c);
+
+/* The models requests go to: one (--model), or the variants of --models with the policy
+ * choosing one per request (llm_policy.c). */
+typedef struct llm_session {
+    llm_ctx *v;
+    size_t n;
+    llm_policy *policy; /* NULL: v[0] */
+} llm_session;
+
+/* One request (a turn, a --prompt, or NULL: from the start) on the model chosen for it. */
+static int request(llm_session *s, const char *text) {
+    size_t i = 0;
+    int rc;
+    if (s->policy && (rc = llm_policy_before(s->policy, &i)) != CLI_OK)
+        return rc;
+    llm_ctx *c = &s->v[i];
+    memset(&c->last_stats, 0, sizeof c->last_stats);
+    rc = text ? turn(c, text) : from_start(c);
+    if (s->policy && rc == CLI_OK)
+        llm_policy_after(s->policy, i, &c->last_stats);
+    return rc;
+}
+
+static int chat(llm_session *s) {
     char *line = NULL;
     size_t cap = 0;
     bool tty = isatty(0);
@@ -723,7 +766,7 @@ static int chat(llm_ctx *c) {
                     lineno, (size_t)(nul - line) + 1, n);
             continue;
         }
-        if ((rc = turn(c, line)) != CLI_OK)
+        if ((rc = request(s, line)) != CLI_OK)
             break;
     }
     free(line);
@@ -743,6 +786,95 @@ static int from_start(llm_ctx *c) {
     return st == ETCH_OK ? CLI_OK : cli_fail(st);
 }
 
+/* Open a model and its tokenizer for requests (the model line on stderr). On failure c holds
+ * what was opened: close_ctx frees it. */
+/* The model and tokenizer are files, or (the built-in model) bytes in memory: `mem` non-NULL. */
+typedef struct llm_mem {
+    const void *model, *tokenizer;
+    size_t model_size, tokenizer_size;
+} llm_mem;
+
+static int open_ctx(const llm_opts *o, const char *model, const char *tokenizer,
+                    const llm_mem *mem, llm_ctx *c) {
+    int rc = CLI_OK;
+    memset(c, 0, sizeof *c);
+    if (!tokenizer && !mem)
+        return cli_usage_error("llm", "missing --tokenizer for %s", model);
+    etch_tokenizer *tok = NULL;
+    /* the error names the file already */
+    etch_status st =
+        tokenizer ? etch_tokenizer_open_file(tokenizer, NULL, &tok)
+                  : etch_tokenizer_open_buffer(mem->tokenizer, mem->tokenizer_size, NULL, &tok);
+    if (st != ETCH_OK)
+        return cli_fail(st);
+    c->tok = tok;
+    etch_llm_runner_options ro = etch_llm_runner_default_options();
+    ro.load_mode = o->mode;
+    ro.num_threads = o->nthreads;
+    ro.kernels = o->kernels;
+    ro.no_prepack = o->no_prepack;
+    ro.sampler.temperature = (float)o->temp;
+    ro.sampler.top_k = (int32_t)o->k;
+    ro.sampler.top_p = (float)o->p;
+    ro.sampler.seed = (uint64_t)o->s;
+    etch_llm_runner *r = NULL;
+    st = mem ? etch_llm_runner_open_buffer(mem->model, mem->model_size, tok, &ro, &r)
+             : etch_llm_runner_open(model, tok, &ro, &r);
+    if (st != ETCH_OK)
+        return cli_fail(st);
+    const etch_llm_metadata *md = etch_llm_runner_metadata(r);
+    c->o = o;
+    c->r = r;
+    c->tmpl = o->raw ? NULL : etch_llm_runner_chat_template(r);
+    c->window = md->max_context_len;
+    if (!o->quiet) {
+        fprintf(stderr,
+                "model: vocab %lld, context %lld, %lld tokens per call, %lld layers, bos %lld, "
+                "eos",
+                (long long)md->vocab_size, (long long)md->max_context_len,
+                (long long)md->max_seq_len, (long long)md->n_layers, (long long)md->bos_id);
+        for (size_t i = 0; i < md->n_eos_ids; i++)
+            fprintf(stderr, "%s%lld", i ? "," : " ", (long long)md->eos_ids[i]);
+        if (md->kv_cache_dtype[0])
+            fprintf(stderr, "; kv cache %s", md->kv_cache_dtype);
+        if (md->kv_cache_bytes_per_token)
+            fprintf(stderr, "%s %lld bytes/token", md->kv_cache_dtype[0] ? "," : "; kv cache",
+                    (long long)md->kv_cache_bytes_per_token);
+        fprintf(stderr,
+                "%s; sampler: temperature %g, top-k %lld, top-p %g, seed %lld; threads %d, "
+                "kernels %s\n",
+                c->tmpl ? "; chat template" : "", o->temp, o->k, o->p, o->s, o->nthreads,
+                etch_module_kernels_name(o->kernels));
+        if (etch_tokenizer_vocab_size(tok) < md->vocab_size)
+            fprintf(stderr,
+                    "note: the tokenizer has %d ids, the model's vocabulary %lld (padded): "
+                    "ids from %d on have no text and are never sampled\n",
+                    (int)etch_tokenizer_vocab_size(tok), (long long)md->vocab_size,
+                    (int)etch_tokenizer_vocab_size(tok));
+    }
+    if (o->system && !c->tmpl) {
+        fprintf(stderr, "error: NotSupported: --system needs a chat template, and %s has none "
+                        "(no get_chat_template method)\n",
+                model);
+        rc = CLI_FAIL;
+    }
+    c->ids = malloc(((size_t)c->window + 1) * sizeof *c->ids);
+    if (rc == CLI_OK && !c->ids)
+        rc = oom();
+    if (rc == CLI_OK && c->tmpl)
+        rc = prepare_template(c);
+    return rc;
+}
+
+static void close_ctx(llm_ctx *c) {
+    free(c->ids);
+    free(c->prefix);
+    free(c->suffix);
+    free(c->turns);
+    etch_llm_runner_close(c->r);
+    etch_tokenizer_close(c->tok);
+}
+
 int cmd_llm(int argc, char **argv) {
     llm_opts o;
     int rc = parse_args(argc, argv, &o);
@@ -754,11 +886,11 @@ int cmd_llm(int argc, char **argv) {
     cli_embedded emb;
     etch_store_embedded semb;
     bool have_emb = cli_embedded_model(&emb);
-    const void *model_data = NULL, *tok_data = NULL;
-    size_t model_size = 0, tok_size = 0;
+    llm_mem mem = {NULL, NULL, 0, 0};
     char shown[ETCH_STORE_NAME_MAX + 32];
     /* a store name: valid as one, and not an existing path (paths keep working) */
-    if (!o.model || (!cli_is_path(o.model) && etch_store_name_valid(o.model))) {
+    if (!o.policy.models &&
+        (!o.model || (!cli_is_path(o.model) && etch_store_name_valid(o.model)))) {
         const char *name = o.model ? o.model : "default";
         sv = malloc(sizeof *sv);
         if (!sv)
@@ -782,10 +914,10 @@ int cmd_llm(int argc, char **argv) {
             return rc;
         }
         if (sv->s.origin == ETCH_STORE_SERVED_EMBEDDED) {
-            model_data = sv->s.pte_data;
-            model_size = sv->s.pte_size;
-            tok_data = sv->s.tokenizer_data;
-            tok_size = sv->s.tokenizer_size;
+            mem.model = sv->s.pte_data;
+            mem.model_size = sv->s.pte_size;
+            mem.tokenizer = sv->s.tokenizer_data;
+            mem.tokenizer_size = sv->s.tokenizer_size;
             snprintf(shown, sizeof shown, "%s", emb.label ? emb.label : "the embedded model");
             o.model = shown;
         } else {
@@ -793,7 +925,7 @@ int cmd_llm(int argc, char **argv) {
             if (!o.tokenizer && sv->s.tokenizer_path[0])
                 o.tokenizer = sv->s.tokenizer_path;
         }
-        if (!o.tokenizer && !tok_data) {
+        if (!o.tokenizer && !mem.tokenizer) {
             fprintf(stderr, "error: NotFound: model %s %s has no tokenizer: give --tokenizer "
                             "FILE (or install it with 'etch model install ... --tokenizer')\n",
                     name, sv->s.version);
@@ -801,75 +933,24 @@ int cmd_llm(int argc, char **argv) {
             return CLI_FAIL;
         }
     }
-    etch_tokenizer *tok = NULL;
-    /* the error names the file already */
-    etch_status st = o.tokenizer ? etch_tokenizer_open_file(o.tokenizer, NULL, &tok)
-                                 : etch_tokenizer_open_buffer(tok_data, tok_size, NULL, &tok);
-    if (st != ETCH_OK) {
+    llm_session s;
+    memset(&s, 0, sizeof s);
+    s.n = 1;
+    if (o.policy.models) {
+        if ((rc = llm_policy_open(&o.policy, o.quiet, &s.policy)) != CLI_OK)
+            return rc;
+        s.n = llm_policy_count(s.policy);
+    }
+    s.v = calloc(s.n, sizeof *s.v);
+    if (!s.v) {
+        llm_policy_close(s.policy);
         free(sv);
-        return cli_fail(st);
+        return oom();
     }
-    etch_llm_runner_options ro = etch_llm_runner_default_options();
-    ro.load_mode = o.mode;
-    ro.num_threads = o.nthreads;
-    ro.kernels = o.kernels;
-    ro.no_prepack = o.no_prepack;
-    ro.sampler.temperature = (float)o.temp;
-    ro.sampler.top_k = (int32_t)o.k;
-    ro.sampler.top_p = (float)o.p;
-    ro.sampler.seed = (uint64_t)o.s;
-    etch_llm_runner *r = NULL;
-    st = model_data ? etch_llm_runner_open_buffer(model_data, model_size, tok, &ro, &r)
-                    : etch_llm_runner_open(o.model, tok, &ro, &r);
-    if (st != ETCH_OK) {
-        etch_tokenizer_close(tok);
-        free(sv);
-        return cli_fail(st);
-    }
-    const etch_llm_metadata *md = etch_llm_runner_metadata(r);
-    llm_ctx c;
-    memset(&c, 0, sizeof c);
-    c.o = &o;
-    c.r = r;
-    c.tok = tok;
-    c.tmpl = o.raw ? NULL : etch_llm_runner_chat_template(r);
-    c.window = md->max_context_len;
-    if (!o.quiet) {
-        fprintf(stderr,
-                "model: vocab %lld, context %lld, %lld tokens per call, %lld layers, bos %lld, "
-                "eos",
-                (long long)md->vocab_size, (long long)md->max_context_len,
-                (long long)md->max_seq_len, (long long)md->n_layers, (long long)md->bos_id);
-        for (size_t i = 0; i < md->n_eos_ids; i++)
-            fprintf(stderr, "%s%lld", i ? "," : " ", (long long)md->eos_ids[i]);
-        if (md->kv_cache_dtype[0])
-            fprintf(stderr, "; kv cache %s", md->kv_cache_dtype);
-        if (md->kv_cache_bytes_per_token)
-            fprintf(stderr, "%s %lld bytes/token", md->kv_cache_dtype[0] ? "," : "; kv cache",
-                    (long long)md->kv_cache_bytes_per_token);
-        fprintf(stderr,
-                "%s; sampler: temperature %g, top-k %lld, top-p %g, seed %lld; threads %d, "
-                "kernels %s\n",
-                c.tmpl ? "; chat template" : "", o.temp, o.k, o.p, o.s, o.nthreads,
-                etch_module_kernels_name(o.kernels));
-        if (etch_tokenizer_vocab_size(tok) < md->vocab_size)
-            fprintf(stderr,
-                    "note: the tokenizer has %d ids, the model's vocabulary %lld (padded): "
-                    "ids from %d on have no text and are never sampled\n",
-                    (int)etch_tokenizer_vocab_size(tok), (long long)md->vocab_size,
-                    (int)etch_tokenizer_vocab_size(tok));
-    }
-    if (o.system && !c.tmpl) {
-        fprintf(stderr, "error: NotSupported: --system needs a chat template, and %s has none "
-                        "(no get_chat_template method)\n",
-                o.model);
-        rc = CLI_FAIL;
-    }
-    c.ids = malloc(((size_t)c.window + 1) * sizeof *c.ids);
-    if (rc == CLI_OK && !c.ids)
-        rc = oom();
-    if (rc == CLI_OK && c.tmpl)
-        rc = prepare_template(&c);
+    for (size_t i = 0; rc == CLI_OK && i < s.n; i++)
+        rc = s.policy ? open_ctx(&o, llm_policy_model(s.policy, i),
+                                 llm_policy_tokenizer(s.policy, i), NULL, &s.v[i])
+                      : open_ctx(&o, o.model, o.tokenizer, mem.model ? &mem : NULL, &s.v[i]);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -877,20 +958,12 @@ int cmd_llm(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
 
-    if (rc == CLI_OK) {
-        if (o.chat)
-            rc = chat(&c);
-        else if (o.prompt)
-            rc = turn(&c, o.prompt);
-        else
-            rc = from_start(&c);
-    }
-    free(c.ids);
-    free(c.prefix);
-    free(c.suffix);
-    free(c.turns);
-    etch_llm_runner_close(r);
-    etch_tokenizer_close(tok);
+    if (rc == CLI_OK)
+        rc = o.chat ? chat(&s) : request(&s, o.prompt);
+    for (size_t i = 0; i < s.n; i++)
+        close_ctx(&s.v[i]);
+    free(s.v);
+    llm_policy_close(s.policy);
     free(sv);
     return rc;
 }
