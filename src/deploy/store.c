@@ -85,9 +85,25 @@ static int io_mkdir(int dfd, const char *name) {
 }
 
 static int io_write(int fd, const void *data, size_t size, const char *what) {
-    if (faulted("write", what))
-        return -1;
+    size_t stop_at = 0; /* a short write injected: the bytes to write before failing */
+    bool short_write = false;
+    if (fault_fn) {
+        int e = fault_fn(fault_user, "write", what);
+        if (e == ETCH_STORE_FAULT_SHORT_WRITE) {
+            short_write = true;
+            stop_at = size / 2;
+        } else if (e) {
+            errno = e;
+            return -1;
+        }
+    }
     const char *p = (const char *)data;
+    if (short_write) {
+        if (stop_at && write(fd, p, stop_at) < 0)
+            return -1;
+        errno = ENOSPC;
+        return -1;
+    }
     while (size) {
         ssize_t n = write(fd, p, size);
         if (n < 0) {

@@ -1,12 +1,18 @@
 /* I/O fault injection: every step of an install that changes the disk (each create, mkdir,
  * write, fsync and rename) is made to fail in turn, one per run, through the store's internal
- * hook (deploy/store_fault.h). After each, a fresh handle on the store must serve a model that
+ * hook (deploy/store_fault.h): a write stops half way with ENOSPC, the others fail with EIO or
+ * ENOSPC. After each, a fresh handle on the store must serve a model that
  * passes the full check — the old one, or the new one when the failure came after the switch
  * — leave no temporaries behind, keep the previous version verified, and take the next
  * install. The same for streamed installs, installs that prune, rollback and removal.
+ * Then the process is killed before each step in turn (a child that calls _exit there, so no
+ * cleanup of its own runs): afterwards the store serves a verified model as well.
  *
  * usage: test_store_faults FIXTURES */
 #include "store_test_util.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "deploy/store_fault.h"
 #include "etch/store.h"
@@ -20,12 +26,28 @@ typedef struct fault_plan {
     char steps[256][96];
 } fault_plan;
 
+/* the child of a crash run dies before step `target` */
+static int crash_hook(void *user, const char *step, const char *what) {
+    fault_plan *f = (fault_plan *)user;
+    (void)step;
+    (void)what;
+    if (f->count++ == f->target)
+        _exit(0);
+    return 0;
+}
+
+/* the failure injected at step i: a write stops half way on a full disk; the other steps
+ * fail with EIO or ENOSPC in turn */
 static int hook(void *user, const char *step, const char *what) {
     fault_plan *f = (fault_plan *)user;
     int i = f->count++;
     if (i < 256)
         snprintf(f->steps[i], sizeof f->steps[i], "%s %s", step, what);
-    return i == f->target ? EIO : 0;
+    if (i != f->target)
+        return 0;
+    if (!strcmp(step, "write"))
+        return ETCH_STORE_FAULT_SHORT_WRITE;
+    return i % 2 ? ENOSPC : EIO;
 }
 
 typedef enum op { OP_INSTALL, OP_STREAM, OP_INSTALL_PRUNE, OP_ROLLBACK, OP_REMOVE } op;
@@ -92,7 +114,7 @@ static etch_status run_op(etch_store *s, op o, char *version) {
 
 /* After the failure of step k: what must hold. */
 static void check_after(const char *dir, op o, int k, const char *step, etch_status st,
-                        const char *msg) {
+                        const char *msg, bool crashed) {
     etch_store *s = open_store(dir); /* a fresh handle cleans temporaries */
     CHECK_MSG(st_count_prefix(dir, ".tmp-") == 0, "%s, step %d (%s): temporaries left",
               op_names[o], k, step);
@@ -113,7 +135,7 @@ static void check_after(const char *dir, op o, int k, const char *step, etch_sta
     if (st == ETCH_OK)
         CHECK_MSG(!strcmp(m.version, after), "%s, step %d (%s): succeeded but serves %s",
                   op_names[o], k, step, m.version);
-    else if (!strcmp(m.version, after) && o != OP_REMOVE && o != OP_ROLLBACK)
+    else if (!crashed && !strcmp(m.version, after) && o != OP_REMOVE && o != OP_ROLLBACK)
         /* failed after the switch: only the last directory sync may do that, and says so */
         CHECK_MSG(strstr(msg, "may not survive") != NULL || strstr(msg, "fsync") != NULL,
                   "%s, step %d (%s): failed (%s) yet switched", op_names[o], k, step, msg);
@@ -173,12 +195,45 @@ static void run_faults(op o) {
         snprintf(msg, sizeof msg, "%s", etch_last_error());
         failed += st != ETCH_OK;
         etch_store_close(s);
-        check_after(dir, o, k, step, st, msg);
+        check_after(dir, o, k, step, st, msg, false);
         st_rm_rf(dir);
     }
     printf("%s: %d of %d injected faults failed the operation; every one left a verified "
            "model served\n",
            op_names[o], failed, total);
+    /* killed before each step in turn */
+    int crashed = 0;
+    for (int k = 0; k < total && k < 256; k++) {
+        char step[96];
+        memcpy(step, f->steps[k], sizeof step);
+        st_mkdtemp(dir, sizeof dir, "crash");
+        prepare(dir, o);
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            etch_store *cs = NULL;
+            etch_store_options so = etch_store_default_options();
+            so.lock_timeout_ms = 2000;
+            if (etch_store_open(dir, &so, &cs) != ETCH_OK)
+                _exit(2);
+            f->target = k;
+            f->count = 0;
+            etch_store_set_fault_hook(crash_hook, f);
+            run_op(cs, o, v);
+            _exit(3); /* not reached: the hook ends the process before step k */
+        }
+        int wst = 0;
+        CHECK(pid > 0 && waitpid(pid, &wst, 0) == pid);
+        CHECK_MSG(WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
+                  "%s: the child meant to die before step %d (%s) ended with %d", op_names[o], k,
+                  step, wst);
+        crashed += WIFEXITED(wst) && WEXITSTATUS(wst) == 0;
+        check_after(dir, o, k, step, ETCH_ERR_INTERNAL, "", true);
+        st_rm_rf(dir);
+    }
+    printf("%s: killed before each of its %d steps (%d crashes): every one left a verified "
+           "model served\n",
+           op_names[o], total, crashed);
     free(f);
 }
 
