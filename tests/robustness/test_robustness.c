@@ -16,7 +16,11 @@
  *   plus every file in tests/robustness/regressions (inputs that once broke something).
  *
  * Each case runs rob_run (rob_case.h): open, verify, load every method with memory sized
- * from its metadata, set inputs, execute twice, read the outputs. A case passes when every
+ * from its metadata, set inputs, execute twice (the second time on a background job), read
+ * the outputs. Every 53rd case (across all mutation classes, the baseline first) is also
+ * installed into a model store (etch/store.h): a program that does not open must be refused,
+ * an installed one served by the full check with the very bytes given, and a refused one
+ * must leave the version served before. A case passes when every
  * call ends in ETCH_OK or a known error with a message; memory errors and leaks are the
  * sanitizers' to report (this test installs no signal handlers).
  *
@@ -36,6 +40,9 @@
 
 #include "etch/backends.h"
 #include "etch/bundled.h"
+#include "etch/sha256.h"
+#include "etch/store.h"
+#include "runtime/error.h" /* etch_err_clear */
 #include "etch/etch.h"
 #include "etch/kernels.h"
 #include "etch_test.h"
@@ -230,6 +237,74 @@ static uint64_t seed_of(const char *s) {
     return h;
 }
 
+/* ---- the same bytes through the model store ------------------------------------------- */
+
+#define STORE_EVERY 53
+static etch_store *g_store;
+static char g_store_dir[256];
+static unsigned long g_store_seen, g_store_tried, g_store_installed;
+
+static bool file_sha256(const char *path, char hex[ETCH_SHA256_HEX_SIZE]) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    etch_sha256 h;
+    etch_sha256_init(&h);
+    static uint8_t b[65536];
+    size_t n;
+    while ((n = fread(b, 1, sizeof b, f)) > 0)
+        etch_sha256_update(&h, b, n);
+    fclose(f);
+    uint8_t d[ETCH_SHA256_SIZE];
+    etch_sha256_final(&h, d);
+    etch_sha256_hex(d, hex);
+    return true;
+}
+
+static void store_case(const uint8_t *prog, size_t size, const uint8_t *ptd, size_t ptd_size) {
+    if (!g_store || g_store_seen++ % STORE_EVERY)
+        return;
+    g_store_tried++;
+    etch_program *pp = NULL;
+    bool opens = etch_program_open_buffer(prog, size, NULL, &pp) == ETCH_OK;
+    etch_program_close(pp);
+    etch_store_open_options oo = etch_store_default_open_options();
+    etch_store_served before, after;
+    bool had = etch_store_open_model(g_store, "m", &oo, &before) == ETCH_OK;
+    etch_store_buffers files;
+    memset(&files, 0, sizeof files);
+    files.data[ETCH_STORE_PTE] = prog;
+    files.size[ETCH_STORE_PTE] = size;
+    files.data[ETCH_STORE_PTD] = ptd;
+    files.size[ETCH_STORE_PTD] = ptd ? ptd_size : 0;
+    char version[ETCH_STORE_NAME_MAX + 1];
+    etch_err_clear();
+    etch_status st = etch_store_install_buffer(g_store, "m", &files, NULL, version);
+    if (st != ETCH_OK) {
+        CHECK_MSG(etch_last_error()[0], "%s: store refused it without a message",
+                  g_current.what);
+        if (had) /* nothing changed: what was served before still is */
+            CHECK_MSG(etch_store_open_model(g_store, "m", &oo, &after) == ETCH_OK &&
+                          after.origin == before.origin &&
+                          strcmp(after.version, before.version) == 0,
+                      "%s: a refused install changed what the store serves", g_current.what);
+        return;
+    }
+    g_store_installed++;
+    CHECK_MSG(opens, "%s: the store installed a program that does not open", g_current.what);
+    oo.check = ETCH_STORE_CHECK_FULL;
+    CHECK_MSG(etch_store_open_model(g_store, "m", &oo, &after) == ETCH_OK &&
+                  after.origin == ETCH_STORE_SERVED_CURRENT && !strcmp(after.version, version),
+              "%s: installed version %s not served by the full check: %s", g_current.what,
+              version, after.message);
+    uint8_t d[ETCH_SHA256_SIZE];
+    char want[ETCH_SHA256_HEX_SIZE], got[ETCH_SHA256_HEX_SIZE];
+    etch_sha256_digest(prog, size, d);
+    etch_sha256_hex(d, want);
+    CHECK_MSG(file_sha256(after.pte_path, got) && strcmp(got, want) == 0,
+              "%s: the store serves other bytes than were installed", g_current.what);
+}
+
 /* One case on the target's current bytes: `mut` shortened to `mut_size`, or with the
  * `mut_width` bytes at `mut_pos` changed. */
 static void run_case(const target *t, size_t mut_size, size_t mut_pos, size_t mut_width,
@@ -265,6 +340,8 @@ static void run_case(const target *t, size_t mut_size, size_t mut_pos, size_t mu
     char why[512];
     int v = rob_run(p->data, psize, d ? d->data : NULL, dsize, &o, st, why, sizeof why);
     CHECK_MSG(v == 0, "%s: %s", g_current.what, why);
+    if (!o.skip_plain_exec)
+        store_case(p->data, psize, d ? d->data : NULL, dsize);
     g_current.prog = NULL;
 }
 
@@ -622,6 +699,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0); /* interleave with sanitizer reports on stderr */
+    snprintf(g_store_dir, sizeof g_store_dir, "%s/etch_rob_store_XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (mkdtemp(g_store_dir)) {
+        etch_store_options so = etch_store_default_options();
+        so.kernels = ETCH_MODULE_KERNELS_PORTABLE;
+        CHECK_OK(etch_store_open(g_store_dir, &so, &g_store));
+    }
     const char *dir = argv[1];
     /* --only FILE[@file|@embedded|@ptd] */
     const char *part = only ? strchr(only, '@') : NULL;
@@ -741,6 +825,13 @@ int main(int argc, char **argv) {
 
     printf("total: %lu cases, %lu violations, %.1f s\n", g_total.cases, g_total.violations,
            now_s() - t0);
+    printf("through the store: %lu cases tried, %lu installed, the rest refused\n",
+           g_store_tried, g_store_installed);
+    etch_store_close(g_store);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_store_dir);
+    if (g_store_dir[0] && system(cmd) != 0)
+        fprintf(stderr, "warning: could not remove %s\n", g_store_dir);
     rob_stats_print(&g_total, "    ");
     for (size_t i = 0; i < n; i++) {
         free(files[i].data);
