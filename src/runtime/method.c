@@ -1237,6 +1237,12 @@ etch_status etch_method_set_input(etch_method *m, size_t i, const etch_value *v)
                             "input %zu: its planned memory was released by a FreeCall (reset "
                             "the method to restore it)",
                             i);
+        /* borrowed data is read in place: kernels load whole elements */
+        const size_t es = etch_dtype_size(s->dtype);
+        if (!(d->flags & ETCH_TENSOR_PLANNED) && n > 0 && es > 1 &&
+            (uintptr_t)s->data % es != 0)
+            return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                            "input %zu: its data is not aligned to its %zu-byte elements", i, es);
         etch_status st = etch_tensor_resize(d, s->dim, s->sizes);
         if (st != ETCH_OK) {
             snprintf(why, sizeof why, "%s", etch_last_error()); /* the resize's reason */

@@ -549,6 +549,11 @@ static void test_unbound_io(void) {
     int64_t sz[2] = {2, 2};
     float x[4];
     memcpy(x, KERNELS_X, sizeof x);
+    /* borrowed data must be aligned to its elements (kernels read it in place) */
+    static float wide[5];
+    CHECK_STATUS(set_floats(L.m, 0, (float *)(void *)((char *)wide + 2), 2, sz),
+                 ETCH_ERR_INVALID_ARGUMENT);
+    CHECK(contains(etch_last_error(), "not aligned to its 4-byte elements"));
     CHECK_OK(set_floats(L.m, 0, x, 2, sz));
     CHECK(etch_method_input(L.m, 0)->u.tensor->data == x); /* borrowed, not copied */
     CHECK_STATUS(etch_method_execute(L.m), ETCH_ERR_INVALID_STATE); /* output has no memory */
