@@ -15,11 +15,12 @@
  * tokenizer, encode, decode, close; or open the LLM runner, generate, close); its result is a
  * 64-bit FNV-1a hash of every output byte, shape, id and stop reason it produced.
  *
- * Usage: test_alloc_fail FIXTURES LLM_PTE LLM_TOKENIZER [TMPDIR [LLM_PTE2 LLM_TOKENIZER2]]
- *   FIXTURES: ../shared/fixtures; LLM_PTE/LLM_TOKENIZER: a llama program and its tokenizer
- *   (the build exports stories260K; run from the file's mapping, on 1 and 2 threads);
- *   LLM_PTE2/LLM_TOKENIZER2: another (models/default, read into memory). Environment:
- *   ETCH_FAULTS_ONLY=TEXT runs the operations whose name contains TEXT; ETCH_FAULTS_K_LIMIT
+ * Usage: test_alloc_fail FIXTURES TMPDIR [LLM_PTE LLM_TOKENIZER]...
+ *   FIXTURES: ../shared/fixtures; TMPDIR: for the .npy files; then language models and their
+ *   tokenizers: the first (the build exports stories260K) runs from the file's mapping on 1
+ *   and 2 threads, the others (models/default, a chat-template model) read into memory, on 1.
+ *   Environment: ETCH_FAULTS_ONLY=TEXT runs the operations whose name contains TEXT;
+ *   ETCH_FAULTS_K_LIMIT
  *   caps k; ETCH_FAULTS_VERBOSE=1 prints each k's status and message. Prints one line per operation (k values tried, failures
  *   injected, how many were absorbed) and a closing table in Markdown (tests/faults/REPORT.md).
  */
@@ -222,6 +223,14 @@ static void check_failure(const char *what, etch_status st) {
     }
 }
 
+/* A check inside an operation: counted as a problem of the operation. */
+#define STEP_CHECK(cond, ...)            \
+    do {                                 \
+        if (!(cond))                     \
+            step_problems++;             \
+        CHECK_MSG(cond, __VA_ARGS__);    \
+    } while (0)
+
 /* Retry a step that just failed for the injected failure, on the same object: the failure must
  * have left it as it was (the rest of the operation then gives the clean result). */
 #define RETRY_IN_PLACE(enabled, what, st, call)                 \
@@ -250,7 +259,6 @@ typedef struct module_case {
     int threads;
     bool from_buffer;    /* etch_module_open_buffer over a copy at an odd address */
     bool in_place;       /* a failed load_method is retried at once on the same module */
-    bool portable;       /* ETCH_MODULE_KERNELS_REGISTERED (whatever is registered) */
     int64_t dyn[4];      /* the dynamic input's shape, when dyn_dim */
     size_t dyn_dim;
     unsigned char *buf;  /* from_buffer: the file's bytes (test memory) */
@@ -273,7 +281,7 @@ static etch_status op_module(const void *vctx, result *r) {
     else
         st = etch_module_open(fixture(path, sizeof path, c->file), &o, &mod);
     if (st != ETCH_OK) {
-        CHECK_MSG(mod == NULL, "%s: module handle set on failure", c->file);
+        STEP_CHECK(mod == NULL, "%s: module handle set on failure", c->file);
         return st;
     }
     const char *name = NULL;
@@ -282,7 +290,7 @@ static etch_status op_module(const void *vctx, result *r) {
         goto out;
     st = etch_module_load_method(mod, name, &m);
     if (st != ETCH_OK)
-        CHECK_MSG(m == NULL, "%s: method handle set on failure", c->file);
+        STEP_CHECK(m == NULL, "%s: method handle set on failure", c->file);
     RETRY_IN_PLACE(c->in_place, "etch_module_load_method", st,
                    etch_module_load_method(mod, name, &m));
     if (st == ETCH_OK && (st = set_inputs(m, c->dyn, c->dyn_dim)) == ETCH_OK &&
@@ -310,7 +318,7 @@ static etch_status op_core(const void *vctx, result *r) {
                          ? etch_program_open_buffer(c->buf + 1, c->size, &po, &p)
                          : etch_program_open_file(fixture(path, sizeof path, c->file), &po, &p);
     if (st != ETCH_OK) {
-        CHECK_MSG(p == NULL, "%s: program handle set on failure", c->file);
+        STEP_CHECK(p == NULL, "%s: program handle set on failure", c->file);
         return st;
     }
     etch_method_meta meta;
@@ -342,7 +350,7 @@ static etch_status op_core(const void *vctx, result *r) {
     mem.temp = core_temp;
     mem.temp_size = sizeof core_temp;
     if ((st = etch_method_load(p, "forward", &mem, NULL, &m)) != ETCH_OK) {
-        CHECK_MSG(m == NULL, "%s: method handle set on failure", c->file);
+        STEP_CHECK(m == NULL, "%s: method handle set on failure", c->file);
         goto out;
     }
     if ((st = set_inputs(m, c->dyn, c->dyn_dim)) == ETCH_OK &&
@@ -368,7 +376,7 @@ static etch_status op_bundled(const void *vctx, result *r) {
     etch_module *mod = NULL;
     etch_status st = etch_bundled_open_buffer(c->buf, c->size, &b);
     if (st != ETCH_OK) {
-        CHECK_MSG(b == NULL, "%s: bundled handle set on failure", c->file);
+        STEP_CHECK(b == NULL, "%s: bundled handle set on failure", c->file);
         return st;
     }
     size_t psize = 0;
@@ -415,22 +423,23 @@ static etch_status op_npy(const void *vctx, result *r) {
     memset(&w, 0, sizeof w);
     etch_status st = etch_npy_read_file(c->path, &a);
     if (st != ETCH_OK) {
-        CHECK_MSG(a.tensor.data == NULL, "npy: data set on failure");
+        STEP_CHECK(a.tensor.data == NULL, "npy: data set on failure");
         return st;
     }
     if ((st = etch_npy_read_buffer(c->file_bytes, c->file_size, &b)) != ETCH_OK) {
-        CHECK_MSG(b.tensor.data == NULL, "npy: data set on failure");
+        STEP_CHECK(b.tensor.data == NULL, "npy: data set on failure");
         goto out;
     }
-    CHECK(etch_tensor_nbytes(&a.tensor) == etch_tensor_nbytes(&b.tensor) &&
-          memcmp(a.tensor.data, b.tensor.data, etch_tensor_nbytes(&a.tensor)) == 0);
+    STEP_CHECK(etch_tensor_nbytes(&a.tensor) == etch_tensor_nbytes(&b.tensor) &&
+                   memcmp(a.tensor.data, b.tensor.data, etch_tensor_nbytes(&a.tensor)) == 0,
+               "npy: the file and the buffer read differently");
     res_u64(r, a.tensor.dtype);
     for (size_t d = 0; d < a.tensor.dim; d++)
         res_u64(r, (uint64_t)a.tensor.sizes[d]);
     res_add(r, a.tensor.data, etch_tensor_nbytes(&a.tensor));
     /* a failed write removes the file: none is left behind */
     if ((st = etch_npy_write_file(c->out_path, &a.tensor)) != ETCH_OK) {
-        CHECK_MSG(access(c->out_path, F_OK) != 0, "npy: '%s' left behind by a failed write",
+        STEP_CHECK(access(c->out_path, F_OK) != 0, "npy: '%s' left behind by a failed write",
                   c->out_path);
         goto out;
     }
@@ -443,7 +452,7 @@ static etch_status op_npy(const void *vctx, result *r) {
     snprintf(spath, sizeof spath, "%s.str.npy", c->out_path);
     st = etch_npy_write_value(spath, &s);
     if (st != ETCH_OK) {
-        CHECK_MSG(access(spath, F_OK) != 0, "npy: '%s' left behind by a failed write", spath);
+        STEP_CHECK(access(spath, F_OK) != 0, "npy: '%s' left behind by a failed write", spath);
         goto out;
     }
     remove(spath);
@@ -515,7 +524,7 @@ static etch_status op_tokenizer(const void *vctx, result *r) {
         c->file ? etch_tokenizer_open_file(fixture(path, sizeof path, c->file), &c->params, &t)
                 : etch_tokenizer_open_buffer(c->bytes, c->size, &c->params, &t);
     if (st != ETCH_OK) {
-        CHECK_MSG(t == NULL, "%s: tokenizer handle set on failure", c->label);
+        STEP_CHECK(t == NULL, "%s: tokenizer handle set on failure", c->label);
         return st;
     }
     res_u64(r, etch_tokenizer_get_format(t));
@@ -554,8 +563,17 @@ static etch_status op_llm(const void *vctx, result *r) {
     etch_llm_runner *run = NULL;
     etch_status st = etch_llm_runner_open(c->pte, c->tok, &o, &run);
     if (st != ETCH_OK) {
-        CHECK_MSG(run == NULL, "llm: runner handle set on failure");
+        STEP_CHECK(run == NULL, "llm: runner handle set on failure");
         return st;
+    }
+    const etch_llm_chat_template *tmpl = etch_llm_runner_chat_template(run);
+    if (tmpl) {
+        const char *parts[] = {tmpl->conversation_prefix, tmpl->system_prefix,
+                               tmpl->system_suffix,       tmpl->user_prefix,
+                               tmpl->user_suffix,         tmpl->assistant_prefix,
+                               tmpl->assistant_suffix,    tmpl->default_system};
+        for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+            res_add(r, parts[i], strlen(parts[i]) + 1);
     }
     llm_stream s = {r};
     etch_llm_generate_params gp = etch_llm_generate_default_params();
@@ -874,14 +892,12 @@ static void report(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4) {
-        fprintf(stderr, "usage: %s FIXTURES LLM_PTE LLM_TOKENIZER [TMPDIR [LLM_PTE2 LLM_TOK2]]\n",
-                argv[0]);
+    if (argc < 3 || argc % 2 != 1) {
+        fprintf(stderr, "usage: %s FIXTURES TMPDIR [LLM_PTE LLM_TOKENIZER]...\n", argv[0]);
         return 2;
     }
     fixtures = argv[1];
-    if (argc > 4)
-        tmpdir = argv[4];
+    tmpdir = argv[2];
     if (getenv("ETCH_FAULTS_K_LIMIT"))
         k_limit = atol(getenv("ETCH_FAULTS_K_LIMIT"));
     verbose = getenv("ETCH_FAULTS_VERBOSE") != NULL;
@@ -1008,7 +1024,9 @@ int main(int argc, char **argv) {
         OP(toks[i].label, op_tokenizer, &toks[i]);
 
     /* (c) the LLM runner: the fixture's llama (and optionally a second model) */
-    for (int a = 2; a + 1 < argc && a <= 5; a += 3) {
+    static llm_case llm[16];
+    size_t nl = 0;
+    for (int a = 3; a + 1 < argc && nl + 2 <= 16; a += 2) {
         etch_tokenizer *tok = NULL;
         etch_status st = etch_tokenizer_open_file(argv[a + 1], NULL, &tok);
         CHECK_MSG(st == ETCH_OK, "cannot open the tokenizer %s: %s", argv[a + 1],
@@ -1016,13 +1034,12 @@ int main(int argc, char **argv) {
         if (st != ETCH_OK)
             continue;
         const char *base = strrchr(argv[a], '/') ? strrchr(argv[a], '/') + 1 : argv[a];
-        static llm_case llm[4];
-        for (int v = 0; v < (a == 2 ? 2 : 1); v++) {
-            llm_case *c = &llm[(a == 2 ? 0 : 2) + v];
+        for (int v = 0; v < (a == 3 ? 2 : 1); v++) {
+            llm_case *c = &llm[nl++];
             c->pte = argv[a];
             c->tok = tok;
             c->threads = v ? 2 : 1;
-            c->mode = a == 2 ? ETCH_LOAD_MMAP : ETCH_LOAD_READ;
+            c->mode = a == 3 ? ETCH_LOAD_MMAP : ETCH_LOAD_READ;
             snprintf(names[nn], sizeof names[nn],
                      "llm runner %s open + generate x3 (%s, %d thread%s)", base,
                      c->mode == ETCH_LOAD_MMAP ? "mmap" : "read", c->threads,
