@@ -11,6 +11,7 @@ int etch_alloc_armed;
 long etch_alloc_calls;
 long etch_alloc_fail_at;
 int etch_alloc_fault_armed;
+int etch_alloc_fault_persistent;
 long etch_alloc_attempts;
 long etch_alloc_injected;
 long etch_alloc_live;
@@ -33,11 +34,15 @@ int __wrap_posix_memalign(void **p, size_t a, size_t n);
 void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
 int __wrap_munmap(void *addr, size_t len);
 
-/* One allocation attempt: true when it is the one to fail (errno is then ENOMEM). */
+/* One allocation attempt: true when it is to fail (errno is then ENOMEM). */
 static int inject(void) {
     if (!etch_alloc_fault_armed)
         return 0;
-    if (++etch_alloc_attempts != etch_alloc_fail_at)
+    ++etch_alloc_attempts;
+    if (etch_alloc_fail_at <= 0)
+        return 0;
+    if (etch_alloc_attempts != etch_alloc_fail_at &&
+        !(etch_alloc_fault_persistent && etch_alloc_attempts > etch_alloc_fail_at))
         return 0;
     etch_alloc_injected++;
     errno = ENOMEM;

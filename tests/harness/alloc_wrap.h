@@ -11,7 +11,9 @@
  * or munmap) are numbered from 1, and attempt number k fails as the real function would when
  * out of memory (NULL / ENOMEM / MAP_FAILED, errno ENOMEM); k = 0 injects nothing.
  * etch_alloc_fault_disarm() ends the window. etch_alloc_attempts counts the window's
- * attempts, etch_alloc_injected the failures injected (0 or 1).
+ * attempts, etch_alloc_injected the failures injected (0 or 1). etch_alloc_fault_arm_persistent(k)
+ * makes attempt k and every later one fail (SQLite's "persistent" mode: the error paths run
+ * with no memory left).
  *
  * Live blocks: etch_alloc_live is the number of heap blocks and mappings obtained through
  * the wrappers and not yet given back (at any time, armed or not): a test that reads it
@@ -25,6 +27,7 @@ extern long etch_alloc_calls;
 
 extern long etch_alloc_fail_at;   /* attempt number that fails; 0: none */
 extern int etch_alloc_fault_armed;
+extern int etch_alloc_fault_persistent;
 extern long etch_alloc_attempts;
 extern long etch_alloc_injected;
 extern long etch_alloc_live;
@@ -42,10 +45,16 @@ static inline void etch_alloc_fault_arm(long k) {
     etch_alloc_attempts = 0;
     etch_alloc_injected = 0;
     etch_alloc_fail_at = k;
+    etch_alloc_fault_persistent = 0;
     etch_alloc_fault_armed = 1;
+}
+static inline void etch_alloc_fault_arm_persistent(long k) {
+    etch_alloc_fault_arm(k);
+    etch_alloc_fault_persistent = k > 0;
 }
 static inline void etch_alloc_fault_disarm(void) {
     etch_alloc_fault_armed = 0;
+    etch_alloc_fault_persistent = 0;
     etch_alloc_fail_at = 0;
 }
 
