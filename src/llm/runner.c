@@ -88,25 +88,27 @@ static etch_status run_meta(etch_llm_runner *r, const char *name, etch_method **
     return ETCH_OK;
 }
 
-/* Run a metadata method; its outputs as integers (Int or Bool). Returns the count read, 0 when
- * the program has no such method, -1 (error set) when it exists but cannot be read. */
-static int read_meta(etch_llm_runner *r, const char *name, int64_t *vals, size_t cap) {
+/* Run a metadata method; its outputs as integers (Int or Bool). *count is the count read, 0
+ * when the program has no such method. An error when it exists but cannot be read: its own
+ * status (loading it may fail for memory: ETCH_ERR_MEMORY_ALLOCATION_FAILED is not an invalid
+ * program, and a caller that retries must be able to tell; tests/faults). */
+static etch_status read_meta(etch_llm_runner *r, const char *name, int64_t *vals, size_t cap,
+                             int *count) {
     etch_method *m;
-    if (run_meta(r, name, &m) != ETCH_OK)
-        return -1;
-    if (!m)
-        return 0;
+    *count = 0;
+    etch_status st = run_meta(r, name, &m);
+    if (st != ETCH_OK || !m)
+        return st;
     size_t n = etch_method_num_outputs(m);
     if (n > cap)
         n = cap;
     for (size_t i = 0; i < n; i++) {
-        if (!etch_value_scalar_to_int(etch_method_output(m, i), &vals[i])) {
-            etch_err(ETCH_ERR_INVALID_PROGRAM, "metadata method %s: output %zu is not an Int",
-                     name, i);
-            return -1;
-        }
+        if (!etch_value_scalar_to_int(etch_method_output(m, i), &vals[i]))
+            return etch_err(ETCH_ERR_INVALID_PROGRAM,
+                            "metadata method %s: output %zu is not an Int", name, i);
     }
-    return (int)n;
+    *count = (int)n;
+    return ETCH_OK;
 }
 
 static etch_status load_kv_cache_dtype(etch_llm_runner *r);
@@ -154,8 +156,8 @@ static etch_status load_metadata(etch_llm_runner *r, const char *method) {
     md->max_context_len = -1;
 #define META1(name, field)                                                                 \
     do {                                                                                   \
-        if ((n = read_meta(r, name, v, 1)) < 0)                                            \
-            return ETCH_ERR_INVALID_PROGRAM;                                               \
+        if ((st = read_meta(r, name, v, 1, &n)) != ETCH_OK)                                \
+            return st;                                                                     \
         if (n == 1) {                                                                      \
             field = v[0];                                                                  \
             md->from_program = true;                                                       \
@@ -170,19 +172,19 @@ static etch_status load_metadata(etch_llm_runner *r, const char *method) {
     META1("use_kv_cache", kv);
     META1("enable_dynamic_shape", dyn);
     md->kv_cache_bytes_per_token = 0;
-    if ((n = read_meta(r, "get_kv_cache_bytes_per_token", v, 1)) < 0)
-        return ETCH_ERR_INVALID_PROGRAM;
+    if ((st = read_meta(r, "get_kv_cache_bytes_per_token", v, 1, &n)) != ETCH_OK)
+        return st;
     if (n == 1 && (v[0] < 1 || v[0] > (int64_t)1 << 40))
         return etch_err(ETCH_ERR_INVALID_PROGRAM,
                         "get_kv_cache_bytes_per_token says %lld; expected 1 .. 2^40",
                         (long long)v[0]);
     if (n == 1)
         md->kv_cache_bytes_per_token = v[0];
-    if (load_kv_cache_dtype(r) != ETCH_OK)
-        return ETCH_ERR_INVALID_PROGRAM;
+    if ((st = load_kv_cache_dtype(r)) != ETCH_OK)
+        return st;
 #undef META1
-    if ((n = read_meta(r, "get_eos_ids", v, ETCH_LLM_MAX_EOS_IDS)) < 0)
-        return ETCH_ERR_INVALID_PROGRAM;
+    if ((st = read_meta(r, "get_eos_ids", v, ETCH_LLM_MAX_EOS_IDS, &n)) != ETCH_OK)
+        return st;
     if (n > 0) {
         memcpy(md->eos_ids, v, (size_t)n * sizeof v[0]);
         md->n_eos_ids = (size_t)n;

@@ -97,9 +97,14 @@ etch_status etch_image_open_file(const char *path, etch_load_mode mode, const et
             return ETCH_OK;
         }
         void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        int map_errno = errno;
         close(fd);
+        /* ENOMEM (no address space, or the mapping limit): a memory failure that a caller may
+         * retry, not a file that cannot be read (tests/faults). */
         if (m == MAP_FAILED)
-            return etch_err(ETCH_ERR_ACCESS_FAILED, "cannot map '%s': %s", path, strerror(errno));
+            return etch_err(map_errno == ENOMEM ? ETCH_ERR_MEMORY_ALLOCATION_FAILED
+                                                : ETCH_ERR_ACCESS_FAILED,
+                            "cannot map '%s': %s", path, strerror(map_errno));
         img.data = m;
         img.size = size;
         img.map_base = m;
