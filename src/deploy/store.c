@@ -583,10 +583,13 @@ static etch_status manifest_parse(char *text, size_t len, etch_store_manifest **
         } else if (k == 2 && !strcmp(key, "head_sha256") && !m->head_sha256[0]) {
             ok = is_hex64(a);
             copy_str(m->head_sha256, sizeof m->head_sha256, a);
-        } else if (k == 2 && !strcmp(key, "operator") && need_name_ok(a)) {
-            ok = needs_add(&n.ops, &n.nops, &n.capops, a) == ETCH_OK;
-        } else if (k == 2 && !strcmp(key, "backend") && need_name_ok(a)) {
-            ok = needs_add(&n.bks, &n.nbks, &n.capbks, a) == ETCH_OK;
+        } else if (k == 2 && (!strcmp(key, "operator") || !strcmp(key, "backend")) &&
+                   need_name_ok(a)) {
+            etch_status e = key[0] == 'o' ? needs_add(&n.ops, &n.nops, &n.capops, a)
+                                          : needs_add(&n.bks, &n.nbks, &n.capbks, a);
+            ok = e == ETCH_OK;
+            if (e == ETCH_ERR_MEMORY_ALLOCATION_FAILED) /* not the manifest's fault */
+                r = e;
         } else if (k == 3 && !strcmp(key, "file")) {
             /* file ROLE FILENAME SIZE SHA256 */
             k = sscanf(line, "%31s %159s %159s %159s %159s %c", key, a, b, sz, hx, &extra);
@@ -1161,7 +1164,10 @@ etch_status etch_store_open(const char *dir, const etch_store_options *opts, etc
         return e;
     }
     etch_store *s = calloc(1, sizeof *s);
-    char *path = strdup(dir);
+    /* not strdup: its allocation would bypass what the caller (and the tests) count */
+    char *path = malloc(strlen(dir) + 1);
+    if (path)
+        memcpy(path, dir, strlen(dir) + 1);
     if (!s || !path) {
         free(s);
         free(path);
@@ -1847,6 +1853,13 @@ etch_status etch_store_open_model(etch_store *s, const char *name,
         if (st == ETCH_OK) {
             st = state_read(namefd, &state);
             close(namefd);
+            if (st == ETCH_ERR_MEMORY_ALLOCATION_FAILED) {
+                /* no fallback for running out of memory: it says nothing of the files */
+                store_unlock(s);
+                out->reason = ETCH_STORE_REASON_IO_ERROR;
+                msg_add(out, "%s: %s", name, etch_last_error());
+                return st;
+            }
             if (st != ETCH_OK) {
                 first_reason = ETCH_STORE_REASON_BAD_STATE;
                 msg_add(out, "%s: state file unreadable: %s", name, etch_last_error());
@@ -1874,6 +1887,12 @@ etch_status etch_store_open_model(etch_store *s, const char *name,
             etch_store_reason r;
             etch_store_manifest *m = NULL;
             st = check_version(s, name, chain[k], o.check, &r, &m);
+            if (st == ETCH_ERR_MEMORY_ALLOCATION_FAILED) { /* as above: no fallback */
+                store_unlock(s);
+                out->reason = ETCH_STORE_REASON_IO_ERROR;
+                msg_add(out, "%s %s: %s", name, chain[k], etch_last_error());
+                return st;
+            }
             if (st == ETCH_OK) {
                 out->origin = k == 0 ? ETCH_STORE_SERVED_CURRENT : ETCH_STORE_SERVED_PREVIOUS;
                 out->reason = first_reason;
@@ -1977,12 +1996,18 @@ etch_status etch_store_list(etch_store *s, etch_store_entry **entries, size_t *n
         if (namefd < 0)
             continue;
         store_state state;
-        bool bad = state_read(namefd, &state) != ETCH_OK;
+        etch_status rs = state_read(namefd, &state);
+        bool bad = rs != ETCH_OK;
         char(*vers)[ETCH_STORE_NAME_MAX + 1] = NULL;
         size_t nv = 0;
-        list_versions(namefd, &vers, &nv);
+        etch_status ls = list_versions(namefd, &vers, &nv);
         free(vers);
         close(namefd);
+        /* out of memory is not a broken model: the listing fails instead */
+        if (rs == ETCH_ERR_MEMORY_ALLOCATION_FAILED || ls == ETCH_ERR_MEMORY_ALLOCATION_FAILED) {
+            st = etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "store: out of memory");
+            break;
+        }
         if (!bad && !state.exists && nv == 0)
             continue; /* not (or no longer) a model */
         if (cnt == cap) {

@@ -39,6 +39,7 @@
 #include <etch/llm_runner.h>
 #include <etch/module.h>
 #include <etch/npy.h>
+#include <etch/store.h>
 
 #include "alloc_wrap.h"
 #include "etch_test.h"
@@ -464,6 +465,59 @@ out:
     etch_npy_free(&a);
     etch_npy_free(&b);
     etch_npy_free(&w);
+    return st;
+}
+
+/* the model store: open a new store, install a file with its tokenizer and then a buffer
+ * (the previous version kept), serve the current version with the full check, list */
+typedef struct store_case {
+    char dir[4200];
+    char pte[4200], tok[4200];
+    unsigned char *bytes;
+    size_t size;
+} store_case;
+
+static etch_status op_store(const void *vctx, result *r) {
+    const store_case *c = vctx;
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
+    if (system(cmd) != 0)
+        return test_fail("cannot clear the store directory");
+    etch_store *s = NULL;
+    etch_status st = etch_store_open(c->dir, NULL, &s);
+    if (st != ETCH_OK) {
+        STEP_CHECK(s == NULL, "store: handle set on failure");
+        return st;
+    }
+    etch_store_install_options io = etch_store_default_install_options();
+    io.tokenizer_path = c->tok;
+    char v1[ETCH_STORE_NAME_MAX + 1], v2[ETCH_STORE_NAME_MAX + 1];
+    etch_store_served sv;
+    etch_store_entry *e = NULL;
+    size_t n = 0;
+    if ((st = etch_store_install_file(s, "m", c->pte, &io, v1)) != ETCH_OK)
+        goto out;
+    etch_store_buffers b;
+    memset(&b, 0, sizeof b);
+    b.data[ETCH_STORE_PTE] = c->bytes;
+    b.size[ETCH_STORE_PTE] = c->size;
+    if ((st = etch_store_install_buffer(s, "m", &b, NULL, v2)) != ETCH_OK)
+        goto out;
+    etch_store_open_options oo = etch_store_default_open_options();
+    oo.check = ETCH_STORE_CHECK_FULL;
+    if ((st = etch_store_open_model(s, "m", &oo, &sv)) != ETCH_OK)
+        goto out;
+    STEP_CHECK(sv.origin == ETCH_STORE_SERVED_CURRENT && !strcmp(sv.version, v2),
+               "store: served %s (%s)", sv.version, sv.message);
+    res_add(r, sv.version, strlen(sv.version));
+    if ((st = etch_store_list(s, &e, &n)) != ETCH_OK)
+        goto out;
+    res_u64(r, n);
+    if (n)
+        res_add(r, e[0].previous, strlen(e[0].previous));
+    free(e);
+out:
+    etch_store_close(s);
     return st;
 }
 
@@ -1009,6 +1063,16 @@ int main(int argc, char **argv) {
     snprintf(npy.out_path, sizeof npy.out_path, "%s/faults_out_%ld.npy", tmpdir, (long)getpid());
     write_npy(npy.path, &npy.file_bytes, &npy.file_size);
     OP("npy read (file, buffer), write, read back", op_npy, &npy);
+    /* the model store */
+    static store_case sc;
+    snprintf(sc.dir, sizeof sc.dir, "%s/faults_store_%ld", tmpdir, (long)getpid());
+    fixture(sc.pte, sizeof sc.pte, "pte/add_constant_segment.pte");
+    fixture(sc.tok, sizeof sc.tok, "llm/tok512.model");
+    char addp[4200];
+    sc.bytes = slurp(fixture(addp, sizeof addp, "pte/add.pte"), &sc.size);
+    if (sc.bytes)
+        OP("store open, install file + tokenizer, install buffer, serve (full), list", op_store,
+           &sc);
 
     /* (b) tokenizers */
     make_hf_json();
