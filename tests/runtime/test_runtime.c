@@ -1344,6 +1344,28 @@ static void test_error_aliasing(void) {
     etch_err_clear();
 }
 
+/* A zero dimension beside huge ones holds no bytes but its strides would pass int64: every
+ * shape check counts zeros as one (etch_shape_extent), whatever the order of the sizes. */
+static void test_shape_extent(void) {
+    const int64_t big = (int64_t)1 << 31;
+    const int64_t zero_first[4] = {0, big, big, big}, zero_last[4] = {big, big, big, 0};
+    const int64_t ok[4] = {0, 4, 1 << 20, 3}, neg[2] = {2, -1};
+    CHECK(etch_shape_extent(4, zero_first) == -1);
+    CHECK(etch_shape_extent(4, zero_last) == -1);
+    CHECK(etch_shape_extent(4, ok) == 4 * (1 << 20) * 3);
+    CHECK(etch_shape_extent(2, neg) == -1);
+    CHECK(etch_shape_extent(0, NULL) == 1);
+    etch_tensor t;
+    CHECK_STATUS(etch_tensor_init(&t, ETCH_DTYPE_FLOAT, 4, zero_first, NULL),
+                 ETCH_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(etch_tensor_init(&t, ETCH_DTYPE_FLOAT, 4, zero_last, NULL),
+                 ETCH_ERR_INVALID_ARGUMENT);
+    CHECK_OK(etch_tensor_init(&t, ETCH_DTYPE_FLOAT, 4, ok, NULL));
+    t.dynamism = ETCH_SHAPE_DYNAMIC_BOUND;
+    CHECK_STATUS(etch_tensor_resize(&t, 4, zero_last), ETCH_ERR_INVALID_ARGUMENT);
+    CHECK(t.sizes[0] == 0 && t.sizes[2] == (1 << 20)); /* unchanged */
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: %s GENERATED_DIR FIXTURES_DIR\n", argv[0]);
@@ -1352,6 +1374,7 @@ int main(int argc, char **argv) {
     gen_dir = argv[1];
     fixture_dir = argv[2];
     test_error_aliasing();
+    test_shape_extent();
     CHECK_OK(etch_kernels_register(test_kernel_table,
                                    sizeof test_kernel_table / sizeof test_kernel_table[0]));
     CHECK_OK(etch_backends_register(&test_backend));
