@@ -680,7 +680,8 @@ typedef struct op_stats {
     double seconds;
 } op_stats;
 
-static op_stats stats[64];
+#define MAX_OPS 160 /* runs of the loop: operations x 2 passes */
+static op_stats stats[MAX_OPS];
 static size_t n_stats;
 static long k_limit = 200000;
 static bool verbose; /* ETCH_FAULTS_VERBOSE: each k's status and message */
@@ -727,6 +728,10 @@ static etch_status run_once(const char *name, op_fn fn, const void *ctx, long k,
 }
 
 static void run_op(const char *name, op_fn fn, const void *ctx) {
+    if (n_stats == MAX_OPS) {
+        CHECK_MSG(0, "more than %d operation runs: raise MAX_OPS", MAX_OPS);
+        return;
+    }
     op_stats *s = &stats[n_stats++];
     memset(s, 0, sizeof *s);
     s->name = name;
