@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "etch/sha256.h"
+#include "test_file.h"
 
 static int rm_one_(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb;
@@ -39,21 +40,7 @@ static inline const char *st_mkdtemp(char *buf, size_t cap, const char *tag) {
 }
 
 static inline unsigned char *st_read(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc(n > 0 ? (size_t)n : 1);
-    if (buf && n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf)
-        *size = (size_t)n;
-    return buf;
+    return (unsigned char *)etch_test_read_file(path, 0, size);
 }
 
 static inline int st_write(const char *path, const void *data, size_t size) {

@@ -43,6 +43,7 @@
 
 #include "alloc_wrap.h"
 #include "etch_test.h"
+#include "test_file.h"
 
 /* ------------------------------------------------------------------ results ----------- */
 
@@ -71,20 +72,7 @@ static const char *fixtures, *tmpdir = "/tmp";
 
 /* The whole file, read with the wrappers disarmed (test memory, freed by the caller). */
 static unsigned char *slurp(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return b;
+    return (unsigned char *)etch_test_read_file(path, 0, size);
 }
 
 static char *fixture(char *buf, size_t cap, const char *rel) {
