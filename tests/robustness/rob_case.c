@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef ROB_NO_ASYNC
 #include "etch/async.h"
+#endif
 #include "etch/bundled.h"
 #include "etch/etch.h"
 #include "rob_case.h"
@@ -419,6 +421,7 @@ static void run_method(rcase *c, const etch_program *prog, const char *name,
         for (int run = 1; run <= 2 && !c->o->skip_plain_exec; run++) {
             stage = run == 1 ? ROB_EXEC1 : ROB_EXEC2;
             etch_err_clear();
+#ifndef ROB_NO_ASYNC /* the fuzzer links the loader alone (no extension layer) */
             if (run == 2 && c->o->async_exec) {
                 etch_job *job = NULL;
                 st = etch_job_start_execute(m, NULL, &job);
@@ -432,7 +435,9 @@ static void run_method(rcase *c, const etch_program *prog, const char *name,
                 }
                 if (st != ETCH_OK)
                     break;
-            } else {
+            } else
+#endif
+            {
                 st = etch_method_execute(m);
                 if (failed(c, "execute", st))
                     break;

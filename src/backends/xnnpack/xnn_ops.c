@@ -468,6 +468,10 @@ static etch_status reshape_node(xnn_graph *g, xnn_node *n, bool at_load) {
             n->new_w > (1u << 24))
             return NODE_ERR(ETCH_ERR_INVALID_PROGRAM, n, "rank %u, new size %ux%u", NKN(n),
                             x->rank, n->new_h, n->new_w);
+        /* every output pixel reads input pixels: an empty input has none to read */
+        if ((x->dims[1] == 0 || x->dims[2] == 0) && x->dims[0] && x->dims[3])
+            return NODE_ERR(ETCH_ERR_INVALID_ARGUMENT, n, "input of %lldx%lld pixels to resize",
+                            NKN(n), (long long)x->dims[1], (long long)x->dims[2]);
         dims[1] = n->new_h;
         dims[2] = n->new_w;
         break;
