@@ -134,7 +134,7 @@ static void job_release(etch_job *j) {
     free(j);
 }
 
-static etch_status job_new(const etch_job_callbacks *cb, etch_job **out) {
+static etch_status job_new(job_kind kind, const etch_job_callbacks *cb, etch_job **out) {
     etch_job *j = (etch_job *)calloc(1, sizeof *j);
     if (!j)
         return etch_err(ETCH_ERR_MEMORY_ALLOCATION_FAILED, "job: out of memory");
@@ -149,6 +149,7 @@ static etch_status job_new(const etch_job_callbacks *cb, etch_job **out) {
     }
     if (cb)
         j->cb = *cb;
+    j->kind = kind;
     atomic_init(&j->cancel, false);
     j->status = ETCH_ERR_INVALID_STATE;
     *out = j;
@@ -174,10 +175,9 @@ etch_status etch_job_start_execute(etch_method *method, const etch_job_callbacks
     if (!method || !out)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "job_start_execute: NULL argument");
     etch_job *j;
-    etch_status st = job_new(cb, &j);
+    etch_status st = job_new(JOB_EXECUTE, cb, &j);
     if (st)
         return st;
-    j->kind = JOB_EXECUTE;
     j->method = method;
     for (size_t c = 0; c < etch_method_num_chains(method); c++)
         j->total += etch_method_chain_length(method, c);
@@ -192,10 +192,9 @@ etch_status etch_job_start_generate(etch_llm_runner *runner, const char *prompt,
     if (!runner || !out || (!prompt && len))
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "job_start_generate: NULL argument");
     etch_job *j;
-    etch_status st = job_new(cb, &j);
+    etch_status st = job_new(JOB_GENERATE, cb, &j);
     if (st)
         return st;
-    j->kind = JOB_GENERATE;
     j->runner = runner;
     j->params = params ? *params : etch_llm_generate_default_params();
     j->prompt = (char *)malloc(len + 1);
