@@ -28,6 +28,8 @@ packages=(
   wamerican
   # arm64/NEON kernels: cross-compiled and tested under qemu-user (tests/cross/run_arm64.sh)
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+  # microcontroller builds (Cortex-M4F/M7/M55 firmware) and the emulated boards they run on
+  gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
   # bench/gemm's side-by-side sgemm
   libopenblas-dev
   # AVX-512 kernels on Bochs' emulated CPU (tests/cross/run_avx512.sh)
