@@ -30,6 +30,9 @@ packages=(
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
   # microcontroller builds (Cortex-M4F/M7/M55 firmware) and the emulated boards they run on
   gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
+  # audio front end tests: sox (the resampler's reference), flite (synthesized speech), real
+  # recordings (pocketsphinx-testdata at 16 kHz, Asterisk's prompts at 8 kHz)
+  sox flite pocketsphinx-testdata asterisk-core-sounds-en-wav
   # bench/gemm's side-by-side sgemm
   libopenblas-dev
   # AVX-512 kernels on Bochs' emulated CPU (tests/cross/run_avx512.sh)
