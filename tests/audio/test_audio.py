@@ -323,6 +323,69 @@ class Resample(unittest.TestCase):
             r.process(x)
 
 
+@unittest.skipUnless(os.environ.get("ETCH_CLI"), "ETCH_CLI names the etch binary")
+class Cli(unittest.TestCase):
+    """etch features: the same numbers as the library, as .npy, and its bad input."""
+
+    def run_cli(self, *args, stdin=None):
+        return subprocess.run([os.environ["ETCH_CLI"], "features"] + list(args), input=stdin,
+                              capture_output=True)
+
+    def test_npy_matches_reference(self):
+        d = tempfile.mkdtemp()
+        try:
+            out = os.path.join(d, "mfcc.npy")
+            r = self.run_cli(SPEECH16[0], "--frames", "49", "--shape", "1,1,49,10", "-o", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = np.load(out)
+            self.assertEqual((got.dtype, got.shape), (np.float32, (1, 1, 49, 10)))
+            x, _ = read_wav(SPEECH16[0])
+            ref = R.features(x[:640 + 48 * 320].astype(np.float32).astype(np.float64))
+            self.assertLess(np.abs(got[0, 0] - ref).max(), 1e-3 + 2e-5 * np.abs(ref).max())
+            # 8 kHz input: resampled to 16 kHz first, the library's way
+            r = self.run_cli(SPEECH8[0], "--mfcc", "0", "--log", "ln", "-o", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            x8, fs = read_wav(SPEECH8[0])
+            x16 = A.resample(x8, fs, 16000)
+            want = A.compute_features(x16, A.features_config(n_mfcc=0, log="ln"))
+            np.testing.assert_array_equal(np.load(out), want)
+            # short audio padded with silence to --frames; raw PCM from standard input
+            raw = (np.clip(x[:4000], -1, 1) * 32767).astype("<i2").tobytes()
+            r = self.run_cli("-", "--raw-rate", "16000", "--frames", "49", "-o", out, stdin=raw)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(np.load(out).shape, (49, 10))
+        finally:
+            shutil.rmtree(d)
+
+    def test_bad_input(self):
+        d = tempfile.mkdtemp()
+        try:
+            bad = os.path.join(d, "bad.wav")
+            with open(bad, "wb") as f:
+                f.write(wav_bytes(1, 1, 16000, 16, b"\0" * 100, data_size=5000))
+            cases = [
+                ((os.path.join(d, "missing.wav"),), 1, "missing.wav"),
+                ((bad,), 1, "data chunk says"),
+                ((SPEECH16[0], "--shape", "2,5"), 1, "--shape [2, 5] holds 10 values"),
+                ((SPEECH16[0], "--shape", "1,,2"), 2, "--shape"),
+                ((SPEECH16[0], "--window", "kaiser"), 2, "--window"),
+                ((SPEECH16[0], "--mels", "0"), 2, "--mels"),
+                ((SPEECH16[0], "--fmax", "9000"), 1, "mel range"),
+                ((SPEECH16[0], "--raw-rate", "8000"), 2, "standard input"),
+                ((), 2, "missing FILE"),
+            ]
+            for args, code, why in cases:
+                with self.subTest(args=args):
+                    r = self.run_cli(*args)
+                    self.assertEqual(r.returncode, code, r.stderr)
+                    self.assertIn(why, r.stderr.decode())
+            r = self.run_cli("-", "--raw-rate", "16000", stdin=b"\0\0\0")
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("whole 16-bit samples", r.stderr.decode())
+        finally:
+            shutil.rmtree(d)
+
+
 class Stream(unittest.TestCase):
     def test_windows_equal_slices(self):
         rng = np.random.default_rng(3)

@@ -16,5 +16,7 @@ int cmd_bench(int argc, char **argv);
 void cmd_bench_usage(FILE *out);
 int cmd_model(int argc, char **argv);
 void cmd_model_usage(FILE *out);
+int cmd_features(int argc, char **argv);
+void cmd_features_usage(FILE *out);
 
 #endif

@@ -17,6 +17,8 @@ static const cli_command commands[] = {
      cmd_bench, cmd_bench_usage},
     {"model", "the on-device model store: install, list, verify, rollback, remove", cmd_model,
      cmd_model_usage},
+    {"features", "audio features (MFCC, log-mel) of a WAV file as a model's .npy input",
+     cmd_features, cmd_features_usage},
 };
 #define NUM_COMMANDS (sizeof commands / sizeof commands[0])
 
