@@ -1,4 +1,4 @@
-"""The audio front end (etch/audio.h) against references, through libetch.so (ETCH_LIB):
+"""The audio front end (etch/audio.h) against references, through etch.audio (libetch.so):
 
 - features: torch.stft + torchaudio's mel / dB / DCT formulas (reference.py) on real speech
   (pocketsphinx-testdata, 16 kHz) and on noise, for several configurations;
@@ -20,7 +20,7 @@ import wave
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import audio_ctypes as A  # noqa: E402
+import etch.audio as A  # noqa: E402
 import reference as R  # noqa: E402
 
 PS = "/usr/share/pocketsphinx/test/data"

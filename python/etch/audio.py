@@ -1,10 +1,24 @@
-"""ctypes view of etch/audio.h for the audio tests (libetch.so from ETCH_LIB)."""
+"""etch.audio: the C audio front end (include/etch/audio.h) from Python, through libetch.so.
+
+    import etch.audio as ea
+    x, rate = ea.read_wav("yes.wav")                 # mono float32 in [-1, 1)
+    x = ea.resample(x, rate, 16000)                  # polyphase windowed-sinc
+    mfcc = ea.features(x)                            # [frames, 10]: the keyword spotters' MFCC
+    logmel = ea.features(x, n_mfcc=0, log="ln", center=True, n_fft=400, hop_length=160,
+                         n_mels=80, f_min=0.0, f_max=8000.0)
+
+The numbers are the C library's own (training on them gives a model the C front end feeds
+exactly). ``features(**config)`` takes the fields of ``etch_features_config`` by name, with
+``window`` ("hann", "hamming", "rect"), ``mel_scale`` ("htk", "slaney") and ``log`` ("none",
+"ln", "db") as strings. Errors raise :class:`EtchError` with the library's message.
+"""
 import ctypes as C
-import os
 
 import numpy as np
 
-LIB = C.CDLL(os.environ["ETCH_LIB"])
+from etch import _lib
+
+LIB = _lib.load()
 LIB.etch_last_error.restype = C.c_char_p
 
 
@@ -81,6 +95,7 @@ def features_config(**kw):
 
 
 def compute_features(samples, cfg, max_frames=None):
+    """Features of `samples` under a FeaturesConfig (features() builds one)."""
     x = np.ascontiguousarray(samples, dtype=np.float32)
     size = C.c_size_t()
     check(LIB.etch_features_mem_size(C.byref(cfg), C.byref(size)))
@@ -152,3 +167,16 @@ def wav_decode(data):
     check(LIB.etch_wav_decode_mono(buf, C.c_size_t(len(data)), C.byref(info), C.c_uint64(0),
                                    C.c_uint64(info.frames), fptr(out)))
     return info, out[:info.frames]
+
+
+def features(samples, max_frames=None, **config):
+    """[frames, n_mfcc or n_mels] float32 of mono `samples` (etch_features_compute)."""
+    return compute_features(samples, features_config(**config), max_frames)
+
+
+def read_wav(path):
+    """(mono float32 samples, sample rate) of a WAV file (etch_wav_parse + decode_mono)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    info, x = wav_decode(data)
+    return x, info.sample_rate
