@@ -299,6 +299,56 @@ class Architectures(unittest.TestCase):
         self.assertTrue(torch.isfinite(out(torch.randn(2, 3, 8, 8))).all())
 
 
+class ScalarArith(nn.Module):
+    """Inputs on a large scale brought down by constants (MFCCs times 0.02, as etch's keyword
+    spotter does), a division and a negative factor."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 8, 3, padding=1)
+        self.fc = nn.Linear(8 * 6 * 6, 5)
+
+    def forward(self, x):
+        y = self.conv(x * 0.02)
+        y = torch.relu(y) / 4.0
+        return self.fc(torch.flatten(y * -0.5, 1))
+
+
+class StaticScalarOps(unittest.TestCase):
+    def test_mul_div_by_a_number_gets_its_own_scale(self):
+        # torch.ao gives x * c the observer of x (its backend's mul_scalar rescales when
+        # lowered); kept, x * 0.02 landed on two or three of 256 levels and the model's
+        # outputs were noise
+        torch.manual_seed(0)
+        m = ScalarArith().eval()
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(16, 1, 6, 6, generator=g) * 200
+        cal = [(torch.randn(8, 1, 6, 6, generator=g) * 200,) for _ in range(4)]
+        q = etch.quantize(m, (x[:1],), "int8", cal)
+        with torch.no_grad():
+            self.assertGreater(_cos(q(x), m(x)), 0.995)
+        p = etch.export(q, (x[:1],), check_ops=False)
+        gr = p.graphs["forward"].graph
+        qnodes = {n: n for n in gr.nodes if str(n.target).endswith("quantize_per_tensor.default")
+                  and "dequantize" not in str(n.target)}
+        seen = []
+        for n in qnodes:
+            src = n.args[0]
+            if str(getattr(src, "target", "")).split(".")[1:2] not in (["mul"], ["div"]):
+                continue
+            dq, c = src.args
+            if "dequantize_per_tensor" not in str(dq.target):
+                continue        # relu -> div: one observer shared along the chain (covering)
+            factor = 1.0 / c if "div" in str(src.target) else c
+            seen.append(c)
+            self.assertAlmostEqual(n.args[1], dq.args[1] * abs(factor), places=6)
+            self.assertEqual(n.args[2], dq.args[2] if factor > 0 else 255 - dq.args[2])
+        self.assertEqual(sorted(seen), [-0.5, 0.02])
+        out = p.graphs["forward"].run([x[:1]])[0]
+        with torch.no_grad():
+            torch.testing.assert_close(out, q(x[:1]), rtol=1e-4, atol=1e-4)
+
+
 class CommandLine(unittest.TestCase):
     def test_etch_export_int8_with_calibration(self):
         import os

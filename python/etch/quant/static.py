@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import operator
 import dis
 import inspect
 import torch
@@ -278,6 +279,38 @@ def _dq_weight(mod):
                                      mod.weight_zero_points, 0, W_QMIN, W_QMAX, torch.int8)
 
 
+_MUL = (operator.mul, torch.mul)
+_DIV = (operator.truediv, torch.div, torch.true_divide)
+
+
+def _scalar_op_qparams(x, lo, hi):
+    """torch.ao gives the output of a multiplication or division by a number the observer of
+    its input (the native backend's mul_scalar computes its own output scale when lowered):
+    kept, that quantizes x * 0.02 with the scale of x, every value on a few levels.  For
+    dequantize(q, s, z) * c the exact output quantization is scale s * |c| (s / |c| for a
+    division) with zero point z (c > 0) or lo + hi - z (c < 0, the range mirrored).  None when
+    `x` is not such an op on a dequantized tensor."""
+    if x.op == "call_function" and (x.target in _MUL or x.target in _DIV):
+        div = x.target in _DIV
+    elif x.op == "call_method" and x.target in ("mul", "div", "true_divide"):
+        div = x.target != "mul"
+    else:
+        return None
+    if len(x.args) != 2 or x.kwargs:
+        return None
+    a, b = x.args
+    if isinstance(a, (int, float)) and not isinstance(a, bool) and not div:
+        a, b = b, a
+    if not (isinstance(b, (int, float)) and not isinstance(b, bool)) or b == 0:
+        return None
+    if not (isinstance(a, torch.fx.Node) and a.op == "call_function" and
+            a.target is qd.dequantize_per_tensor.default):
+        return None
+    s_in, z_in = float(a.args[1]), int(a.args[2])
+    c = 1.0 / float(b) if div else float(b)
+    return s_in * abs(c), (z_in if c > 0 else lo + hi - z_in)
+
+
 def _convert(prepared, report) -> nn.Module:
     from torch.ao.quantization.quantize_fx import convert_to_reference_fx
     import torch.ao.nn.quantized.reference as R
@@ -304,6 +337,9 @@ def _convert(prepared, report) -> nn.Module:
             scale = float(_attr(ref, s_node))
             zp = int(_attr(ref, z_node))
             dt, lo, hi = _TORCH_Q[tdt]
+            scaled = _scalar_op_qparams(x, lo, hi)
+            if scaled is not None:
+                scale, zp = scaled
             with g.inserting_before(n):
                 q = g.call_function(qd.quantize_per_tensor.default, (x, scale, zp, lo, hi, dt))
             for u in list(n.users):
