@@ -233,7 +233,7 @@ void etch_kernel_fail(etch_kernel_context *ctx, etch_status status, const char *
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     ctx->status = status == ETCH_OK ? ETCH_ERR_INTERNAL : status;
-    etch_err(ctx->status, "%s: %s", ctx->op_name, msg);
+    (etch_err)(ctx->status, "%s: %s", ctx->op_name, msg); /* the kernel's text, even terse */
 }
 
 bool etch_kernel_failed(const etch_kernel_context *ctx) { return ctx->status != ETCH_OK; }
