@@ -96,7 +96,9 @@ void etch_kernels_reset(void);
  * every tensor unbound (data NULL, flags and the stored shape set), Int/Double/Bool values
  * set and every other value None: the size it returns then must be at least the size it
  * asks for at load. The buffers come from the method pool; when the pool is too small
- * preparation is skipped (see etch_method_options.no_prepack). */
+ * preparation is skipped (see etch_method_options.no_prepack). Prepare, layout and chain
+ * functions are the load-time optimization unit's (etch/optimize.h): a core built without it
+ * calls none of them, and registering one needs it linked. */
 typedef size_t (*etch_kernel_prepare_fn)(etch_kernel_context *ctx, etch_value **args,
                                          size_t nargs, void *buf, size_t cap);
 /* For a prepare function filling its buffer: at execute the kernel reads the buffer in place

@@ -258,7 +258,7 @@ typedef struct etch_method_options {
     /* Operator fusion at load, on unless set: a kernel call whose kernel was registered with
      * ETCH_KERNEL_FUSES_ACTIVATION, followed by aten::relu / clamp / hardtanh / gelu / silu /
      * sigmoid (.out) on its Float result that nothing else reads, runs as one call that
-     * applies the activation (src/runtime/fusion.c lists every condition); the activation's
+     * applies the activation (src/optimize/fusion.c lists every condition); the activation's
      * instruction then does nothing. Results are those of the unfused program.
      * etch_method_instruction_info reports what was fused. Also off with it: chained calls
      * (etch/kernel.h), runs of calls a kernel computes as one, such as the optimized

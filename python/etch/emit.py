@@ -301,7 +301,7 @@ def _variant(node: torch.fx.Node) -> _ops.OutVariant:
 
 
 # Operators whose optimized kernels take a following activation as their epilogue at method
-# load (src/runtime/fusion.c; KF lines of src/kernels/optimized/table_conv.inc, table_gemm.inc)
+# load (src/optimize/fusion.c; KF lines of src/kernels/optimized/table_conv.inc, table_gemm.inc)
 # and the activations they take.
 FUSING_PRODUCERS = frozenset(["aten::convolution.out", "aten::mm.out", "aten::addmm.out",
                               "aten::bmm.out", "aten::linear.out"])

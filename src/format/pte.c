@@ -63,6 +63,9 @@ static etch_status fb_error(const etch_pte *p, const char *where) {
             return fb_error((p), (where));                                                    \
     } while (0)
 
+#if defined(ETCH_TERSE_ERRORS)
+#define bad(m, ...) ((void)(m), etch_err(ETCH_ERR_INVALID_PROGRAM, __VA_ARGS__))
+#else
 static etch_status bad(const char *method, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -78,6 +81,7 @@ static etch_status bad(const char *method, const char *fmt, ...) {
         return etch_err(ETCH_ERR_INVALID_PROGRAM, "method '%s': %s", method, msg);
     return etch_err(ETCH_ERR_INVALID_PROGRAM, "%s", msg);
 }
+#endif
 
 /* Verification (and the method pool sized from it) does work per element of the vectors it
  * walks: list items, instruction arguments, debug frames, compile specs. In an honest file

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "runtime/passes.h"
 #include "runtime/program_impl.h"
 
 #ifndef ETCH_MAX_INSTRUCTIONS
@@ -166,7 +167,6 @@ static bool allocate(etch_pool *pool, const plan_view *v, etch_method *m) {
 #undef ALLOC_INTO
 }
 
-static size_t prepare_measure(const plan_view *v);
 static size_t unwritten_scratch(uint32_t nvalues);
 
 /* Delegate i of the plan: its table, id (not NUL-terminated: len bytes) and the registered
@@ -208,14 +208,13 @@ size_t etch_method_meta_pool_size(const etch_method_meta *meta) {
     etch_pool pool = {NULL, 0, 0};
     POOL_ALLOC(&pool, etch_method, 1);
     allocate(&pool, &v, NULL);
-    /* + the fusion or layout pass's scratch (released), then what prepare functions keep and the
-     * delegates' share */
-    const size_t fuse = etch_method_fuse_scratch(v.values.len),
-                 layout = etch_method_layout_scratch(v.values.len),
-                 check = unwritten_scratch(v.values.len);
-    size_t scratch = fuse > layout ? fuse : layout;
+    /* + the load-time checks' or passes' scratch (released), then what the passes keep and
+     * the delegates' share */
+    const etch_load_passes *passes = etch_runtime_load_passes();
+    size_t scratch = 0, kept = passes ? passes->pool_size(meta, &scratch) : 0;
+    const size_t check = unwritten_scratch(v.values.len);
     scratch = scratch > check ? scratch : check;
-    size_t total = pool.used + 64 + scratch + prepare_measure(&v),
+    size_t total = pool.used + 64 + scratch + kept,
            dels = delegates_reserve(meta->program, &v);
     return total > SIZE_MAX - dels ? SIZE_MAX : total + dels;
 }
@@ -708,108 +707,6 @@ static etch_status init_delegates(etch_method *m, const plan_view *v) {
 
 /* ---- load ------------------------------------------------------------------------------- */
 
-/* ---- load-time preparation (etch_kernels_register_prepare) ------------------------------ */
-
-#define PREP_MAX_ARGS 16 /* call sites with more arguments are not prepared */
-#define PREP_ALIGN 64
-
-/* Value idx as a prepare function sees it at measuring time: scalars as they are, tensors
- * with their stored shape and flags but no data, anything else None. */
-static void measure_value(const plan_view *v, int32_t idx, etch_value *out, etch_tensor *t) {
-    memset(out, 0, sizeof *out);
-    out->tag = ETCH_VALUE_NONE;
-    if (idx < 0 || (uint32_t)idx >= v->values.len)
-        return;
-    fb_table ev, val;
-    fb_vec_table(&v->values, (uint32_t)idx, &ev);
-    uint8_t kind = (uint8_t)fb_u(&ev, EVALUE_TYPE, 1, 0);
-    fb_table_field(&ev, EVALUE_VAL, &val);
-    switch (kind) {
-    case KT_INT:
-        out->tag = ETCH_VALUE_INT;
-        out->u.i = fb_i(&val, SCALAR_VAL, 8, 0);
-        break;
-    case KT_BOOL:
-        out->tag = ETCH_VALUE_BOOL;
-        out->u.b = fb_u(&val, SCALAR_VAL, 1, 0) != 0;
-        break;
-    case KT_DOUBLE:
-        out->tag = ETCH_VALUE_DOUBLE;
-        out->u.d = fb_f64(&val, SCALAR_VAL, 0);
-        break;
-    case KT_TENSOR: {
-        etch_tensor_desc d;
-        etch_pte_tensor_desc(&val, &d);
-        tensor_from_desc(t, &d);
-        if (d.planned)
-            t->flags |= ETCH_TENSOR_PLANNED;
-        else if (d.external || d.data_buffer_idx > 0)
-            t->flags |= ETCH_TENSOR_CONSTANT;
-        out->tag = ETCH_VALUE_TENSOR;
-        out->u.tensor = t;
-        break;
-    }
-    default:
-        break;
-    }
-}
-
-/* Pool bytes the prepare functions registered now ask for, over every call site. */
-static size_t prepare_measure(const plan_view *v) {
-    size_t total = 0;
-    for (uint32_t o = 0; o < v->ops.len; o++) {
-        fb_table op;
-        char name[128];
-        fb_vec_table(&v->ops, o, &op);
-        etch_operator_full_name(&op, name, sizeof name);
-        const etch_kernel *kern = etch_kernels_find(name, strlen(name));
-        etch_kernel_prepare_fn fn = kern ? etch_kernels_prepare_of(kern->fn) : NULL;
-        if (!fn)
-            continue;
-        for (uint32_t c = 0; c < v->chains.len; c++) {
-            fb_table ch;
-            fb_vec ins;
-            fb_vec_table(&v->chains, c, &ch);
-            fb_vec_field(&ch, CHAIN_INSTRUCTIONS, 4, 4, &ins);
-            for (uint32_t k = 0; k < ins.len; k++) {
-                fb_table in, a;
-                fb_vec args;
-                uint8_t kind;
-                fb_vec_table(&ins, k, &in);
-                instr_args(&in, &kind, &a, &args);
-                if (kind != IA_KERNEL_CALL || args.len > PREP_MAX_ARGS ||
-                    (uint32_t)fb_i(&a, KERNEL_CALL_OP_INDEX, 4, 0) != o)
-                    continue;
-                etch_value vals[PREP_MAX_ARGS], *ptrs[PREP_MAX_ARGS];
-                etch_tensor ts[PREP_MAX_ARGS];
-                for (uint32_t j = 0; j < args.len; j++) {
-                    measure_value(v, fb_vec_i32(&args, j), &vals[j], &ts[j]);
-                    ptrs[j] = &vals[j];
-                }
-                etch_kernel_context ctx;
-                etch_kernel_context_init(&ctx, name, NULL, 0, NULL);
-                size_t want = fn(&ctx, ptrs, args.len, NULL, 0);
-                if (want)
-                    total += want + PREP_ALIGN;
-            }
-        }
-    }
-    return total;
-}
-
-/* The pages of a constant a prepared buffer stands in for (etch_kernel_prepared_replaces),
- * given back when they lie in the program's or the external data's mapped file. */
-static void release_constant(const etch_method *m, const etch_value *v) {
-    if (!v || v->tag != ETCH_VALUE_TENSOR || !v->u.tensor)
-        return;
-    const etch_tensor *t = v->u.tensor;
-    if (!(t->flags & ETCH_TENSOR_CONSTANT) || !t->data)
-        return;
-    const size_t n = etch_tensor_nbytes(t);
-    if (!etch_image_release(&m->program->image, t->data, n) && m->external_data)
-        etch_image_release(&m->external_data->image, t->data, n);
-}
-
 /* ---- load-time checks (etch_kernels_register_check) ------------------------------------ */
 
 /* Signature letters of arguments a kernel only reads (the scalars and lists among them are
@@ -1008,59 +905,6 @@ static etch_status check_unwritten(etch_method *m, const plan_view *v) {
     return ETCH_OK;
 }
 
-/* Call each call site's prepare function into the pool, keeping `reserve` bytes free; a call
- * site that does not fit (or whose prepare fails) runs unprepared. Constants a prepared
- * buffer stands in for have their mapped pages given back right away, so that loading does
- * not hold both copies at once. */
-static void prepare_calls(etch_method *m, size_t reserve) {
-    for (uint32_t c = 0; c < m->nchains; c++) {
-        for (uint32_t k = 0; k < m->chains[c].n; k++) {
-            etch_instr *in = &m->chains[c].instrs[k];
-            if (in->kind != IA_KERNEL_CALL || in->skipped || !in->kernel ||
-                in->nargs > PREP_MAX_ARGS)
-                continue;
-            etch_kernel_prepare_fn fn = etch_kernels_prepare_of(in->kernel->fn);
-            if (!fn)
-                continue;
-            etch_kernel_context_init(&m->ctx, m->ops[in->a].name, NULL, 0, m->threadpool);
-            m->ctx.blocked = in->blocked;
-            size_t want = fn(&m->ctx, in->args, in->nargs, NULL, 0);
-            if (!want || m->ctx.status != ETCH_OK)
-                continue;
-            const size_t mark = m->pool.used;
-            void *buf = etch_pool_alloc(&m->pool, want, PREP_ALIGN);
-            if (!buf || m->pool.size - m->pool.used < reserve) {
-                m->pool.used = mark;
-                continue;
-            }
-            m->ctx.blocked = in->blocked;
-            m->ctx.replaces = 0;
-            size_t got = fn(&m->ctx, in->args, in->nargs, buf, want);
-            if (!got || got > want || m->ctx.status != ETCH_OK) {
-                m->pool.used = mark;
-                continue;
-            }
-            for (uint32_t a = 0; a < in->nargs && a < 64; a++)
-                if ((m->ctx.replaces >> a) & 1u)
-                    release_constant(m, in->args[a]);
-            in->prepared = buf;
-            in->prepared_size = got;
-            /* call sites sharing a weight (repeated layers) share one copy */
-            for (uint32_t c2 = 0; c2 <= c && in->prepared == buf; c2++)
-                for (uint32_t k2 = 0; k2 < (c2 == c ? k : m->chains[c2].n); k2++) {
-                    const etch_instr *o = &m->chains[c2].instrs[k2];
-                    if (o->prepared && o->prepared_size == got && o->kernel->fn == in->kernel->fn &&
-                        memcmp(o->prepared, buf, got) == 0) {
-                        in->prepared = o->prepared;
-                        m->pool.used = mark;
-                        break;
-                    }
-                }
-        }
-    }
-    etch_kernel_context_init(&m->ctx, "", NULL, 0, m->threadpool);
-}
-
 etch_status etch_method_load(const etch_program *p, const char *name,
                              const etch_method_memory *mem, const etch_method_options *opts,
                              etch_method **out) {
@@ -1119,20 +963,10 @@ etch_status etch_method_load(const etch_program *p, const char *name,
     if ((st = parse_values(m, &v, mem, ext)) || (st = resolve_operators(m, &v)) ||
         (st = build_chains(m, &v)) || (st = check_calls(m)) || (st = check_unwritten(m, &v)))
         return st;
-    if (!(opts && opts->no_fusion)) {
-        etch_pool scratch = m->pool; /* a copy: the pass's scratch is not kept */
-        etch_method_fuse(m, &scratch);
-    }
-    if (!(opts && opts->no_blocked_layout)) {
-        etch_pool scratch = m->pool;
-        etch_method_choose_layout(m, &scratch);
-    }
-    if (!(opts && opts->no_prepack))
-        prepare_calls(m, delegates_reserve(m->program, &v));
-    if (!(opts && opts->no_fusion)) {
-        etch_pool scratch = m->pool;
-        etch_method_chain_calls(m, &scratch);
-    }
+    /* load-time optimization, when a unit registered it (src/optimize) */
+    const etch_load_passes *passes = etch_runtime_load_passes();
+    if (passes)
+        passes->run(m, opts, delegates_reserve(m->program, &v));
     /* inputs of kind None need no set_input */
     for (uint32_t i = 0; i < m->ninputs; i++)
         m->input_set[i] = m->values[m->inputs[i]].tag == ETCH_VALUE_NONE;

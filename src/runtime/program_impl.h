@@ -45,8 +45,8 @@ enum { ARG_SKIP = 0, ARG_READ, ARG_WRITE, ARG_VIEW, ARG_LIST_READ, ARG_LIST_WRIT
 typedef struct etch_instr {
     uint8_t kind;          /* IA_* */
     bool skipped;          /* fused into the previous instruction at load: execute skips it */
-    bool fused;            /* a kernel call that applies `epilogue` (fusion.c) */
-    bool jump_target;      /* some JumpFalse of the chain lands here (set by fusion.c) */
+    bool fused;            /* a kernel call that applies `epilogue` (optimize/fusion.c) */
+    bool jump_target;      /* some JumpFalse of the chain lands here (set by optimize/fusion.c) */
     uint32_t a, b;         /* op/delegate index, move from/to, jump cond/dest, free value */
     uint32_t fused_op;     /* operator index of the instruction fused into this one */
     etch_value **args;
@@ -56,8 +56,8 @@ typedef struct etch_instr {
     etch_epilogue epilogue; /* fused activation (when `fused`) */
     const void *prepared;   /* the kernel's load-time prepared data (NULL: none) */
     size_t prepared_size;
-    uint64_t blocked;       /* arguments stored channel-blocked (layout.c) */
-    uint32_t chain_len;     /* calls this one runs as one (fusion.c, chained calls); 0: alone */
+    uint64_t blocked;       /* arguments stored channel-blocked (optimize/layout.c) */
+    uint32_t chain_len;     /* calls this one runs as one (optimize/fusion.c: chained); 0: alone */
     uint32_t chain_next;    /* in such a run, the pc of the call after this one (0: the last) */
     bool chained;           /* run by an earlier call of its chain (and skipped) */
 } etch_instr;
@@ -119,34 +119,5 @@ struct etch_method {
     void *interrupt_data;
     etch_pool pool;
 };
-
-/* ---- operator fusion (fusion.c) ---- */
-
-/* Pool bytes etch_method_fuse needs while it runs (released afterwards). */
-size_t etch_method_fuse_scratch(uint32_t nvalues);
-/* Fold activations into the kernel calls before them (see etch_method_options.no_fusion);
- * runs once chains are built, with `pool` having room for etch_method_fuse_scratch. Only
- * ever changes instructions it proves equivalent; returns the number of fusions. */
-uint32_t etch_method_fuse(etch_method *m, etch_pool *pool);
-
-/* Mark the runs of kernel calls that a chain function runs as one (etch/kernel.h, "chained
- * calls"); runs after fusion, layout and preparation, with `pool` having room for
- * etch_method_fuse_scratch. Returns the number of runs. */
-uint32_t etch_method_chain_calls(etch_method *m, etch_pool *pool);
-
-/* Do two bound tensors' storages (their capacity) overlap? (fusion.c) */
-bool etch_tensor_bytes_overlap(const etch_tensor *a, const etch_tensor *b);
-/* Does kernel call `in` write all of `x`'s bytes (a statically shaped out tensor covering
- * them; not an in-place operator)? (fusion.c) */
-bool etch_instr_overwrites(const etch_method *m, const etch_instr *in, const etch_tensor *x);
-
-/* ---- channel-blocked layout (layout.c) ---- */
-
-/* Pool bytes etch_method_choose_layout needs while it runs (released afterwards). */
-size_t etch_method_layout_scratch(uint32_t nvalues);
-/* Choose the tensors stored channel-blocked (see etch_method_options.no_blocked_layout) and
- * set each call's `blocked`; runs after fusion, with `pool` having room for
- * etch_method_layout_scratch. Returns the number of blocked values. */
-uint32_t etch_method_choose_layout(etch_method *m, etch_pool *pool);
 
 #endif

@@ -5,38 +5,45 @@
 #include "etch/backend.h"
 #include "runtime/context.h"
 #include "runtime/error.h"
+#include "runtime/passes.h"
 
 #ifndef ETCH_MAX_KERNELS
-#define ETCH_MAX_KERNELS 2048
+#define ETCH_MAX_KERNELS 2048 /* kernels in all (the tables themselves are the caller's) */
 #endif
-#ifndef ETCH_MAX_KERNEL_HOOKS
-#define ETCH_MAX_KERNEL_HOOKS 128
+#ifndef ETCH_MAX_KERNEL_TABLES
+#define ETCH_MAX_KERNEL_TABLES 32 /* etch_kernels_register calls */
+#endif
+#ifndef ETCH_MAX_KERNEL_CHECKS
+#define ETCH_MAX_KERNEL_CHECKS 64 /* kernels with a load-time check */
 #endif
 #ifndef ETCH_MAX_BACKENDS
 #define ETCH_MAX_BACKENDS 16
 #endif
 
+/* One registration: the caller's table (kept by pointer) and what it was registered with. */
 typedef struct kernel_entry {
     const etch_kernel *k;
+    size_t count;
     const char *impl;
     uint32_t flags;
 } kernel_entry;
 
-static kernel_entry kernels[ETCH_MAX_KERNELS];
-static size_t num_kernels;
-/* What else is registered for a kernel function: its load-time prepare, layout and chain
- * functions. */
+static kernel_entry tables[ETCH_MAX_KERNEL_TABLES];
+static size_t num_tables, num_kernels;
+/* What else is registered for a kernel function: its load-time check (the prepare, layout
+ * and chain functions live with the passes that call them: src/optimize/hooks.c). */
 typedef struct kernel_hooks {
     etch_kernel_fn kernel;
-    etch_kernel_prepare_fn prepare;
-    etch_kernel_layout_fn layout;
-    etch_kernel_chain_fn chain;
     etch_kernel_fn check;
 } kernel_hooks;
-static kernel_hooks hooks[ETCH_MAX_KERNEL_HOOKS];
+static kernel_hooks hooks[ETCH_MAX_KERNEL_CHECKS];
 static size_t num_hooks;
 static const etch_backend *backends[ETCH_MAX_BACKENDS];
 static size_t num_backends;
+static const etch_load_passes *load_passes;
+
+void etch_runtime_set_load_passes(const etch_load_passes *passes) { load_passes = passes; }
+const etch_load_passes *etch_runtime_load_passes(void) { return load_passes; }
 
 etch_status etch_kernels_register(const etch_kernel *k, size_t count) {
     return etch_kernels_register_ex(k, count, "custom", 0);
@@ -53,25 +60,37 @@ etch_status etch_kernels_register_ex(const etch_kernel *k, size_t count, const c
     if (count > ETCH_MAX_KERNELS - num_kernels)
         return etch_err(ETCH_ERR_REGISTRATION_EXCEEDING_MAX_KERNELS,
                         "kernel registry full (%d entries)", ETCH_MAX_KERNELS);
-    for (size_t i = 0; i < count; i++)
-        kernels[num_kernels++] = (kernel_entry){&k[i], impl ? impl : "custom", flags};
+    if (!count)
+        return ETCH_OK;
+    if (num_tables == ETCH_MAX_KERNEL_TABLES)
+        return etch_err(ETCH_ERR_REGISTRATION_EXCEEDING_MAX_KERNELS,
+                        "kernel registry full (%d registrations; build with a larger "
+                        "ETCH_MAX_KERNEL_TABLES)",
+                        ETCH_MAX_KERNEL_TABLES);
+    tables[num_tables++] = (kernel_entry){k, count, impl ? impl : "custom", flags};
+    num_kernels += count;
     return ETCH_OK;
 }
 
 const etch_kernel *etch_kernels_find(const char *name, size_t len) {
-    /* newest first: later registrations replace earlier ones */
-    for (size_t i = num_kernels; i-- > 0;) {
-        const char *n = kernels[i].k->name;
-        if (strncmp(n, name, len) == 0 && n[len] == 0)
-            return kernels[i].k;
-    }
+    /* newest first: later registrations (and later entries of one) replace earlier ones */
+    for (size_t t = num_tables; t-- > 0;)
+        for (size_t i = tables[t].count; i-- > 0;) {
+            const char *n = tables[t].k[i].name;
+            if (strncmp(n, name, len) == 0 && n[len] == 0)
+                return &tables[t].k[i];
+        }
     return NULL;
 }
 
+/* The newest registration whose table holds `k`. */
 static const kernel_entry *entry_of(const etch_kernel *k) {
-    for (size_t i = num_kernels; k && i-- > 0;)
-        if (kernels[i].k == k)
-            return &kernels[i];
+    const uintptr_t p = (uintptr_t)k;
+    for (size_t t = num_tables; k && t-- > 0;) {
+        const uintptr_t lo = (uintptr_t)tables[t].k;
+        if (p >= lo && p - lo < tables[t].count * sizeof *k && (p - lo) % sizeof *k == 0)
+            return &tables[t];
+    }
     return NULL;
 }
 
@@ -86,10 +105,19 @@ uint32_t etch_kernels_flags_of(const etch_kernel *k) {
 }
 
 size_t etch_kernels_count(void) { return num_kernels; }
-const etch_kernel *etch_kernels_at(size_t i) { return i < num_kernels ? kernels[i].k : NULL; }
+const etch_kernel *etch_kernels_at(size_t i) {
+    for (size_t t = 0; t < num_tables; t++) {
+        if (i < tables[t].count)
+            return &tables[t].k[i];
+        i -= tables[t].count;
+    }
+    return NULL;
+}
 void etch_kernels_reset(void) {
-    num_kernels = 0;
+    num_tables = num_kernels = 0;
     num_hooks = 0;
+    if (load_passes && load_passes->reset)
+        load_passes->reset();
 }
 
 /* The hooks of `kernel`, added (all NULL) when `add` and absent; NULL when the table is full
@@ -100,28 +128,13 @@ static kernel_hooks *hooks_of(etch_kernel_fn kernel, bool add, const char *what)
             return &hooks[i];
     if (!add || !kernel)
         return NULL;
-    if (num_hooks == ETCH_MAX_KERNEL_HOOKS) {
+    if (num_hooks == ETCH_MAX_KERNEL_CHECKS) {
         etch_err(ETCH_ERR_OUT_OF_RESOURCES, "%s: registry of kernel hooks full (%d kernels)",
-                 what, ETCH_MAX_KERNEL_HOOKS);
+                 what, ETCH_MAX_KERNEL_CHECKS);
         return NULL;
     }
-    hooks[num_hooks] = (kernel_hooks){kernel, NULL, NULL, NULL, NULL};
+    hooks[num_hooks] = (kernel_hooks){kernel, NULL};
     return &hooks[num_hooks++];
-}
-
-etch_status etch_kernels_register_prepare(etch_kernel_fn kernel, etch_kernel_prepare_fn prepare) {
-    if (!kernel)
-        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "kernels_register_prepare: NULL kernel");
-    kernel_hooks *h = hooks_of(kernel, true, "kernels_register_prepare");
-    if (!h)
-        return ETCH_ERR_OUT_OF_RESOURCES;
-    h->prepare = prepare;
-    return ETCH_OK;
-}
-
-etch_kernel_prepare_fn etch_kernels_prepare_of(etch_kernel_fn kernel) {
-    const kernel_hooks *h = hooks_of(kernel, false, NULL);
-    return h ? h->prepare : NULL;
 }
 
 etch_status etch_kernels_register_check(etch_kernel_fn kernel, etch_kernel_fn check) {
@@ -137,36 +150,6 @@ etch_status etch_kernels_register_check(etch_kernel_fn kernel, etch_kernel_fn ch
 etch_kernel_fn etch_kernels_check_of(etch_kernel_fn kernel) {
     const kernel_hooks *h = hooks_of(kernel, false, NULL);
     return h ? h->check : NULL;
-}
-
-etch_status etch_kernels_register_layout(etch_kernel_fn kernel, etch_kernel_layout_fn layout) {
-    if (!kernel)
-        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "kernels_register_layout: NULL kernel");
-    kernel_hooks *h = hooks_of(kernel, true, "kernels_register_layout");
-    if (!h)
-        return ETCH_ERR_OUT_OF_RESOURCES;
-    h->layout = layout;
-    return ETCH_OK;
-}
-
-etch_kernel_layout_fn etch_kernels_layout_of(etch_kernel_fn kernel) {
-    const kernel_hooks *h = hooks_of(kernel, false, NULL);
-    return h ? h->layout : NULL;
-}
-
-etch_status etch_kernels_register_chain(etch_kernel_fn kernel, etch_kernel_chain_fn chain) {
-    if (!kernel)
-        return etch_err(ETCH_ERR_INVALID_ARGUMENT, "kernels_register_chain: NULL kernel");
-    kernel_hooks *h = hooks_of(kernel, true, "kernels_register_chain");
-    if (!h)
-        return ETCH_ERR_OUT_OF_RESOURCES;
-    h->chain = chain;
-    return ETCH_OK;
-}
-
-etch_kernel_chain_fn etch_kernels_chain_of(etch_kernel_fn kernel) {
-    const kernel_hooks *h = hooks_of(kernel, false, NULL);
-    return h ? h->chain : NULL;
 }
 
 etch_status etch_backends_register(const etch_backend *b) {
@@ -250,7 +233,7 @@ void etch_kernel_fail(etch_kernel_context *ctx, etch_status status, const char *
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     ctx->status = status == ETCH_OK ? ETCH_ERR_INTERNAL : status;
-    etch_err(ctx->status, "%s: %s", ctx->op_name, msg);
+    (etch_err)(ctx->status, "%s: %s", ctx->op_name, msg); /* the kernel's text, even terse */
 }
 
 bool etch_kernel_failed(const etch_kernel_context *ctx) { return ctx->status != ETCH_OK; }

@@ -1,3 +1,4 @@
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -9,35 +10,57 @@
 #define ETCH_TLS _Thread_local
 #endif
 
+#ifndef ETCH_ERR_MAX
+#if defined(ETCH_TERSE_ERRORS)
+#define ETCH_ERR_MAX 256 /* "file:line", or a kernel's "op: message" */
+#else
 #define ETCH_ERR_MAX 1024
+#endif
+#endif
 static ETCH_TLS char err_msg[ETCH_ERR_MAX];
 
+/* The names in the order of `status_codes`, one after the other: a table of the codes in use
+ * and one string, rather than a switch over every code up to the largest. */
+static const uint8_t status_codes[] = {
+    ETCH_OK, ETCH_ERR_INTERNAL, ETCH_ERR_INVALID_STATE, ETCH_END_OF_METHOD, ETCH_ERR_NOT_SUPPORTED,
+    ETCH_ERR_NOT_IMPLEMENTED, ETCH_ERR_INVALID_ARGUMENT, ETCH_ERR_INVALID_TYPE,
+    ETCH_ERR_OPERATOR_MISSING, ETCH_ERR_REGISTRATION_EXCEEDING_MAX_KERNELS, ETCH_ERR_NOT_FOUND,
+    ETCH_ERR_MEMORY_ALLOCATION_FAILED, ETCH_ERR_ACCESS_FAILED, ETCH_ERR_INVALID_PROGRAM,
+    ETCH_ERR_INVALID_EXTERNAL_DATA, ETCH_ERR_OUT_OF_RESOURCES,
+    ETCH_ERR_DELEGATE_INVALID_COMPATIBILITY, ETCH_ERR_DELEGATE_MEMORY_ALLOCATION_FAILED,
+    ETCH_ERR_DELEGATE_INVALID_HANDLE, ETCH_ERR_INCOMPATIBLE_VERSION, ETCH_ERR_NOT_A_PROGRAM,
+    ETCH_ERR_CANCELLED, ETCH_ERR_INTEGRITY,
+};
+static const char status_names[] =
+    "Ok\0"
+    "Internal\0"
+    "InvalidState\0"
+    "EndOfMethod\0"
+    "NotSupported\0"
+    "NotImplemented\0"
+    "InvalidArgument\0"
+    "InvalidType\0"
+    "OperatorMissing\0"
+    "RegistrationExceedingMaxKernels\0"
+    "NotFound\0"
+    "MemoryAllocationFailed\0"
+    "AccessFailed\0"
+    "InvalidProgram\0"
+    "InvalidExternalData\0"
+    "OutOfResources\0"
+    "DelegateInvalidCompatibility\0"
+    "DelegateMemoryAllocationFailed\0"
+    "DelegateInvalidHandle\0"
+    "IncompatibleVersion\0"
+    "NotAProgram\0"
+    "Cancelled\0"
+    "Integrity\0";
+
 const char *etch_status_str(etch_status s) {
-    switch (s) {
-    case ETCH_OK: return "Ok";
-    case ETCH_ERR_INTERNAL: return "Internal";
-    case ETCH_ERR_INVALID_STATE: return "InvalidState";
-    case ETCH_END_OF_METHOD: return "EndOfMethod";
-    case ETCH_ERR_NOT_SUPPORTED: return "NotSupported";
-    case ETCH_ERR_NOT_IMPLEMENTED: return "NotImplemented";
-    case ETCH_ERR_INVALID_ARGUMENT: return "InvalidArgument";
-    case ETCH_ERR_INVALID_TYPE: return "InvalidType";
-    case ETCH_ERR_OPERATOR_MISSING: return "OperatorMissing";
-    case ETCH_ERR_REGISTRATION_EXCEEDING_MAX_KERNELS: return "RegistrationExceedingMaxKernels";
-    case ETCH_ERR_NOT_FOUND: return "NotFound";
-    case ETCH_ERR_MEMORY_ALLOCATION_FAILED: return "MemoryAllocationFailed";
-    case ETCH_ERR_ACCESS_FAILED: return "AccessFailed";
-    case ETCH_ERR_INVALID_PROGRAM: return "InvalidProgram";
-    case ETCH_ERR_INVALID_EXTERNAL_DATA: return "InvalidExternalData";
-    case ETCH_ERR_OUT_OF_RESOURCES: return "OutOfResources";
-    case ETCH_ERR_DELEGATE_INVALID_COMPATIBILITY: return "DelegateInvalidCompatibility";
-    case ETCH_ERR_DELEGATE_MEMORY_ALLOCATION_FAILED: return "DelegateMemoryAllocationFailed";
-    case ETCH_ERR_DELEGATE_INVALID_HANDLE: return "DelegateInvalidHandle";
-    case ETCH_ERR_INCOMPATIBLE_VERSION: return "IncompatibleVersion";
-    case ETCH_ERR_NOT_A_PROGRAM: return "NotAProgram";
-    case ETCH_ERR_CANCELLED: return "Cancelled";
-    case ETCH_ERR_INTEGRITY: return "Integrity";
-    }
+    const char *name = status_names;
+    for (size_t i = 0; i < sizeof status_codes; i++, name += strlen(name) + 1)
+        if ((etch_status)status_codes[i] == s)
+            return name;
     return "Unknown";
 }
 
@@ -52,7 +75,7 @@ etch_status etch_verr(etch_status status, const char *fmt, va_list ap) {
     return status;
 }
 
-etch_status etch_err(etch_status status, const char *fmt, ...) {
+etch_status (etch_err)(etch_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     etch_verr(status, fmt, ap);
@@ -60,7 +83,7 @@ etch_status etch_err(etch_status status, const char *fmt, ...) {
     return status;
 }
 
-void etch_err_prefix(const char *fmt, ...) {
+void (etch_err_prefix)(const char *fmt, ...) {
     char old[ETCH_ERR_MAX], pre[256];
     memcpy(old, err_msg, sizeof old);
     va_list ap;
@@ -81,3 +104,11 @@ void etch_err_prefix(const char *fmt, ...) {
 }
 
 void etch_err_clear(void) { err_msg[0] = 0; }
+#if defined(ETCH_TERSE_ERRORS)
+/* The call sites' (etch_err, a macro then) format and arguments are dropped: the functions
+ * above are named in parentheses so that they are still defined, for etch_kernel_fail. */
+etch_status etch_err_site(etch_status status, const char *file, int line) {
+    snprintf(err_msg, sizeof err_msg, "%s:%d", file, line);
+    return status;
+}
+#endif

@@ -177,7 +177,7 @@ def hand_case(kind):
       t_shared     a second depthwise reads t (then its own 1x1 and head): no chain of 3;
                    each depthwise -> 1x1 pair chains
       jump         the depthwise call is a jump target: a method with jumps gets no
-                   channel-blocked tensors (src/runtime/layout.c), so nothing chains (the
+                   channel-blocked tensors (src/optimize/layout.c), so nothing chains (the
                    jump-target rule itself is checked on the rules_* programs)
       weight_input the last 1x1's weight is a method input (not a constant, so never packed
                    at load): nothing chains

@@ -1,5 +1,5 @@
 /*
- * Chained calls (etch/kernel.h; the runtime's pass in src/runtime/fusion.c, the optimized
+ * Chained calls (etch/kernel.h; the runtime's pass in src/optimize/fusion.c, the optimized
  * convolution's blocks in src/kernels/optimized/conv_chain.c) on the programs gen_chain.py
  * writes: a network of inverted-residual blocks exported from PyTorch, and hand-built
  * programs where chaining must be refused.

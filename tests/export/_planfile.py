@@ -26,7 +26,7 @@ from etch.serialize import read_pte, schema as S
 
 ALIGN = 16
 
-# The runtime's fusion pairs (src/runtime/fusion.c), written out again here so that the
+# The runtime's fusion pairs (src/optimize/fusion.c), written out again here so that the
 # analysis does not take them from the planner it checks.
 PRODUCERS = {"aten::convolution.out", "aten::mm.out", "aten::addmm.out", "aten::bmm.out",
              "aten::linear.out"}

@@ -1,5 +1,5 @@
 /*
- * Operator fusion at method load (src/runtime/fusion.c) on the programs gen_fusion.py writes
+ * Operator fusion at method load (src/optimize/fusion.c) on the programs gen_fusion.py writes
  * (exported torch models and hand-built edge cases).
  *
  * Each program runs in these configurations:

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes the programs tests/layout/test_layout.c loads, with PyTorch's outputs and what the
-runtime's channel-blocked layout pass (src/runtime/layout.c) is expected to choose.
+runtime's channel-blocked layout pass (src/optimize/layout.c) is expected to choose.
 
 Usage: gen_layout.py OUTPUT_DIR/layout_cases.h   (CMake runs it at build time; nothing
 generated is committed). Beside the header: NAME.pte, NAME.in.bin (the input, float32) and

@@ -1,5 +1,5 @@
 /*
- * The channel-blocked layout chosen at method load (src/runtime/layout.c).
+ * The channel-blocked layout chosen at method load (src/optimize/layout.c).
  *
  * Programs from gen_layout.py (small CNNs exported from PyTorch) run with the optimized
  * kernels, where convolution, max pooling and mean are replaced by test kernels that wrap the

@@ -20,7 +20,7 @@
  */
 #include <string.h>
 
-#include "runtime/program_impl.h"
+#include "optimize/optimize.h"
 
 #define MAX_BLOCKED_ARGS 64
 

@@ -37,7 +37,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "runtime/program_impl.h"
+#include "optimize/optimize.h"
 
 enum { ACT_OP_NONE = 0, ACT_OP_RELU, ACT_OP_CLAMP, ACT_OP_HARDTANH, ACT_OP_GELU, ACT_OP_SILU,
        ACT_OP_SIGMOID };
