@@ -178,6 +178,116 @@ def ref_pad(x, order, pre, post, value):
     return np.pad(x.astype(np.int64), widths, constant_values=value)
 
 
+def ref_add(a, za, ma, sa, b, zb, mb, sb, zo, mo, so, amin, amax):
+    a, b = np.broadcast_arrays(a.astype(np.int64), b.astype(np.int64))
+    u = requantize((a - za) * 2 ** 20, ma, sa)
+    v = requantize((b - zb) * 2 ** 20, mb, sb)
+    return np.clip(wrap32(requantize(wrap32(u + v), mo, so) + zo), amin, amax)
+
+
+def ref_mul(a, za, b, zb, zo, mo, so):
+    a, b = np.broadcast_arrays(a.astype(np.int64), b.astype(np.int64))
+    return np.clip(requantize((a - za) * (b - zb), mo, so) + zo, -128, 127)
+
+
+def ref_bmm(lhs, lz, rhs_t, rz, zo, mo, so):
+    acc = np.einsum("bmk,bnk->bmn", lhs.astype(np.int64) + lz, rhs_t.astype(np.int64) + rz)
+    return np.clip(requantize(wrap32(acc), mo, so) + zo, -128, 127)
+
+
+def ref_tconv(x, w_ohwi, bias, stride, pad, opad, dil, in_off, out_off, mults, shifts, amin,
+              amax):
+    """Transposed convolution as the adjoint scatter of each input pixel."""
+    N, C, H, W = x.shape
+    O, KH, KW, _ = w_ohwi.shape
+    OH = (H - 1) * stride[0] - 2 * pad[0] + dil[0] * (KH - 1) + opad[0] + 1
+    OW = (W - 1) * stride[1] - 2 * pad[1] + dil[1] * (KW - 1) + opad[1] + 1
+    big = np.zeros((N, O, (H - 1) * stride[0] + dil[0] * (KH - 1) + 1 + opad[0] + pad[0],
+                    (W - 1) * stride[1] + dil[1] * (KW - 1) + 1 + opad[1] + pad[1]), np.int64)
+    xo = x.astype(np.int64) + in_off
+    for kh in range(KH):
+        for kw in range(KW):
+            contrib = np.einsum("nchw,oc->nohw", xo, w_ohwi[:, kh, kw, :].astype(np.int64))
+            h0, w0 = kh * dil[0], kw * dil[1]
+            big[:, :, h0:h0 + (H - 1) * stride[0] + 1:stride[0],
+                w0:w0 + (W - 1) * stride[1] + 1:stride[1]] += contrib
+    acc = big[:, :, pad[0]:pad[0] + OH, pad[1]:pad[1] + OW]
+    if bias is not None:
+        acc = acc + bias.astype(np.int64)[None, :, None, None]
+    r = requantize_channels(wrap32(acc), mults, shifts, 1) + out_off
+    return np.clip(r, amin, amax)
+
+
+# gemmlowp fixed point, as CMSIS-NN's softmax uses it (Python integers, one value at a time)
+
+def _sat_rdhm(a, b):
+    """Saturating rounding doubling high multiply: round(a * b / 2**31), halves away from
+    zero; the one overflowing case saturates."""
+    if a == b == -2 ** 31:
+        return 2 ** 31 - 1
+    t = a * b + (2 ** 30 if (a < 0) == (b < 0) else 1 - 2 ** 30)
+    q = abs(t) >> 31
+    return q if t >= 0 else -q
+
+
+def _rdiv1(x, e):
+    return int(rdiv(np.int64(x), e))
+
+
+def _i32(v):
+    return ((v + 2 ** 31) % 2 ** 32) - 2 ** 31
+
+
+def _mul_pow2(v, e):
+    lim = 2 ** (31 - e) - 1
+    return 2 ** 31 - 1 if v > lim else -2 ** 31 if v < -lim else v * 2 ** e
+
+
+def _exp_neg(a):
+    """exp(a / 2**26) in Q0.31 for a <= 0: exp on [-1/4, 0) by a Taylor polynomial around
+    -1/8, then one constant factor exp(-2**k / 4) per set bit k of the rest."""
+    if a == 0:
+        return 2 ** 31 - 1
+    frac = (a % 2 ** 24) - 2 ** 24  # a mod 1/4, in [-1/4, 0)
+    rest = frac - a
+    x = frac * 32 + 2 ** 28  # (frac + 1/8) in Q0.31
+    x2 = _sat_rdhm(x, x)
+    x3 = _sat_rdhm(x2, x)
+    x4_over_4 = _rdiv1(_sat_rdhm(x2, x2), 2)
+    poly = _rdiv1(_sat_rdhm(x4_over_4 + x3, 715827883) + x2, 1)  # x2/2 + x3/6 + x4/24
+    r = 1895147668 + _sat_rdhm(1895147668, x + poly)  # exp(-1/8) * (1 + x + ...)
+    for k, c in enumerate([1672461947, 1302514674, 790015084, 290630308, 39332535, 720401, 242]):
+        if rest & (1 << (24 + k)):
+            r = _sat_rdhm(r, c)
+    return r
+
+
+def _one_over_one_plus(x):
+    """1 / (1 + x) for x in [0, 1) (Q0.31 in, Q0.31 out), three Newton-Raphson steps."""
+    s = x + 2 ** 31 - 1
+    half = (s + 1) // 2 if s >= 0 else -((-s + 1) // 2)
+    r = 1515870810 + _sat_rdhm(half, -1010580540)  # 48/17 - 32/17 * d
+    for _ in range(3):
+        r += _mul_pow2(_sat_rdhm(r, 2 ** 29 - _sat_rdhm(half, r)), 2)
+    return _mul_pow2(r, 1)
+
+
+def ref_softmax(x, mult, shift, diff_min):
+    flat = x.reshape(-1, x.shape[-1]).astype(np.int64)
+    out = np.full(flat.shape, -128, dtype=np.int64)
+    for r, row in enumerate(flat):
+        mx = int(row.max())
+        ex = [None if int(v) - mx < diff_min else
+              _exp_neg(_sat_rdhm(_i32((int(v) - mx) * 2 ** shift), mult)) for v in row]
+        total = sum(_rdiv1(e, 12) for e in ex if e is not None)
+        head = 32 - total.bit_length()
+        scale = _one_over_one_plus(total * 2 ** head - 2 ** 31)
+        for c, e in enumerate(ex):
+            if e is not None:
+                out[r, c] = min(max(_rdiv1(_sat_rdhm(scale, e), 35 - head) - 128, -128), 127)
+    return out.reshape(x.shape)
+
+
 # ---- case helpers ---------------------------------------------------------------------------
 
 
@@ -498,6 +608,150 @@ def gen_quant(c):
             g.Out(torch.float32, None, shape=[2, 2]), g.Ref(6)], fail=True)
 
 
+def gen_elementwise(c):
+    g = c.g
+    shapes = [((2, 3, 4, 5), (2, 3, 4, 5), CL, CL), ((1, 8, 3, 3), (1, 8, 1, 1), CL, CL),
+              ((7,), (7,), [0], [0]), ((4, 1, 6), (1, 5, 6), [0, 1, 2], [0, 1, 2]),
+              ((3, 5), (5,), [0, 1], [0])]
+    for i, (sa_, sb_, oa, ob) in enumerate(shapes):
+        a, b = i8(sa_), i8(sb_)
+        ms = RNG.integers(2 ** 30, 2 ** 31 - 1, size=3)
+        for za, zb, zo, sh, amin, amax in [(-128, 127, 5, (-2, -3, -19), -128, 127),
+                                           (10, -7, -128, (0, -1, -20), -100, 60)]:
+            e = ref_add(a, za, ms[0], sh[0], b, zb, ms[1], sh[1], zo, ms[2], sh[2], amin, amax)
+            out_order = oa if len(e.shape) == len(oa) else list(range(e.ndim))
+            c.case("quantized_add.out", "add %d zp %d %d %d" % (i, za, zb, zo),
+                   [g.In(T8(a), oa), g.Int(za), g.Int(ms[0]), g.Int(sh[0]), g.In(T8(b), ob),
+                    g.Int(zb), g.Int(ms[1]), g.Int(sh[1]), g.Int(zo), g.Int(ms[2]), g.Int(sh[2]),
+                    g.Int(amin), g.Int(amax), g.Out(torch.int8, T8(e), order=out_order), g.Ref(13)])
+        for za, zb, zo, mo, so in [(0, 0, 0, 2 ** 30, -6), (-128, 127, -3, 1518500250, -9),
+                                   (5, -5, 127, 2 ** 31 - 1, 0)]:
+            e = ref_mul(a, za, b, zb, zo, mo, so)
+            out_order = oa if len(e.shape) == len(oa) else list(range(e.ndim))
+            c.case("quantized_mul.out", "mul %d zp %d %d %d" % (i, za, zb, zo),
+                   [g.In(T8(a), oa), g.Int(za), g.In(T8(b), ob), g.Int(zb), g.Int(zo), g.Int(mo),
+                    g.Int(so), g.Out(torch.int8, T8(e), order=out_order), g.Ref(7)])
+        for op, fn in [("maximum.out", np.maximum), ("minimum.out", np.minimum)]:
+            e = fn(*np.broadcast_arrays(a, b))
+            out_order = oa if len(e.shape) == len(oa) else list(range(e.ndim))
+            c.case(op, "%s %d" % (op, i), [g.In(T8(a), oa), g.In(T8(b), ob),
+                                          g.Out(torch.int8, T8(e), order=out_order), g.Ref(2)])
+    a, b = i8((2, 3)), i8((3, 2))
+    c.case("quantized_add.out", "add refuses mismatched shapes",
+           [g.In(T8(a)), g.Int(0), g.Int(2 ** 30), g.Int(-1), g.In(T8(b)), g.Int(0),
+            g.Int(2 ** 30), g.Int(-1), g.Int(0), g.Int(2 ** 30), g.Int(-20), g.Int(-128),
+            g.Int(127), g.Out(torch.int8, None, shape=[2, 3]), g.Ref(13)], fail=True)
+    c.case("quantized_add.out", "add refuses shift 31",
+           [g.In(T8(a)), g.Int(0), g.Int(2 ** 30), g.Int(31), g.In(T8(a)), g.Int(0),
+            g.Int(2 ** 30), g.Int(-1), g.Int(0), g.Int(2 ** 30), g.Int(-20), g.Int(-128),
+            g.Int(127), g.Out(torch.int8, None, shape=[2, 3]), g.Ref(13)], fail=True)
+    c.case("quantized_mul.out", "mul refuses zero point 128",
+           [g.In(T8(a)), g.Int(128), g.In(T8(a)), g.Int(0), g.Int(0), g.Int(2 ** 30),
+            g.Int(-3), g.Out(torch.int8, None, shape=[2, 3]), g.Ref(7)], fail=True)
+    c.case("maximum.out", "maximum refuses int32",
+           [g.In(T32(a)), g.In(T32(a)), g.Out(torch.int32, None, shape=[2, 3]), g.Ref(2)],
+           fail=True)
+    c.case("minimum.out", "minimum refuses mismatched shapes",
+           [g.In(T8(a)), g.In(T8(b)), g.Out(torch.int8, None, shape=[2, 3]), g.Ref(2)], fail=True)
+
+
+def gen_transpose_activation(c):
+    g = c.g
+    for i, (shape, perm, order) in enumerate([((2, 3, 4, 5), [0, 2, 3, 1], [0, 1, 2, 3]),
+                                              ((2, 3, 4, 5), [3, 1, 0, 2], CL),
+                                              ((6, 7), [1, 0], [0, 1]), ((3, 1, 4), [2, 0, 1], [0, 1, 2]),
+                                              ((5,), [0], [0])]):
+        x = i8(shape)
+        e = np.transpose(x, perm)
+        c.case("transpose.out", "transpose %d" % i,
+               [g.In(T8(x), order), g.IntList(perm), g.Out(torch.int8, T8(e)), g.Ref(2)])
+    x = i8((2, 3))
+    c.case("transpose.out", "transpose refuses repeated dim",
+           [g.In(T8(x)), g.IntList([0, 0]), g.Out(torch.int8, None, shape=[2, 2]), g.Ref(2)],
+           fail=True)
+    c.case("transpose.out", "transpose refuses short perm",
+           [g.In(T8(x)), g.IntList([0]), g.Out(torch.int8, None, shape=[2, 3]), g.Ref(2)],
+           fail=True)
+    lut = i8((256,))
+    for i, (shape, order) in enumerate([((1, 4, 5, 6), CL), ((17,), [0])]):
+        x = i8(shape)
+        x.reshape(-1)[:2] = [-128, 127]
+        e = lut[x + 128]
+        c.case("quantized_activation.out", "activation %d" % i,
+               [g.In(T8(x), order), g.In(T8(lut)), g.Out(torch.int8, T8(e), order=order), g.Ref(2)])
+    c.case("quantized_activation.out", "activation refuses a short lut",
+           [g.In(T8(i8((3,)))), g.In(T8(lut[:255])), g.Out(torch.int8, None, shape=[3]), g.Ref(2)],
+           fail=True)
+
+
+def gen_bmm(c):
+    g = c.g
+    for i, (B, M, K, N) in enumerate([(1, 4, 8, 3), (3, 5, 7, 6), (2, 1, 33, 1)]):
+        lhs, rhs = i8((B, M, K)), i8((B, N, K))
+        for lz, rz, zo, mo, so in [(128, 0, -128, 2 ** 30 + 5, -8), (-3, 7, 20, 1518500250, -10)]:
+            e = ref_bmm(lhs, lz, rhs, rz, zo, mo, so)
+            c.case("quantized_batch_matmul.out", "bmm %d offsets %d %d" % (i, lz, rz),
+                   [g.In(T8(lhs)), g.Int(lz), g.In(T8(rhs)), g.Int(rz), g.Int(zo), g.Int(mo),
+                    g.Int(so), g.In(torch.zeros(0, dtype=torch.int8)), g.Out(torch.int8, T8(e)),
+                    g.Ref(8)])
+    lhs, rhs = i8((2, 3, 4)), i8((2, 5, 3))
+    c.case("quantized_batch_matmul.out", "bmm refuses inner mismatch",
+           [g.In(T8(lhs)), g.Int(0), g.In(T8(rhs)), g.Int(0), g.Int(0), g.Int(2 ** 30),
+            g.Int(-8), g.In(torch.zeros(0, dtype=torch.int8)),
+            g.Out(torch.int8, None, shape=[2, 3, 5]), g.Ref(8)], fail=True)
+
+
+def gen_softmax(c):
+    g = c.g
+    for i, (shape, mult, shift, diff_min) in enumerate([((2, 10), 1077952576, 23, -248),
+                                                        ((1, 3, 7), 1717986918, 25, -90),
+                                                        ((4, 1), 2 ** 30, 20, -128),
+                                                        ((1, 511), 1431655765, 26, -64),
+                                                        ((3, 33), 2147483647, 30, -255)]):
+        x = i8(shape)
+        x.reshape(-1)[:3] = [127, 127, -128]  # ties for the maximum and the far end
+        e = ref_softmax(x, mult, shift, diff_min)
+        c.case("softmax.out", "softmax %d" % i,
+               [g.In(T8(x)), g.Int(-1), g.Int(7), g.Int(-128), g.Int(mult), g.Int(shift),
+                g.Int(diff_min), g.Out(torch.int8, T8(e)), g.Ref(7)])
+    x = i8((2, 10))
+    for label, dim, ozp, shift in [("not the last dim", 0, -128, 20), ("output zero point", 1, 0, 20),
+                                   ("negative shift", 1, -128, -1)]:
+        c.case("softmax.out", "softmax refuses " + label,
+               [g.In(T8(x)), g.Int(dim), g.Int(0), g.Int(ozp), g.Int(2 ** 30), g.Int(shift),
+                g.Int(-100), g.Out(torch.int8, None, shape=[2, 10]), g.Ref(7)], fail=True)
+    x = i8((1, 512))
+    c.case("softmax.out", "softmax refuses rows over 511",
+           [g.In(T8(x)), g.Int(-1), g.Int(0), g.Int(-128), g.Int(2 ** 30), g.Int(20),
+            g.Int(-100), g.Out(torch.int8, None, shape=[1, 512]), g.Ref(7)], fail=True)
+
+
+def gen_tconv(c):
+    g = c.g
+    for i, (N, C, H, W, O, KH, KW, st, pd, op, dl) in enumerate([
+            (1, 3, 4, 5, 2, 3, 3, (2, 2), (1, 1), (1, 0), (1, 1)),
+            (2, 2, 3, 3, 4, 2, 2, (1, 1), (0, 0), (0, 0), (1, 1)),
+            (1, 4, 3, 2, 3, 3, 2, (3, 2), (1, 0), (2, 1), (1, 2))]):
+        x, w = i8((N, C, H, W)), i8((O, KH, KW, C))
+        bias = RNG.integers(-3000, 3000, size=O)
+        m, s = mults_shifts(O, -9, -5)
+        e = ref_tconv(x, w, bias, st, pd, op, dl, 17, -4, m, s, -128, 127)
+        args = [g.In(T8(x), CL), g.In(T8(w)), g.In(T32(bias)), g.IntList(st), g.IntList(pd),
+                g.IntList(op), g.IntList(dl), g.Int(17), g.Int(-4), g.In(T32(m)), g.In(T32(s)),
+                g.Int(-128), g.Int(127), g.In(torch.zeros(0, dtype=torch.int8)),
+                g.In(torch.zeros(0, dtype=torch.int8)), g.Out(torch.int8, T8(e), order=CL),
+                g.Ref(15)]
+        c.case("quantized_transpose_conv2d.out", "transpose conv %d" % i, args)
+    x, w = i8((1, 3, 4, 4)), i8((2, 3, 3, 2))
+    m, s = mults_shifts(2)
+    c.case("quantized_transpose_conv2d.out", "transpose conv refuses channel mismatch",
+           [g.In(T8(x), CL), g.In(T8(w)), None, g.IntList([1, 1]), g.IntList([0, 0]),
+            g.IntList([0, 0]), g.IntList([1, 1]), g.Int(0), g.Int(0), g.In(T32(m)), g.In(T32(s)),
+            g.Int(-128), g.Int(127), g.In(torch.zeros(0, dtype=torch.int8)),
+            g.In(torch.zeros(0, dtype=torch.int8)), g.Out(torch.int8, None, shape=[1, 2, 6, 6]),
+            g.Ref(15)], fail=True)
+
+
 def self_check():
     """The arithmetic against values worked out by hand from the definitions."""
     assert dhm(3, 2 ** 30) == 2 and dhm(-3, 2 ** 30) == -1  # 1.5 -> 2, -1.5 -> -1 (ties up)
@@ -516,3 +770,8 @@ def generate(g):
     gen_linear(c)
     gen_pool(c)
     gen_pad(c)
+    gen_elementwise(c)
+    gen_transpose_activation(c)
+    gen_bmm(c)
+    gen_softmax(c)
+    gen_tconv(c)

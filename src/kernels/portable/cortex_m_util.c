@@ -183,3 +183,22 @@ int64_t etch_cm_pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d,
         o--; /* the last window must start inside the input or its left padding */
     return o;
 }
+
+bool etch_cm_broadcast(etch_kernel_context *ctx, const etch_tensor *a, const etch_tensor *b,
+                       etch_tensor *out) {
+    size_t dim;
+    int64_t sizes[ETCH_MAX_DIMS];
+    return etch_pk_broadcast_shape(ctx, a, b, &dim, sizes) && etch_cm_resize(ctx, out, dim, sizes);
+}
+
+int64_t etch_cm_bcast_offset(const etch_tensor *out, const etch_tensor *t, int64_t linear) {
+    int64_t off = 0;
+    for (size_t d = out->dim; d-- > 0;) {
+        int64_t s = out->sizes[d], c = s > 0 ? linear % s : 0;
+        linear = s > 0 ? linear / s : 0;
+        size_t lead = out->dim - t->dim; /* t's dims align to the right */
+        if (d >= lead && t->sizes[d - lead] != 1)
+            off += c * t->strides[d - lead];
+    }
+    return off;
+}

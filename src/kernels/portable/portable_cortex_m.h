@@ -81,6 +81,12 @@ static inline int32_t etch_cm_i32_at(const etch_tensor *t, int64_t i) {
 /* Offset (elements) of logical element `linear` (row-major) of t. */
 int64_t etch_cm_offset(const etch_tensor *t, int64_t linear);
 
+/* Resize out to the broadcast shape of a and b (torch's rule). */
+bool etch_cm_broadcast(etch_kernel_context *ctx, const etch_tensor *a, const etch_tensor *b,
+                       etch_tensor *out);
+/* Offset (elements) in t of out's logical element `linear`, t broadcast to out's shape. */
+int64_t etch_cm_bcast_offset(const etch_tensor *out, const etch_tensor *t, int64_t linear);
+
 /* Pooling output size along one dim (torch's rule, ceil_mode included); -1 when negative. */
 int64_t etch_cm_pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode);
 
