@@ -218,6 +218,18 @@ def ref_tconv(x, w_ohwi, bias, stride, pad, opad, dil, in_off, out_off, mults, s
     return np.clip(r, amin, amax)
 
 
+def ref_div(a, za, b, zb, zo, scale32, lo, hi):
+    """Single precision as the kernel: q = f32(a - za) / f32(b - zb), round(q * scale) with
+    halves away from zero."""
+    num = (a.astype(np.int64) - za).astype(np.float32)
+    den = (b.astype(np.int64) - zb).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(den != 0, num / np.where(den != 0, den, np.float32(1)), np.float32(0))
+    p = (q.astype(np.float32) * np.float32(scale32)).astype(np.float32).astype(np.float64)
+    r = np.sign(p) * np.floor(np.abs(p) + 0.5)
+    return np.clip(np.clip(r, -2 ** 30, 2 ** 30).astype(np.int64) + zo, lo, hi)
+
+
 # gemmlowp fixed point, as CMSIS-NN's softmax uses it (Python integers, one value at a time)
 
 def _sat_rdhm(a, b):
@@ -752,6 +764,46 @@ def gen_tconv(c):
             g.Ref(15)], fail=True)
 
 
+def gen_div(c):
+    g = c.g
+    for dt, lo, hi in [(torch.int8, -128, 127), (torch.int16, -32768, 32767)]:
+        a = RNG.integers(lo, hi + 1, size=(3, 4, 5))
+        b = RNG.integers(lo, hi + 1, size=(3, 4, 5))
+        b.reshape(-1)[:4] = [3, 3, -5, -5]  # b == zb: quotient 0
+        a.reshape(-1)[:4] = [6, 8, 10, 4]  # exact halves: (6-1)/(3-3)... and ties below
+        for za, zb, zo, scale in [(1, 3, -2, 2.5), (0, -5, 7, 0.75), (-128, 127, 0, 0.001953125)]:
+            e = ref_div(a, za, b, zb, zo, np.float32(scale), lo, hi)
+            c.case("quantized_div.out", "div %s zp %d %d scale %g" % (dt, za, zb, scale),
+                   [g.In(torch.from_numpy(a).to(dt)), g.Int(za), g.In(torch.from_numpy(b).to(dt)),
+                    g.Int(zb), g.Int(zo), g.Dbl(scale),
+                    g.Out(dt, torch.from_numpy(e).to(dt)), g.Ref(6)])
+        # the multiplier / shift form: scale = ldexp(f32(m) / 2^31, s)
+        for m, sh in [(1610612736, 1), (1431655765, -3), (2 ** 31 - 1, 0)]:
+            sc = np.float32(np.float32(m) / np.float32(2 ** 31)) * np.float32(2.0 ** sh)
+            e = ref_div(a, 2, b, -1, 3, sc, lo, hi)
+            c.case("quantized_div.out", "div %s multiplier %d shift %d" % (dt, m, sh),
+                   [g.In(torch.from_numpy(a).to(dt)), g.Int(2), g.In(torch.from_numpy(b).to(dt)),
+                    g.Int(-1), g.Int(3), g.Int(m), g.Int(sh),
+                    g.Out(dt, torch.from_numpy(e).to(dt)), g.Ref(7)])
+    # ties: 5 / 2 * 1 = 2.5 -> 3, -5 / 2 = -2.5 -> -3
+    a, b = np.array([5, -5, 7, -7, 1, -1]), np.array([2, 2, 2, 2, 2, 2])
+    e = ref_div(a, 0, b, 0, 0, np.float32(1.0), -128, 127)
+    assert e.tolist() == [3, -3, 4, -4, 1, -1], e
+    c.case("quantized_div.out", "div ties away from zero",
+           [g.In(T8(a)), g.Int(0), g.In(T8(b)), g.Int(0), g.Int(0), g.Dbl(1.0),
+            g.Out(torch.int8, T8(e)), g.Ref(6)])
+    a = i8((2, 3))
+    c.case("quantized_div.out", "div refuses broadcasting",
+           [g.In(T8(a)), g.Int(0), g.In(T8(i8((1, 3)))), g.Int(0), g.Int(0), g.Dbl(1.0),
+            g.Out(torch.int8, None, shape=[2, 3]), g.Ref(6)], fail=True)
+    c.case("quantized_div.out", "div refuses int32",
+           [g.In(T32(a)), g.Int(0), g.In(T32(a)), g.Int(0), g.Int(0), g.Dbl(1.0),
+            g.Out(torch.int32, None, shape=[2, 3]), g.Ref(6)], fail=True)
+    c.case("quantized_div.out", "div refuses a zero scale",
+           [g.In(T8(a)), g.Int(0), g.In(T8(a)), g.Int(0), g.Int(0), g.Dbl(0.0),
+            g.Out(torch.int8, None, shape=[2, 3]), g.Ref(6)], fail=True)
+
+
 def self_check():
     """The arithmetic against values worked out by hand from the definitions."""
     assert dhm(3, 2 ** 30) == 2 and dhm(-3, 2 ** 30) == -1  # 1.5 -> 2, -1.5 -> -1 (ties up)
@@ -775,3 +827,4 @@ def generate(g):
     gen_bmm(c)
     gen_softmax(c)
     gen_tconv(c)
+    gen_div(c)

@@ -96,6 +96,7 @@ ETCH_PK_KERNEL(cm_quantize_per_tensor_out);
 ETCH_PK_KERNEL(cm_dequantize_per_tensor_out);
 ETCH_PK_KERNEL(cm_quantized_add_out);
 ETCH_PK_KERNEL(cm_quantized_mul_out);
+ETCH_PK_KERNEL(cm_quantized_div_out);
 ETCH_PK_KERNEL(cm_quantized_linear_out);
 ETCH_PK_KERNEL(cm_quantized_conv2d_out);
 ETCH_PK_KERNEL(cm_quantized_depthwise_conv2d_out);
