@@ -804,6 +804,50 @@ def gen_div(c):
             g.Out(torch.int8, None, shape=[2, 3]), g.Ref(6)], fail=True)
 
 
+def gen_nhwc(c):
+    """The *_nhwc operators: [N, H, W, C] tensors (contiguous), the NCHW results permuted."""
+    g = c.g
+    nhwc = lambda a: np.ascontiguousarray(np.transpose(a, (0, 2, 3, 1)))
+    z8 = lambda: g.In(torch.zeros(0, dtype=torch.int8))
+    x, w = i8((1, 6, 7, 5)), i8((4, 3, 2, 3))
+    bias = RNG.integers(-9000, 9000, size=4)
+    m, s = mults_shifts(4, -9, -5)
+    e = ref_conv(x, w, bias, (2, 1), (1, 1), (1, 2), 3, -7, m, s, -120, 110)
+    c.case("quantized_conv2d_nhwc.out", "conv2d nhwc",
+           [g.In(T8(nhwc(x))), g.In(T8(w)), g.In(T32(bias)), g.IntList([2, 1]), g.IntList([1, 1]),
+            g.IntList([1, 2]), g.Int(3), g.Int(-7), g.In(T32(m)), g.In(T32(s)), g.Int(-120),
+            g.Int(110), z8(), g.Out(torch.int8, T8(nhwc(e))), g.Ref(13)])
+    x, w = i8((2, 3, 6, 6)), i8((1, 3, 3, 6))
+    m, s = mults_shifts(6, -9, -4)
+    e = ref_dwconv(x, w, None, (1, 2), (1, 0), (1, 1), 2, -1, 9, m, s, -128, 127)
+    c.case("quantized_depthwise_conv2d_nhwc.out", "dwconv nhwc",
+           [g.In(T8(nhwc(x))), g.In(T8(w)), None, g.IntList([1, 2]), g.IntList([1, 0]),
+            g.IntList([1, 1]), g.Int(2), g.Int(-1), g.Int(9), g.In(T32(m)), g.In(T32(s)),
+            g.Int(-128), g.Int(127), z8(), g.Out(torch.int8, T8(nhwc(e))), g.Ref(14)])
+    x, w = i8((1, 2, 3, 4)), i8((3, 2, 3, 2))
+    m, s = mults_shifts(3, -9, -5)
+    e = ref_tconv(x, w, None, (2, 2), (0, 1), (1, 1), (1, 1), 0, 0, m, s, -128, 127)
+    c.case("quantized_transpose_conv2d_nhwc.out", "transpose conv nhwc",
+           [g.In(T8(nhwc(x))), g.In(T8(w)), None, g.IntList([2, 2]), g.IntList([0, 1]),
+            g.IntList([1, 1]), g.IntList([1, 1]), g.Int(0), g.Int(0), g.In(T32(m)), g.In(T32(s)),
+            g.Int(-128), g.Int(127), z8(), z8(), g.Out(torch.int8, T8(nhwc(e))), g.Ref(15)])
+    x = i8((1, 5, 6, 7))
+    e = ref_avgpool(x, (3, 2), (2, 2), (1, 1), True)
+    c.case("quantized_avg_pool2d_nhwc.out", "avgpool nhwc",
+           [g.In(T8(nhwc(x))), g.IntList([3, 2]), g.IntList([2, 2]), g.IntList([1, 1]),
+            g.Bool(True), g.Int(0), g.Int(2 ** 30), g.Int(0), z8(),
+            g.Out(torch.int8, T8(nhwc(e))), g.Ref(9)])
+    e = ref_maxpool(x, (2, 3), (1, 2), (1, 1), False, -50, 100)
+    c.case("quantized_max_pool2d_nhwc.out", "maxpool nhwc",
+           [g.In(T8(nhwc(x))), g.IntList([2, 3]), g.IntList([1, 2]), g.IntList([1, 1]),
+            g.IntList([1, 1]), g.Bool(False), g.Int(0), g.Int(0), g.Int(-50), g.Int(100),
+            g.Out(torch.int8, T8(nhwc(e))), g.Ref(10)])
+    c.case("quantized_max_pool2d_nhwc.out", "maxpool nhwc refuses rank 3",
+           [g.In(T8(i8((5, 6, 7)))), g.IntList([2, 3]), g.IntList([1, 2]), g.IntList([1, 1]),
+            g.IntList([1, 1]), g.Bool(False), g.Int(0), g.Int(0), g.Int(-50), g.Int(100),
+            g.Out(torch.int8, None, shape=[1, 1, 1, 1]), g.Ref(10)], fail=True)
+
+
 def self_check():
     """The arithmetic against values worked out by hand from the definitions."""
     assert dhm(3, 2 ** 30) == 2 and dhm(-3, 2 ** 30) == -1  # 1.5 -> 2, -1.5 -> -1 (ties up)
@@ -828,3 +872,4 @@ def generate(g):
     gen_softmax(c)
     gen_tconv(c)
     gen_div(c)
+    gen_nhwc(c)

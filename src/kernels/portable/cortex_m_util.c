@@ -202,3 +202,23 @@ int64_t etch_cm_bcast_offset(const etch_tensor *out, const etch_tensor *t, int64
     }
     return off;
 }
+
+void etch_cm_nchw_view(const etch_tensor *nhwc, etch_tensor *view) {
+    static const int perm[4] = {0, 3, 1, 2}; /* NCHW dim i is NHWC dim perm[i] */
+    *view = *nhwc;
+    for (int i = 0; i < 4; i++) {
+        view->sizes[i] = nhwc->sizes[perm[i]];
+        view->strides[i] = nhwc->strides[perm[i]];
+    }
+}
+
+etch_tensor *etch_cm_out_nchw(etch_kernel_context *ctx, etch_tensor *out, const int64_t *osz,
+                              bool nhwc, etch_tensor *view) {
+    if (!nhwc)
+        return etch_cm_resize(ctx, out, 4, osz) ? out : NULL;
+    int64_t s[4] = {osz[0], osz[2], osz[3], osz[1]};
+    if (!etch_cm_resize(ctx, out, 4, s))
+        return NULL;
+    etch_cm_nchw_view(out, view);
+    return view;
+}

@@ -11,7 +11,7 @@
  */
 #include "kernels/portable/portable_cortex_m.h"
 
-ETCH_PK_KERNEL(cm_quantized_avg_pool2d_out) {
+static void run(etch_kernel_context *ctx, etch_value **args, size_t nargs, bool nhwc) {
     if (!etch_pk_nargs(ctx, nargs, 10))
         return;
     etch_tensor *in = etch_pk_tensor(ctx, args[0], "input");
@@ -39,6 +39,11 @@ ETCH_PK_KERNEL(cm_quantized_avg_pool2d_out) {
                          (long long)pad[0], (long long)pad[1], (long long)k[0], (long long)k[1]);
         return;
     }
+    etch_tensor in_view, out_view;
+    if (nhwc) {
+        etch_cm_nchw_view(in, &in_view);
+        in = &in_view;
+    }
     int64_t N = in->sizes[0], C = in->sizes[1], H = in->sizes[2], W = in->sizes[3];
     int64_t OH = etch_cm_pool_out(H, k[0], st[0], pad[0], 1, ceil_mode);
     int64_t OW = etch_cm_pool_out(W, k[1], st[1], pad[1], 1, ceil_mode);
@@ -49,7 +54,8 @@ ETCH_PK_KERNEL(cm_quantized_avg_pool2d_out) {
         return;
     }
     int64_t osz[4] = {N, C, OH, OW};
-    if (!etch_cm_resize(ctx, out, 4, osz))
+    out = etch_cm_out_nchw(ctx, out, osz, nhwc, &out_view);
+    if (!out)
         return;
     const int8_t *x = (const int8_t *)in->data;
     int8_t *y = (int8_t *)out->data;
@@ -71,3 +77,8 @@ ETCH_PK_KERNEL(cm_quantized_avg_pool2d_out) {
                     y[etch_cm_off4(out, n, c, oh, ow)] = (int8_t)etch_cm_clamp((int32_t)avg, -128, 127);
                 }
 }
+
+ETCH_PK_KERNEL(cm_quantized_avg_pool2d_out) { run(ctx, args, nargs, false); }
+
+/* The same with [N, H, W, C] input and output tensors (weights as above). */
+ETCH_PK_KERNEL(cm_quantized_avg_pool2d_nhwc_out) { run(ctx, args, nargs, true); }

@@ -11,7 +11,7 @@
  */
 #include "kernels/portable/portable_cortex_m.h"
 
-ETCH_PK_KERNEL(cm_quantized_depthwise_conv2d_out) {
+static void run(etch_kernel_context *ctx, etch_value **args, size_t nargs, bool nhwc) {
     if (!etch_pk_nargs(ctx, nargs, 15))
         return;
     bool has_bias;
@@ -40,6 +40,11 @@ ETCH_PK_KERNEL(cm_quantized_depthwise_conv2d_out) {
         !etch_cm_check_tensor(ctx, w, "weight", ETCH_DTYPE_CHAR, 4) ||
         !etch_cm_check_tensor(ctx, out, "out", ETCH_DTYPE_CHAR, 4))
         return;
+    etch_tensor in_view, out_view;
+    if (nhwc) {
+        etch_cm_nchw_view(in, &in_view);
+        in = &in_view;
+    }
     int64_t N = in->sizes[0], C = in->sizes[1], H = in->sizes[2], Wd = in->sizes[3];
     int64_t KH = w->sizes[1], KW = w->sizes[2], O = w->sizes[3];
     if (w->sizes[0] != 1 || O != C * cm) {
@@ -68,7 +73,8 @@ ETCH_PK_KERNEL(cm_quantized_depthwise_conv2d_out) {
         return;
     }
     int64_t osz[4] = {N, O, OH, OW};
-    if (!etch_cm_resize(ctx, out, 4, osz))
+    out = etch_cm_out_nchw(ctx, out, osz, nhwc, &out_view);
+    if (!out)
         return;
     const int8_t *x = (const int8_t *)in->data, *wt = (const int8_t *)w->data;
     int8_t *y = (int8_t *)out->data;
@@ -98,3 +104,8 @@ ETCH_PK_KERNEL(cm_quantized_depthwise_conv2d_out) {
                 }
         }
 }
+
+ETCH_PK_KERNEL(cm_quantized_depthwise_conv2d_out) { run(ctx, args, nargs, false); }
+
+/* The same with [N, H, W, C] input and output tensors (weights as above). */
+ETCH_PK_KERNEL(cm_quantized_depthwise_conv2d_nhwc_out) { run(ctx, args, nargs, true); }

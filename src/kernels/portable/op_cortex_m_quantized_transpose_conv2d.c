@@ -14,7 +14,7 @@
  */
 #include "kernels/portable/portable_cortex_m.h"
 
-ETCH_PK_KERNEL(cm_quantized_transpose_conv2d_out) {
+static void run(etch_kernel_context *ctx, etch_value **args, size_t nargs, bool nhwc) {
     if (!etch_pk_nargs(ctx, nargs, 16))
         return;
     bool has_bias;
@@ -45,6 +45,11 @@ ETCH_PK_KERNEL(cm_quantized_transpose_conv2d_out) {
         !etch_cm_check_tensor(ctx, w, "weight", ETCH_DTYPE_CHAR, 4) ||
         !etch_cm_check_tensor(ctx, out, "out", ETCH_DTYPE_CHAR, 4))
         return;
+    etch_tensor in_view, out_view;
+    if (nhwc) {
+        etch_cm_nchw_view(in, &in_view);
+        in = &in_view;
+    }
     int64_t N = in->sizes[0], C = in->sizes[1], H = in->sizes[2], Wd = in->sizes[3];
     int64_t O = w->sizes[0], KH = w->sizes[1], KW = w->sizes[2];
     if (w->sizes[3] != C) {
@@ -84,7 +89,8 @@ ETCH_PK_KERNEL(cm_quantized_transpose_conv2d_out) {
         return;
     }
     int64_t osz[4] = {N, O, OH, OW};
-    if (!etch_cm_resize(ctx, out, 4, osz))
+    out = etch_cm_out_nchw(ctx, out, osz, nhwc, &out_view);
+    if (!out)
         return;
     const int8_t *x = in->data, *wt = w->data;
     int8_t *y = out->data;
@@ -115,3 +121,8 @@ ETCH_PK_KERNEL(cm_quantized_transpose_conv2d_out) {
                 }
         }
 }
+
+ETCH_PK_KERNEL(cm_quantized_transpose_conv2d_out) { run(ctx, args, nargs, false); }
+
+/* The same with [N, H, W, C] input and output tensors (weights as above). */
+ETCH_PK_KERNEL(cm_quantized_transpose_conv2d_nhwc_out) { run(ctx, args, nargs, true); }

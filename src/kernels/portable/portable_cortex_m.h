@@ -87,6 +87,14 @@ bool etch_cm_broadcast(etch_kernel_context *ctx, const etch_tensor *a, const etc
 /* Offset (elements) in t of out's logical element `linear`, t broadcast to out's shape. */
 int64_t etch_cm_bcast_offset(const etch_tensor *out, const etch_tensor *t, int64_t linear);
 
+/* The *_nhwc operators take [N, H, W, C] tensors: an NCHW header over the same data (sizes
+ * and strides permuted), through which the NCHW kernels run unchanged. */
+void etch_cm_nchw_view(const etch_tensor *nhwc, etch_tensor *view);
+/* Resize out to the NCHW shape osz (as [N, H, W, C] when nhwc) and return the NCHW header to
+ * write through: out itself, or *view over it. NULL after a failure. */
+etch_tensor *etch_cm_out_nchw(etch_kernel_context *ctx, etch_tensor *out, const int64_t *osz,
+                              bool nhwc, etch_tensor *view);
+
 /* Pooling output size along one dim (torch's rule, ceil_mode included); -1 when negative. */
 int64_t etch_cm_pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode);
 
@@ -110,5 +118,10 @@ ETCH_PK_KERNEL(cm_maximum_out);
 ETCH_PK_KERNEL(cm_minimum_out);
 ETCH_PK_KERNEL(cm_transpose_out);
 ETCH_PK_KERNEL(cm_softmax_out);
+ETCH_PK_KERNEL(cm_quantized_conv2d_nhwc_out);
+ETCH_PK_KERNEL(cm_quantized_depthwise_conv2d_nhwc_out);
+ETCH_PK_KERNEL(cm_quantized_transpose_conv2d_nhwc_out);
+ETCH_PK_KERNEL(cm_quantized_avg_pool2d_nhwc_out);
+ETCH_PK_KERNEL(cm_quantized_max_pool2d_nhwc_out);
 
 #endif
