@@ -79,6 +79,7 @@ static void run(etch_kernel_context *ctx, etch_value **args, size_t nargs, bool 
     out = etch_cm_out_nchw(ctx, out, osz, nhwc, &out_view);
     if (!out)
         return;
+    const bool dense = in->strides[1] == 1 && w->strides[3] == 1 && CK <= INT32_MAX;
     const int8_t *x = (const int8_t *)in->data, *wt = (const int8_t *)w->data;
     int8_t *y = (int8_t *)out->data;
     for (int64_t n = 0; n < N; n++)
@@ -97,6 +98,13 @@ static void run(etch_kernel_context *ctx, etch_value **args, size_t nargs, bool 
                             int64_t iw = ow * st[1] - pad[1] + kw * dil[1];
                             if (iw < 0 || iw >= Wd)
                                 continue;
+                            if (dense) { /* channels contiguous in both: the SIMD dot */
+                                acc = etch_cm_wadd(
+                                    acc, etch_cm_dot_s8(x + etch_cm_off4(in, n, c0, ih, iw),
+                                                        wt + etch_cm_off4(w, o, kh, kw, 0),
+                                                        (int32_t)CK, in_off, 0));
+                                continue;
+                            }
                             for (int64_t c = 0; c < CK; c++) {
                                 int32_t xv = x[etch_cm_off4(in, n, c0 + c, ih, iw)] + in_off;
                                 int32_t wv = wt[etch_cm_off4(w, o, kh, kw, c)];

@@ -92,10 +92,16 @@ ETCH_PK_KERNEL(cm_quantized_linear_out) {
     int64_t rows = K > 0 ? etch_tensor_numel(in) / K : etch_tensor_numel(out) / (N ? N : 1);
     const int8_t *x = (const int8_t *)in->data, *wt = (const int8_t *)w->data;
     int8_t *y = (int8_t *)out->data;
+    const bool dense = in->strides[in->dim - 1] == 1 && w->strides[1] == 1 && K <= INT32_MAX;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t n = 0; n < N; n++) {
             int32_t acc, xsum = 0;
-            if (has_ksum) {
+            if (dense) { /* rows contiguous: the SIMD dot (kernel_sum: x * (w + filter_offset)) */
+                acc = has_ksum ? etch_cm_i32_at(ksum, n) : has_bias ? etch_cm_i32_at(bias, n) : 0;
+                acc = etch_cm_wadd(acc, etch_cm_dot_s8(x + etch_cm_offset(in, r * K),
+                                                       wt + n * w->strides[0], (int32_t)K,
+                                                       has_ksum ? 0 : in_off, f_off));
+            } else if (has_ksum) {
                 acc = etch_cm_i32_at(ksum, n);
                 for (int64_t k = 0; k < K; k++) {
                     int32_t xv = x[etch_cm_offset(in, r * K + k)];

@@ -42,6 +42,14 @@ static inline int32_t etch_cm_wmul(int32_t a, int32_t b) {
     return (int32_t)(uint32_t)((uint32_t)a * (uint32_t)b);
 }
 
+/* sum_i (x[i] + x_offset) * (w[i] + w_offset) modulo 2^32 over contiguous vectors
+ * (cortex_m_dot.c: SMLAD on Cortex-M DSP cores, VMLADAVA on Helium, else the portable loop;
+ * bit-identical). x_offset and w_offset in [-256, 256]. */
+int32_t etch_cm_dot_s8(const int8_t *x, const int8_t *w, int32_t n, int32_t x_offset,
+                       int32_t w_offset);
+int32_t etch_cm_dot_s8_portable(const int8_t *x, const int8_t *w, int32_t n, int32_t x_offset,
+                                int32_t w_offset);
+
 /* ---- argument checks (each fails naming the argument) ----------------------------------------- */
 
 /* t has dtype Char. */
