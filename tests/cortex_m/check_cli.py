@@ -15,6 +15,17 @@ import numpy as np
 def main():
     etch, pte, gen, work = sys.argv[1:5]
     failed = 0
+    # `etch info` lists every operator, none of them MISSING
+    r = subprocess.run([etch, "info", pte], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    ops = [l.split()[0] for l in r.stdout.splitlines() if l.startswith("    cortex_m::")]
+    if r.returncode != 0 or "MISSING" in r.stdout or len(ops) != 7:
+        print(r.stdout)
+        print("FAIL info: exit %d, %d cortex_m operators listed, MISSING %s" %
+              (r.returncode, len(ops), "MISSING" in r.stdout))
+        failed += 1
+    else:
+        print("ok info: %s, none MISSING" % ", ".join(ops))
     for spec in sys.argv[5:]:
         name, want = spec.split("=")
         out_dir = os.path.join(work, name)
@@ -38,7 +49,7 @@ def main():
             failed += 1
         else:
             print("ok %s: class %d, 12 scores bit-identical to numpy" % (name, cls))
-    total = len(sys.argv) - 5
+    total = len(sys.argv) - 5 + 1
     print("%d passed, %d failed" % (total - failed, failed))
     return 1 if failed or total == 0 else 0
 

@@ -69,11 +69,12 @@ static void run(etch_kernel_context *ctx, etch_value **args, size_t nargs, bool 
         for (int64_t c = 0; c < C; c++)
             for (int64_t oh = 0; oh < OH; oh++)
                 for (int64_t ow = 0; ow < OW; ow++) {
+                    /* only the part of the window inside the input: padding never counts */
+                    int64_t h0 = oh * st[0] - pad[0], w0 = ow * st[1] - pad[1];
                     int32_t mx = -128;
-                    for (int64_t ih = oh * st[0] - pad[0]; ih < oh * st[0] - pad[0] + k[0]; ih++)
-                        for (int64_t iw = ow * st[1] - pad[1]; iw < ow * st[1] - pad[1] + k[1];
-                             iw++)
-                            if (ih >= 0 && ih < H && iw >= 0 && iw < W) {
+                    for (int64_t ih = h0 < 0 ? 0 : h0; ih < h0 + k[0] && ih < H; ih++)
+                        for (int64_t iw = w0 < 0 ? 0 : w0; iw < w0 + k[1] && iw < W; iw++)
+                            {
                                 int32_t v = x[etch_cm_off4(in, n, c, ih, iw)];
                                 mx = v > mx ? v : mx;
                             }
