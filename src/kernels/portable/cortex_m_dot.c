@@ -23,10 +23,10 @@
 
 int32_t etch_cm_dot_s8_portable(const int8_t *x, const int8_t *w, int32_t n, int32_t x_offset,
                                 int32_t w_offset) {
-    int32_t acc = 0;
+    uint32_t acc = 0; /* unsigned: the sum wraps modulo 2^32 as the core's */
     for (int32_t i = 0; i < n; i++)
-        acc = etch_cm_wadd(acc, (x[i] + x_offset) * (w[i] + w_offset));
-    return acc;
+        acc += (uint32_t)((x[i] + x_offset) * (w[i] + w_offset));
+    return etch_cm_wadd((int32_t)(acc & 0x7FFFFFFFu), (int32_t)(acc & 0x80000000u ? -2147483647 - 1 : 0));
 }
 
 #if defined(ETCH_CM_DOT_DSP)

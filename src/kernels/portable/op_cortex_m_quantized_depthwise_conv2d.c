@@ -81,6 +81,11 @@ static void run(etch_kernel_context *ctx, etch_value **args, size_t nargs, bool 
     for (int64_t n = 0; n < N; n++)
         for (int64_t o = 0; o < O; o++) {
             int64_t c = o / cm;
+            /* strides as locals: this loop is most of the work */
+            const int8_t *xc = x + n * in->strides[0] + c * in->strides[1];
+            const int8_t *wo = wt + o * w->strides[3];
+            const int64_t xs2 = in->strides[2], xs3 = in->strides[3];
+            const int64_t ws1 = w->strides[1], ws2 = w->strides[2];
             int32_t b = has_bias ? etch_cm_i32_at(bias, o) : 0;
             int32_t m = etch_cm_i32_at(mult, o), s = etch_cm_i32_at(shift, o);
             for (int64_t oh = 0; oh < OH; oh++)
@@ -94,9 +99,9 @@ static void run(etch_kernel_context *ctx, etch_value **args, size_t nargs, bool 
                             int64_t iw = ow * st[1] - pad[1] + kw * dil[1];
                             if (iw < 0 || iw >= Wd)
                                 continue;
-                            int32_t xv = x[etch_cm_off4(in, n, c, ih, iw)] + in_off;
-                            int32_t wv = wt[etch_cm_off4(w, 0, kh, kw, o)];
-                            acc = etch_cm_wadd(acc, xv * wv);
+                            int32_t xv = xc[ih * xs2 + iw * xs3] + in_off;
+                            int32_t wv = wo[kh * ws1 + kw * ws2];
+                            acc = (int32_t)(uint32_t)((uint32_t)acc + (uint32_t)(xv * wv));
                         }
                     }
                     int32_t r = etch_cm_requantize(acc, m, s) + out_off;
