@@ -222,3 +222,46 @@ etch_tensor *etch_cm_out_nchw(etch_kernel_context *ctx, etch_tensor *out, const 
     etch_cm_nchw_view(out, view);
     return view;
 }
+
+bool etch_cm_load_stop(const etch_kernel_context *ctx, const etch_tensor *a, const etch_tensor *b,
+                       const etch_tensor *c, const etch_tensor *d) {
+    const etch_tensor *t[4] = {a, b, c, d};
+    if (!etch_kernel_checking(ctx))
+        return false;
+    for (int i = 0; i < 4; i++)
+        if (t[i] && !(t[i]->flags & ETCH_TENSOR_CONSTANT))
+            return true;
+    return false;
+}
+
+etch_status etch_cm_register_checks(void) {
+    static const etch_kernel_fn fns[] = {
+        etch_portable_cm_quantize_per_tensor_out,
+        etch_portable_cm_dequantize_per_tensor_out,
+        etch_portable_cm_quantized_add_out,
+        etch_portable_cm_quantized_mul_out,
+        etch_portable_cm_quantized_div_out,
+        etch_portable_cm_quantized_linear_out,
+        etch_portable_cm_quantized_conv2d_out,
+        etch_portable_cm_quantized_conv2d_nhwc_out,
+        etch_portable_cm_quantized_depthwise_conv2d_out,
+        etch_portable_cm_quantized_depthwise_conv2d_nhwc_out,
+        etch_portable_cm_quantized_transpose_conv2d_out,
+        etch_portable_cm_quantized_transpose_conv2d_nhwc_out,
+        etch_portable_cm_quantized_avg_pool2d_out,
+        etch_portable_cm_quantized_avg_pool2d_nhwc_out,
+        etch_portable_cm_quantized_max_pool2d_out,
+        etch_portable_cm_quantized_max_pool2d_nhwc_out,
+        etch_portable_cm_quantized_batch_matmul_out,
+        etch_portable_cm_quantized_activation_out,
+        etch_portable_cm_pad_out,
+        etch_portable_cm_maximum_out,
+        etch_portable_cm_minimum_out,
+        etch_portable_cm_transpose_out,
+        etch_portable_cm_softmax_out,
+    };
+    etch_status st = ETCH_OK;
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0] && !st; i++)
+        st = etch_kernels_register_check(fns[i], fns[i]);
+    return st;
+}

@@ -43,7 +43,9 @@ ETCH_PK_KERNEL(cm_quantized_add_out) {
         !etch_cm_check_activation(ctx, amin, amax))
         return;
     if (!etch_cm_check_int8(ctx, a, "self") || !etch_cm_check_int8(ctx, b, "other") ||
-        !etch_cm_check_int8(ctx, out, "out") || !etch_cm_broadcast(ctx, a, b, out))
+        !etch_cm_check_int8(ctx, out, "out"))
+        return;
+    if (etch_kernel_checking(ctx) || !etch_cm_broadcast(ctx, a, b, out))
         return;
     const int8_t *x = a->data, *y = b->data;
     int8_t *z = out->data;

@@ -48,6 +48,20 @@ static void run(etch_kernel_context *ctx, etch_value **args, size_t nargs, bool 
     }
     int64_t N = in->sizes[0], C = in->sizes[1], H = in->sizes[2], Wd = in->sizes[3];
     int64_t O = w->sizes[0], KH = w->sizes[1], KW = w->sizes[2], CK = w->sizes[3];
+    /* at a load-time check: the constants (weights, their parameters) only */
+    if (etch_cm_load_stop(ctx, w, has_bias ? bias : NULL, mult, shift))
+        return;
+    if (has_bias && (!etch_cm_check_tensor(ctx, bias, "bias", ETCH_DTYPE_INT, 1) ||
+                     bias->sizes[0] != O)) {
+        if (!etch_kernel_failed(ctx))
+            etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "bias has %lld elements, expected %lld",
+                             (long long)bias->sizes[0], (long long)O);
+        return;
+    }
+    if (!etch_cm_check_channel_params(ctx, mult, shift, O))
+        return;
+    if (etch_kernel_checking(ctx))
+        return;
     if (CK < 1 || C % CK != 0 || O < 1 || O % (C / CK) != 0) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
                          "weight [%lld, %lld, %lld, %lld] (OHWI) does not fit an input of %lld "
@@ -58,15 +72,6 @@ static void run(etch_kernel_context *ctx, etch_value **args, size_t nargs, bool 
         return;
     }
     int64_t groups = C / CK, opg = O / groups;
-    if (has_bias && (!etch_cm_check_tensor(ctx, bias, "bias", ETCH_DTYPE_INT, 1) ||
-                     bias->sizes[0] != O)) {
-        if (!etch_kernel_failed(ctx))
-            etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT, "bias has %lld elements, expected %lld",
-                             (long long)bias->sizes[0], (long long)O);
-        return;
-    }
-    if (!etch_cm_check_channel_params(ctx, mult, shift, O))
-        return;
     int64_t OH = etch_cm_pool_out(H, KH, st[0], pad[0], dil[0], false);
     int64_t OW = etch_cm_pool_out(Wd, KW, st[1], pad[1], dil[1], false);
     if (OH < 0 || OW < 0) {

@@ -47,14 +47,9 @@ static void run(etch_kernel_context *ctx, etch_value **args, size_t nargs, bool 
     }
     int64_t N = in->sizes[0], C = in->sizes[1], H = in->sizes[2], Wd = in->sizes[3];
     int64_t KH = w->sizes[1], KW = w->sizes[2], O = w->sizes[3];
-    if (w->sizes[0] != 1 || O != C * cm) {
-        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
-                         "weight [%lld, %lld, %lld, %lld] must be IHWO [1, kH, kW, C_in * "
-                         "depth_multiplier] = [1, kH, kW, %lld]",
-                         (long long)w->sizes[0], (long long)KH, (long long)KW, (long long)O,
-                         (long long)(C * cm));
+    /* at a load-time check: the constants (weights, their parameters) only */
+    if (etch_cm_load_stop(ctx, w, has_bias ? bias : NULL, mult, shift))
         return;
-    }
     if (has_bias && (!etch_cm_check_tensor(ctx, bias, "bias", ETCH_DTYPE_INT, 1) ||
                      bias->sizes[0] != O)) {
         if (!etch_kernel_failed(ctx))
@@ -64,6 +59,16 @@ static void run(etch_kernel_context *ctx, etch_value **args, size_t nargs, bool 
     }
     if (!etch_cm_check_channel_params(ctx, mult, shift, O))
         return;
+    if (etch_kernel_checking(ctx))
+        return;
+    if (w->sizes[0] != 1 || O != C * cm) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "weight [%lld, %lld, %lld, %lld] must be IHWO [1, kH, kW, C_in * "
+                         "depth_multiplier] = [1, kH, kW, %lld]",
+                         (long long)w->sizes[0], (long long)KH, (long long)KW, (long long)O,
+                         (long long)(C * cm));
+        return;
+    }
     int64_t OH = etch_cm_pool_out(H, KH, st[0], pad[0], dil[0], false);
     int64_t OW = etch_cm_pool_out(Wd, KW, st[1], pad[1], dil[1], false);
     if (OH < 0 || OW < 0 || KH < 1 || KW < 1) {

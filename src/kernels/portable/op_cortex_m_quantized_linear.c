@@ -45,13 +45,9 @@ ETCH_PK_KERNEL(cm_quantized_linear_out) {
         return;
     }
     int64_t N = w->sizes[0], K = w->sizes[1];
-    if (in->sizes[in->dim - 1] != K) {
-        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
-                         "input's last size is %lld, weights [%lld, %lld] take %lld features",
-                         (long long)in->sizes[in->dim - 1], (long long)N, (long long)K,
-                         (long long)K);
+    /* at a load-time check: the constants (weights, their parameters) only */
+    if (etch_cm_load_stop(ctx, w, has_bias ? bias : NULL, has_ksum ? ksum : NULL, NULL))
         return;
-    }
     if (has_bias && (!etch_cm_check_tensor(ctx, bias, "bias", ETCH_DTYPE_INT, 1) ||
                      bias->sizes[0] != N)) {
         if (!etch_kernel_failed(ctx))
@@ -83,6 +79,15 @@ ETCH_PK_KERNEL(cm_quantized_linear_out) {
         if (!etch_cm_check_mult_shift(ctx, mult[i], shift[i], "requantize_multipliers",
                                       "requantize_shifts", (int64_t)i))
             return;
+    if (etch_kernel_checking(ctx))
+        return;
+    if (in->sizes[in->dim - 1] != K) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "input's last size is %lld, weights [%lld, %lld] take %lld features",
+                         (long long)in->sizes[in->dim - 1], (long long)N, (long long)K,
+                         (long long)K);
+        return;
+    }
     int64_t osz[ETCH_MAX_DIMS];
     for (size_t d = 0; d + 1 < in->dim; d++)
         osz[d] = in->sizes[d];

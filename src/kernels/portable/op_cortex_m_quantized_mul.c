@@ -25,7 +25,9 @@ ETCH_PK_KERNEL(cm_quantized_mul_out) {
         !etch_cm_check_mult_shift(ctx, m, s, "output_multiplier", "output_shift", -1))
         return;
     if (!etch_cm_check_int8(ctx, a, "self") || !etch_cm_check_int8(ctx, b, "other") ||
-        !etch_cm_check_int8(ctx, out, "out") || !etch_cm_broadcast(ctx, a, b, out))
+        !etch_cm_check_int8(ctx, out, "out"))
+        return;
+    if (etch_kernel_checking(ctx) || !etch_cm_broadcast(ctx, a, b, out))
         return;
     const int8_t *x = a->data, *y = b->data;
     int8_t *z = out->data;

@@ -52,14 +52,9 @@ static void run(etch_kernel_context *ctx, etch_value **args, size_t nargs, bool 
     }
     int64_t N = in->sizes[0], C = in->sizes[1], H = in->sizes[2], Wd = in->sizes[3];
     int64_t O = w->sizes[0], KH = w->sizes[1], KW = w->sizes[2];
-    if (w->sizes[3] != C) {
-        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
-                         "weight [%lld, %lld, %lld, %lld] (OHWI) takes %lld input channels, the "
-                         "input has %lld",
-                         (long long)O, (long long)KH, (long long)KW, (long long)w->sizes[3],
-                         (long long)w->sizes[3], (long long)C);
+    /* at a load-time check: the constants (weights, their parameters) only */
+    if (etch_cm_load_stop(ctx, w, has_bias ? bias : NULL, mult, shift))
         return;
-    }
     if (opad[0] >= st[0] && opad[0] >= dil[0]) {
         etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
                          "output_padding[0] %lld must be smaller than the stride or the dilation",
@@ -81,6 +76,16 @@ static void run(etch_kernel_context *ctx, etch_value **args, size_t nargs, bool 
     }
     if (!etch_cm_check_channel_params(ctx, mult, shift, O))
         return;
+    if (etch_kernel_checking(ctx))
+        return;
+    if (w->sizes[3] != C) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "weight [%lld, %lld, %lld, %lld] (OHWI) takes %lld input channels, the "
+                         "input has %lld",
+                         (long long)O, (long long)KH, (long long)KW, (long long)w->sizes[3],
+                         (long long)w->sizes[3], (long long)C);
+        return;
+    }
     int64_t OH = (H - 1) * st[0] - 2 * pad[0] + dil[0] * (KH - 1) + opad[0] + 1;
     int64_t OW = (Wd - 1) * st[1] - 2 * pad[1] + dil[1] * (KW - 1) + opad[1] + 1;
     if (OH < 1 || OW < 1 || H < 1 || Wd < 1) {

@@ -75,6 +75,18 @@ const int64_t *etch_cm_list_arg(etch_kernel_context *ctx, etch_value *v, const c
 /* Resize out to `sizes` and check it has that shape. */
 bool etch_cm_resize(etch_kernel_context *ctx, etch_tensor *out, size_t dim, const int64_t *sizes);
 
+/* ---- load-time checks (etch_kernels_register_check) ----------------------------------------
+ * Each kernel is its own check function: when a method loads it validates its scalar
+ * arguments and dtypes, then, where they are constants, the weights, biases, multipliers and
+ * shifts (counts, ranges), and returns before anything that depends on the activations. */
+
+/* At a load-time check: stop here (true) unless every tensor given (NULL: none) is a
+ * constant. False when the call runs. */
+bool etch_cm_load_stop(const etch_kernel_context *ctx, const etch_tensor *a, const etch_tensor *b,
+                       const etch_tensor *c, const etch_tensor *d);
+/* Register the kernels as their own check functions (etch_kernels_register_portable). */
+etch_status etch_cm_register_checks(void);
+
 /* ---- element access through strides (elements) --------------------------------------------- */
 
 static inline int64_t etch_cm_off4(const etch_tensor *t, int64_t a, int64_t b, int64_t c,

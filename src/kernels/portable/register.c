@@ -115,6 +115,8 @@ etch_status etch_kernels_register_portable(void) {
     if (st == ETCH_OK)
         st = etch_q_register_checks(); /* verification of quantized constants at load */
     if (st == ETCH_OK)
+        st = etch_cm_register_checks(); /* and of the cortex_m:: ones */
+    if (st == ETCH_OK)
         registered = true;
     return st;
 }
