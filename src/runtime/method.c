@@ -1197,6 +1197,9 @@ static etch_status input_refused(const etch_method *m, size_t i, const etch_tens
  * Same rank assumed. */
 static bool set_input_layout_ok(const etch_tensor *s, const etch_tensor *d) {
     unsigned a = 0, b = 0;
+    for (unsigned k = 0; k < s->dim; k++)
+        if (s->dim_order[k] >= s->dim) /* the caller's: not a permutation of its dims */
+            return false;
     for (;;) {
         while (a < s->dim && s->sizes[s->dim_order[a]] == 1)
             a++;

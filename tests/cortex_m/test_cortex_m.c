@@ -123,6 +123,9 @@ static int run_set_input(const char *pte) {
         CHECK_MSG(strstr(etch_last_error(), "dim order") != NULL, "%s", etch_last_error());
         set_features(L.m, x, swapped2, ETCH_ERR_NOT_SUPPORTED);
         CHECK_MSG(strstr(etch_last_error(), "dim order") != NULL, "%s", etch_last_error());
+        /* a caller's dim order that is no permutation is refused, not read past */
+        static const uint8_t garbage[4] = {0, 200, 1, 3};
+        set_features(L.m, x, garbage, ETCH_ERR_NOT_SUPPORTED);
         free(x);
     }
     etch_test_method_unload(&L);
