@@ -124,8 +124,10 @@ static int run_set_input(const char *pte) {
         set_features(L.m, x, swapped2, ETCH_ERR_NOT_SUPPORTED);
         CHECK_MSG(strstr(etch_last_error(), "dim order") != NULL, "%s", etch_last_error());
         /* a caller's dim order that is no permutation is refused, not read past */
-        static const uint8_t garbage[4] = {0, 200, 1, 3};
-        set_features(L.m, x, garbage, ETCH_ERR_NOT_SUPPORTED);
+        etch_tensor g;
+        CHECK_OK(etch_tensor_init(&g, ETCH_DTYPE_FLOAT, 4, kws_sizes, x));
+        g.dim_order[1] = 200; /* after the strides: update_strides would index by it */
+        CHECK_STATUS(etch_method_set_input_tensor(L.m, 0, &g), ETCH_ERR_NOT_SUPPORTED);
         free(x);
     }
     etch_test_method_unload(&L);
