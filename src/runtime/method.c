@@ -1026,6 +1026,26 @@ static etch_status input_refused(const etch_method *m, size_t i, const etch_tens
                     etch_dtype_name(info.dtype), want, kind, etch_dtype_name(s->dtype), got);
 }
 
+/* The dim orders of s and d lay s's shape out alike in memory: they may differ only in
+ * where dims of size 1 go (a [1, 1, 49, 10] input in order (0, 2, 1, 3) is contiguous).
+ * Same rank assumed. */
+static bool set_input_layout_ok(const etch_tensor *s, const etch_tensor *d) {
+    unsigned a = 0, b = 0;
+    for (unsigned k = 0; k < s->dim; k++)
+        if (s->dim_order[k] >= s->dim) /* the caller's: not a permutation of its dims */
+            return false;
+    for (;;) {
+        while (a < s->dim && s->sizes[s->dim_order[a]] == 1)
+            a++;
+        while (b < d->dim && s->sizes[d->dim_order[b]] == 1)
+            b++;
+        if (a == s->dim || b == d->dim)
+            return a == s->dim && b == d->dim;
+        if (s->dim_order[a++] != d->dim_order[b++])
+            return false;
+    }
+}
+
 etch_status etch_method_set_input(etch_method *m, size_t i, const etch_value *v) {
     if (!m || !v)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "set_input: NULL argument");
@@ -1058,10 +1078,9 @@ etch_status etch_method_set_input(etch_method *m, size_t i, const etch_value *v)
             snprintf(why, sizeof why, "rank %u, expected %u", (unsigned)s->dim, (unsigned)d->dim);
             return input_refused(m, i, s, ETCH_ERR_INVALID_ARGUMENT, why);
         }
-        for (unsigned k = 0; k < s->dim; k++)
-            if (s->dim_order[k] != d->dim_order[k])
-                return etch_err(ETCH_ERR_NOT_SUPPORTED,
-                                "input %zu: dim order differs from the program's", i);
+        if (!set_input_layout_ok(s, d))
+            return etch_err(ETCH_ERR_NOT_SUPPORTED,
+                            "input %zu: dim order differs from the program's", i);
         int64_t n = etch_tensor_numel(s);
         if (n > 0 && !s->data)
             return etch_err(ETCH_ERR_INVALID_ARGUMENT, "input %zu: tensor has no data", i);

@@ -2,6 +2,7 @@
 
 /* The portable kernel table: one line per operator (name, signature, function). */
 #include "kernels/portable/portable.h"
+#include "kernels/portable/portable_cortex_m.h"
 #include "kernels/portable/portable_math.h"
 #include "kernels/portable/portable_nn.h"
 #include "kernels/portable/portable_quant.h"
@@ -75,6 +76,7 @@ static const etch_kernel portable_kernels[] = {
 #include "kernels/portable/table_nn.inc"
 #include "kernels/portable/table_shape.inc"
 #include "kernels/portable/table_quant.inc"
+#include "kernels/portable/table_cortex_m.inc"
 };
 
 /* dtypes each operator is tested with, generated from the golden cases */
@@ -112,6 +114,8 @@ etch_status etch_kernels_register_portable(void) {
     etch_status st = etch_kernels_register_ex(k, n, "portable", 0);
     if (st == ETCH_OK)
         st = etch_q_register_checks(); /* verification of quantized constants at load */
+    if (st == ETCH_OK)
+        st = etch_cm_register_checks(); /* and of the cortex_m:: ones */
     if (st == ETCH_OK)
         registered = true;
     return st;
