@@ -76,6 +76,9 @@ void board_init(void) {
     SYST_RVR = 0x00FFFFFFu;
     SYST_CVR = 0;
     SYST_CSR = 7u; /* processor clock, interrupt on wrap, enabled */
+    /* the write to CVR left it 0 until the first reload: a time read then would be a wrap */
+    while (SYST_CVR == 0)
+        ;
 }
 
 static uint64_t ticks(void) {

@@ -65,16 +65,19 @@ static int fail(void (*emit)(const char *), const char *what, etch_status st) {
     return 1;
 }
 
-static void refused(void (*emit)(const char *), const char *check, etch_status st) {
+/* A check passes when the runtime refused with the status it must give for that fault. */
+static int refused(void (*emit)(const char *), const char *check, etch_status st,
+                   etch_status want) {
     out_buf b;
     reset(&b);
     put(&b, "check ");
     put(&b, check);
-    put(&b, " refused: ");
+    put(&b, st == want ? " refused: " : " refused for another reason: ");
     put(&b, etch_status_str(st));
     put(&b, ": ");
     put(&b, etch_last_error());
     emit(b.s);
+    return st == want ? 0 : 2;
 }
 
 /* Arenas laid out in arena_mem as the method's metadata asks; false when it is too small. */
@@ -105,7 +108,8 @@ static int self_checks(const fw_case *c, etch_program *prog, const etch_method_m
         emit("check misaligned-image NOT refused");
         return 2;
     }
-    refused(emit, "misaligned-image", st);
+    if (refused(emit, "misaligned-image", st, ETCH_ERR_INVALID_ARGUMENT))
+        return 2;
     /* 2. each arena one byte short */
     size_t short_sizes[MAX_ARENAS];
     for (size_t j = 0; j < mem->num_arenas; j++) {
@@ -122,7 +126,8 @@ static int self_checks(const fw_case *c, etch_program *prog, const etch_method_m
             emit("check short-arena NOT refused");
             return 2;
         }
-        refused(emit, "short-arena", st);
+        if (refused(emit, "short-arena", st, ETCH_ERR_MEMORY_ALLOCATION_FAILED))
+            return 2;
     }
     /* 3. a pool of half what this target needs (etch_method_meta_pool_size is an upper
      * bound with slack: a byte less may still fit; half never does) */
@@ -138,8 +143,7 @@ static int self_checks(const fw_case *c, etch_program *prog, const etch_method_m
         emit("check short-pool NOT refused");
         return 2;
     }
-    refused(emit, "short-pool", st);
-    return 0;
+    return refused(emit, "short-pool", st, ETCH_ERR_MEMORY_ALLOCATION_FAILED);
 }
 
 static void print_tensor(size_t i, const etch_tensor *t, void (*emit)(const char *)) {
