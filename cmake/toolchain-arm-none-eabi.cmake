@@ -25,7 +25,10 @@ if(ETCH_MCU_CPU STREQUAL "cortex-m4")
 elseif(ETCH_MCU_CPU STREQUAL "cortex-m7")
   set(_etch_cpu "-mcpu=cortex-m7 -mfpu=fpv5-d16 -mfloat-abi=hard")
 elseif(ETCH_MCU_CPU STREQUAL "cortex-m55")
-  set(_etch_cpu "-mcpu=cortex-m55 -mfpu=auto -mfloat-abi=hard")
+  # -fno-if-conversion2: GCC 12.2 puts f32<->f64 VCVTs under an IT block for this core
+  # (vcvtne.f64.f32), which binutils rejects for Armv8.1-M; post-reload if-conversion is
+  # what makes them conditional.
+  set(_etch_cpu "-mcpu=cortex-m55 -mfpu=auto -mfloat-abi=hard -fno-if-conversion2")
 else()
   message(FATAL_ERROR "ETCH_MCU_CPU=${ETCH_MCU_CPU}: expected cortex-m4, cortex-m7 or cortex-m55")
 endif()
