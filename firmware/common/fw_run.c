@@ -273,9 +273,16 @@ int fw_run(const fw_case *c, void (*emit)(const char *line)) {
             goto done;
         }
         memcpy(c->input_ram + at, c->input + at, v.nbytes);
+        /* the input's bytes are in the memory order the program stores it in (its dim
+         * order: a channels-last input is given channels-last) */
         etch_tensor t;
-        if ((st = etch_tensor_init(&t, (etch_dtype)v.dtype, v.dim, v.sizes, c->input_ram + at)) ||
-            (st = etch_method_set_input_tensor(m, i, &t))) {
+        if ((st = etch_tensor_init(&t, (etch_dtype)v.dtype, v.dim, v.sizes, c->input_ram + at))) {
+            rc = fail(emit, "set input", st);
+            goto done;
+        }
+        memcpy(t.dim_order, v.dim_order, sizeof t.dim_order);
+        etch_tensor_update_strides(&t);
+        if ((st = etch_method_set_input_tensor(m, i, &t))) {
             rc = fail(emit, "set input", st);
             goto done;
         }

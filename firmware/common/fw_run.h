@@ -26,7 +26,8 @@ typedef struct fw_case {
     const char *method;
     /* the inputs' bytes in order, each starting at a multiple of 16 bytes (the last one may
      * end the file unpadded: a one-input file is the tensor's raw bytes); copied into
-     * input_ram (the memory a sensor would fill) */
+     * input_ram (the memory a sensor would fill). Each tensor's bytes are in its stored dim
+     * order (a channels-last input is given channels-last). */
     const uint8_t *input;
     size_t input_size;
     uint8_t *input_ram;         /* input_size bytes, 16-byte aligned */
