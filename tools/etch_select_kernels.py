@@ -126,13 +126,11 @@ def main(argv):
     lines += [
         " */",
         "#include \"etch/kernels.h\"",
-        "#include \"kernels/portable/portable.h\"",
-        "#include \"kernels/portable/portable_math.h\"",
-        "#include \"kernels/portable/portable_nn.h\"",
-        "#include \"kernels/portable/portable_quant.h\"",
-        "#include \"kernels/portable/portable_shape.h\"",
-        "",
     ]
+    # every header the tables' functions may be declared in (as register.c includes them)
+    lines += ["#include \"kernels/portable/%s\"" % h for h in sorted(os.listdir(PORTABLE))
+              if h.startswith("portable") and h.endswith(".h")]
+    lines.append("")
     if selected:
         lines.append("static const etch_kernel selected_kernels[] = {")
         for op, _ in selected:
