@@ -39,9 +39,11 @@ int main(int argc, char **argv) {
     const char *method = argc > 3 ? argv[3] : "forward";
     size_t pte_size = 0, in_size = 0;
     uint8_t *pte = read_file(argv[1], &pte_size), *in = read_file(argv[2], &in_size);
+    int rc = 1;
+    uint8_t *pool = NULL, *arenas = NULL, *input_ram = NULL;
     if (!pte || !in) {
         fprintf(stderr, "error: cannot read %s\n", !pte ? argv[1] : argv[2]);
-        return 1;
+        goto done;
     }
     /* memory sized from the method's metadata, as a firmware sizes its static buffers from
      * the `etch embed` header */
@@ -50,27 +52,29 @@ int main(int argc, char **argv) {
     etch_status st = etch_kernels_register_portable();
     if (st || (st = etch_program_open_buffer(pte, pte_size, NULL, &prog))) {
         fprintf(stderr, "error: %s: %s\n", etch_status_str(st), etch_last_error());
-        return 1;
+        goto done;
     }
     if ((st = etch_program_method_meta(prog, method, &meta))) {
         fprintf(stderr, "error: %s: %s\n", etch_status_str(st), etch_last_error());
-        return 1;
+        etch_program_close(prog);
+        goto done;
     }
     size_t pool_size = etch_method_meta_pool_size(&meta), arena_total = 0;
     for (size_t j = 0; j < etch_method_meta_num_arenas(&meta); j++)
         arena_total += (etch_method_meta_arena_size(&meta, j) + 15) / 16 * 16;
     etch_program_close(prog);
-    uint8_t *pool = aligned_alloc(16, (pool_size + 15) / 16 * 16 + 16);
-    uint8_t *arenas = aligned_alloc(16, arena_total + 16);
-    uint8_t *input_ram = aligned_alloc(16, (in_size + 15) / 16 * 16 + 16);
+    pool = aligned_alloc(16, (pool_size + 15) / 16 * 16 + 16);
+    arenas = aligned_alloc(16, arena_total + 16);
+    input_ram = aligned_alloc(16, (in_size + 15) / 16 * 16 + 16);
     if (!pool || !arenas || !input_ram) {
         fprintf(stderr, "error: out of memory\n");
-        return 1;
+        goto done;
     }
     const fw_case c = {"host",   pte,       pte_size,    method, in,     in_size,
                        input_ram, pool,     pool_size,   arenas, arena_total,
                        etch_kernels_register_portable, 0};
-    int rc = fw_run(&c, emit);
+    rc = fw_run(&c, emit);
+done:
     free(pool);
     free(arenas);
     free(input_ram);
