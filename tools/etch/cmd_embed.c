@@ -24,8 +24,9 @@ void cmd_embed_usage(FILE *out) {
             "  ETCH_NAME_NUM_ARENAS, ETCH_NAME_ARENA_<j>_SIZE, ETCH_NAME_ARENA_SIZES {..}\n"
             "  ETCH_NAME_ARENA_TOTAL   (the arenas back to back, each rounded up to 16)\n"
             "  ETCH_NAME_POOL_SIZE     (method pool with the portable kernels, measured by\n"
-            "                          this build; a 32-bit target needs no more: its\n"
-            "                          structures are no larger. etch_method_load checks it)\n"
+            "                          this build: on a 32-bit target the method's\n"
+            "                          structures are no larger, so it is an upper bound\n"
+            "                          there; etch_method_load refuses a pool too small)\n"
             "  ETCH_NAME_NUM_INPUTS, ETCH_NAME_INPUT_BYTES, ETCH_NAME_NUM_OUTPUTS,\n"
             "  ETCH_NAME_OUTPUT_BYTES, ETCH_NAME_NUM_OPERATORS (each operator in a comment)\n"
             "NAME is upper-cased in macros; it must be a C identifier (default: FILE's base\n"
@@ -167,7 +168,8 @@ static int write_header(const char *path, const char *name, const char *uc, cons
         fprintf(f, "/* the arenas back to back, each rounded up to 16 bytes */\n");
         fprintf(f, "#define ETCH_%s_ARENA_TOTAL %zu\n", uc, s->arena_total);
         fprintf(f, "/* method pool with the portable kernels, measured by the etch that wrote "
-                   "this file\n   (%zu-bit); a 32-bit target needs no more */\n",
+                   "this file\n   (%zu-bit): an upper bound for a 32-bit target, whose structures are no "
+                   "larger;\n   etch_method_load refuses a pool too small */\n",
                 sizeof(void *) * 8);
         fprintf(f, "#define ETCH_%s_POOL_SIZE %zu\n", uc, s->pool);
         fprintf(f, "#define ETCH_%s_NUM_INPUTS %zu\n#define ETCH_%s_INPUT_BYTES %zu\n", uc,
