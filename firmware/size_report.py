@@ -136,8 +136,8 @@ libm, libgcc and the firmware's start-up, board layer, printf and harness. **fla
 text + data load image; **RAM** = data + bss + stack, split into the method's static
 **arena** (planned memory), **pool** (method structures, sized by the `etch embed` header:
 the host's figure, an upper bound on 32-bit), the **input** copy, the start-up **heap** (the
-program handle), the **stack** (fixed, 32 KiB; the harness prints how much stayed unused)
-and **other** static data.
+program handle: 256 bytes of it used), the **stack** (16 KiB; the images print how much
+stayed unused: about 8.5 KiB is used) and **other** static data.
 
 Cases: `acs` (fixtures add_constant_segment.pte), `add` (fixtures add.pte), `cnn` (a float
 CNN exported by etch.export in tests/mcu/gen_mcu_cases.py), `missing_op` (the CNN with only

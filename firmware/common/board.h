@@ -13,5 +13,7 @@ __attribute__((noreturn)) void board_exit(int status);
 __attribute__((noreturn)) void board_fault(uint32_t ipsr);
 /* Bytes of stack never written since start-up (the guard words startup.S laid down). */
 uint32_t board_stack_unused(void);
+/* The most start-up memory (etch_platform_alloc) in use at once. */
+uint32_t board_heap_peak(void);
 
 #endif

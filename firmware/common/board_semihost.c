@@ -10,7 +10,7 @@
 #error "FW_CPU_HZ (the clock SysTick counts) must be defined by the board"
 #endif
 #ifndef FW_HEAP_SIZE
-#define FW_HEAP_SIZE 4096 /* start-up memory: the program handle */
+#define FW_HEAP_SIZE 1024 /* start-up memory: the program handle (256 bytes) */
 #endif
 
 /* ---- semihosting (Arm's debug interface: bkpt 0xab, operation in r0, argument in r1) ---- */
@@ -112,7 +112,7 @@ void etch_platform_abort(const char *why) {
 }
 
 static _Alignas(16) unsigned char heap[FW_HEAP_SIZE];
-static size_t heap_used, heap_last; /* the newest block starts at heap_last */
+static size_t heap_used, heap_last, heap_peak; /* the newest block starts at heap_last */
 
 void *etch_platform_alloc(size_t size, size_t align) {
     if (align < 8)
@@ -122,6 +122,7 @@ void *etch_platform_alloc(size_t size, size_t align) {
         return NULL;
     heap_last = heap_used;
     heap_used = at + size;
+    heap_peak = heap_used > heap_peak ? heap_used : heap_peak;
     return heap + at;
 }
 
@@ -131,6 +132,8 @@ void etch_platform_free(void *ptr) {
     if (ptr && (unsigned char *)ptr >= heap + heap_last && (unsigned char *)ptr < heap + heap_used)
         heap_used = heap_last;
 }
+
+uint32_t board_heap_peak(void) { return (uint32_t)heap_peak; }
 
 uint32_t board_stack_unused(void) {
     extern uint32_t __stack_bottom[], __stack_top[];

@@ -24,7 +24,8 @@ int main(void) {
                        sizeof pool, arena_mem,   FW_ARENA_TOTAL, etch_kernels_register_selected,
                        1};
     int rc = fw_run(&c, emit);
-    etch_logf(ETCH_LOG_INFO, "stack unused %u of %u bytes", (unsigned)board_stack_unused(),
-              (unsigned)FW_STACK_SIZE);
+    etch_logf(ETCH_LOG_INFO, "stack unused %u of %u bytes, start-up heap peak %u of %u bytes",
+              (unsigned)board_stack_unused(), (unsigned)FW_STACK_SIZE,
+              (unsigned)board_heap_peak(), (unsigned)FW_HEAP_SIZE);
     return rc;
 }
