@@ -8,6 +8,7 @@
  *
  *   etch_kernels_register_optimized();  // once, before loading methods (portable included)
  *   // or etch_kernels_register_portable() for the reference kernels only
+ *   // or, in a firmware, etch_kernels_register_selected(): only its models' operators
  *
  * Registration is idempotent. Kernels registered later (custom ones) with the same name take
  * precedence.
@@ -28,6 +29,13 @@ const etch_kernel *etch_kernels_portable_table(size_t *count);
  * operators — that the portable kernel `name` is tested with against PyTorch (generated from
  * the golden cases: tests/kernels/OP_DTYPES.md); 0 when the name is not a portable kernel. */
 uint32_t etch_kernels_portable_dtypes(const char *name);
+
+/* Selective build: the portable kernels of the operators some programs call, and nothing
+ * else. Not in libetch: tools/etch_select_kernels.py writes its definition from the .pte
+ * files (`-o selected_kernels.c a.pte b.pte`) and the firmware compiles that file (with
+ * -ffunction-sections and --gc-sections the other kernels stay out of the image). A method
+ * calling an operator it lacks fails to load with ETCH_ERR_OPERATOR_MISSING and the name. */
+etch_status etch_kernels_register_selected(void);
 
 /* ---- optimized kernels and the instruction set they use ------------------------------- */
 

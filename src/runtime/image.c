@@ -4,12 +4,13 @@
 #if !defined(_DEFAULT_SOURCE)
 #define _DEFAULT_SOURCE /* madvise's MADV_DONTNEED (glibc's posix_madvise ignores DONTNEED) */
 #endif
+#include <string.h>
+#if !defined(ETCH_FREESTANDING)
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#endif
 
-#if defined(__unix__) || defined(__APPLE__)
+#if !defined(ETCH_FREESTANDING) && (defined(__unix__) || defined(__APPLE__))
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -17,28 +18,27 @@
 #define ETCH_HAVE_MMAP 1
 #endif
 
+#include "etch/platform.h"
 #include "runtime/error.h"
 #include "runtime/image.h"
 
+/* The default allocator is the platform's (etch/platform.h): aligned_alloc on a host, the
+ * board's start-up memory (or none) on a microcontroller. */
 static void *libc_alloc(void *self, size_t size, size_t align) {
     (void)self;
-    if (align < sizeof(void *))
-        align = sizeof(void *);
-    size_t rounded = (size + align - 1) / align * align;
-    if (rounded < size)
-        return NULL;
-    return aligned_alloc(align, rounded ? rounded : align);
+    return etch_platform_alloc(size, align);
 }
 
 static void libc_free(void *self, void *ptr) {
     (void)self;
-    free(ptr);
+    etch_platform_free(ptr);
 }
 
 static const etch_allocator libc_allocator = {libc_alloc, libc_free, NULL};
 
 const etch_allocator *etch_allocator_libc(void) { return &libc_allocator; }
 
+#if !defined(ETCH_FREESTANDING)
 static etch_status read_whole(const char *path, const etch_allocator *a, etch_image *img) {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -69,6 +69,8 @@ static etch_status read_whole(const char *path, const etch_allocator *a, etch_im
     return ETCH_OK;
 }
 
+#endif
+
 etch_status etch_image_open_file(const char *path, etch_load_mode mode, const etch_allocator *a,
                                  etch_image *out) {
     etch_image img;
@@ -78,6 +80,12 @@ etch_status etch_image_open_file(const char *path, etch_load_mode mode, const et
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "no file path given");
     if (mode != ETCH_LOAD_MMAP && mode != ETCH_LOAD_READ)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "unknown load mode %d", (int)mode);
+#if defined(ETCH_FREESTANDING)
+    (void)out;
+    return etch_err(ETCH_ERR_NOT_SUPPORTED,
+                    "cannot open '%s': a freestanding build has no file system (open the "
+                    "program from memory: etch_program_open_buffer)", path);
+#else
 #if ETCH_HAVE_MMAP
     if (mode == ETCH_LOAD_MMAP) {
         int fd = open(path, O_RDONLY);
@@ -117,6 +125,7 @@ etch_status etch_image_open_file(const char *path, etch_load_mode mode, const et
     if (st == ETCH_OK)
         *out = img;
     return st;
+#endif
 }
 
 size_t etch_image_release(const etch_image *img, const void *p, size_t n) {
@@ -146,6 +155,15 @@ etch_status etch_image_from_buffer(const void *data, size_t size, const etch_all
     img.alloc = a ? a : &libc_allocator;
     if (!data && size)
         return etch_err(ETCH_ERR_INVALID_ARGUMENT, "NULL buffer of %zu bytes", size);
+#if defined(ETCH_FREESTANDING)
+    /* A program in flash is borrowed where it lies: copying it would take RAM the firmware
+     * never planned for. etch embed (or ETCH_PTE_ALIGN in its header) aligns the array. */
+    if (((uintptr_t)data & 15) && size)
+        return etch_err(ETCH_ERR_INVALID_ARGUMENT,
+                        "program image at 0x%lx is not 16-byte aligned (a freestanding build "
+                        "borrows it in place: align the array to 16 bytes)",
+                        (unsigned long)(uintptr_t)data);
+#endif
     if (((uintptr_t)data & 15) && size) {
         uint8_t *copy = img.alloc->alloc(img.alloc->self, size, 16);
         if (!copy)

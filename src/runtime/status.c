@@ -4,7 +4,7 @@
 
 #include "runtime/error.h"
 
-#if defined(ETCH_NO_THREAD_LOCAL)
+#if defined(ETCH_NO_THREAD_LOCAL) || defined(ETCH_FREESTANDING)
 #define ETCH_TLS
 #else
 #define ETCH_TLS _Thread_local

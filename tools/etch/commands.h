@@ -14,6 +14,8 @@ int cmd_llm(int argc, char **argv);
 void cmd_llm_usage(FILE *out);
 int cmd_bench(int argc, char **argv);
 void cmd_bench_usage(FILE *out);
+int cmd_embed(int argc, char **argv);
+void cmd_embed_usage(FILE *out);
 int cmd_model(int argc, char **argv);
 void cmd_model_usage(FILE *out);
 int cmd_features(int argc, char **argv);

@@ -15,6 +15,8 @@ static const cli_command commands[] = {
      cmd_llm_usage},
     {"bench", "time a method: median/min/max, load time, peak RSS, time per operator",
      cmd_bench, cmd_bench_usage},
+    {"embed", "a program as an aligned C array + a header of its memory sizes (firmware)",
+     cmd_embed, cmd_embed_usage},
     {"model", "the on-device model store: install, list, verify, rollback, remove", cmd_model,
      cmd_model_usage},
     {"features", "audio features (MFCC, log-mel) of a WAV file as a model's .npy input",
