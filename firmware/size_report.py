@@ -141,7 +141,14 @@ stayed unused: about 8.5 KiB is used) and **other** static data.
 
 Cases: `acs` (fixtures add_constant_segment.pte), `add` (fixtures add.pte), `cnn` (a float
 CNN exported by etch.export in tests/mcu/gen_mcu_cases.py), `missing_op` (the CNN with only
-add.pte's kernels: refused at load).
+add.pte's kernels: refused at load), `kws_yes` / `kws_no` (ExecuTorch's Cortex-M keyword
+spotter, fixtures kws_dscnn_cortexm.pte, on its two real MFCC inputs), `etch_kws` (etch's own
+int8 keyword spotter, models/kws/model_int8.pte, on the same features).
+
+For comparison, ExecuTorch's Arduino keyword-spotting example declares a 28 KiB method pool
+(planned memory included) for the same program, where etch needs the 16,000-byte arena plus a
+65,025-byte pool: etch's tensors carry 16 dimensions of int64 sizes and strides each (289
+values here), the main thing to shrink for microcontrollers.
 
 | target | case | core text | core data | core bss | kernels | model | libc+fw | flash | RAM | arena | pool | input | heap | stack | other |
 |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|

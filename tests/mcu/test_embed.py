@@ -113,12 +113,19 @@ def main(etch, cc, fixtures, cnn, work):
     check(sorted(table) == sorted(ops), "select cnn: %s, program %s" % (table, ops))
     kws = os.path.join(fixtures, "pte", "kws_dscnn_cortexm.pte")
     rc, _, err = run(sys.executable, SELECT, "-o", os.path.join(work, "kws.c"), kws)
-    check(rc == 1 and "cortex_m::quantized_conv2d.out" in err, "select kws: %d %s" % (rc, err))
-    rc, _, err = run(sys.executable, SELECT, "-o", os.path.join(work, "kws.c"), kws,
-                     "--allow-missing")
-    text = open(os.path.join(work, "kws.c")).read() if rc == 0 else ""
+    ktable = re.findall(r'\{"([^"]+)", "[^"]*", etch_portable_\w+\}',
+                        open(os.path.join(work, "kws.c")).read()) if rc == 0 else []
+    kops = [o["name"] for o in json.loads(run(etch, "info", "--json", kws)[1])["methods"][0]
+            ["operators"]]
+    check(rc == 0 and sorted(ktable) == sorted(kops), "select kws: %d %s %s" % (rc, err, ktable))
+    rc, _, err = run(sys.executable, SELECT, "-o", os.path.join(work, "m.c"), "--op",
+                     "test::nothing.out")
+    check(rc == 1 and "test::nothing.out" in err, "select a missing op: %d %s" % (rc, err))
+    rc, _, err = run(sys.executable, SELECT, "-o", os.path.join(work, "m.c"), "--op",
+                     "test::nothing.out", "--allow-missing")
+    text = open(os.path.join(work, "m.c")).read() if rc == 0 else ""
     check(rc == 0 and "Not here (no portable kernel: register it yourself): "
-          "cortex_m::quantized_linear.out" in text, "select kws --allow-missing: %s" % err)
+          "test::nothing.out" in text, "select --allow-missing: %s" % err)
     rc, _, err = run(sys.executable, SELECT, "-o", os.path.join(work, "y.c"),
                      os.path.join(fixtures, "pte", "not_a_program.pte"))
     check(rc == 1 and "not_a_program.pte" in err, "select: not a program: %d %s" % (rc, err))
