@@ -10,21 +10,6 @@
 #define PREP_MAX_ARGS 16 /* call sites with more arguments are not prepared */
 #define PREP_ALIGN 64
 
-/* A tensor with the stored shape, dtype, dim order and capacity of `d` (no data yet), as
- * method.c builds it. */
-static void tensor_from_desc(etch_tensor *t, const etch_tensor_desc *d) {
-    memset(t, 0, sizeof *t);
-    t->dtype = (uint8_t)d->dtype;
-    t->dim = (uint8_t)d->rank;
-    t->dynamism = (uint8_t)d->dynamism;
-    t->capacity = (int64_t)d->numel;
-    for (int k = 0; k < d->rank; k++) {
-        t->sizes[k] = d->sizes[k];
-        t->dim_order[k] = d->dim_order[k];
-    }
-    etch_tensor_update_strides(t);
-}
-
 /* The parts of a method's ExecutionPlan the measuring reads. */
 typedef struct plan_view {
     fb_vec values, chains, ops;
@@ -65,7 +50,7 @@ static void measure_value(const plan_view *v, int32_t idx, etch_value *out, etch
     case KT_TENSOR: {
         etch_tensor_desc d;
         etch_pte_tensor_desc(&val, &d);
-        tensor_from_desc(t, &d);
+        etch_tensor_from_desc(t, &d);
         if (d.planned)
             t->flags |= ETCH_TENSOR_PLANNED;
         else if (d.external || d.data_buffer_idx > 0)

@@ -290,8 +290,7 @@ static etch_status bind_tensor(etch_method *m, uint32_t vi, const etch_tensor_de
     return ETCH_OK;
 }
 
-/* A tensor with the stored shape, dtype, dim order and capacity of `d` (no data yet). */
-static void tensor_from_desc(etch_tensor *t, const etch_tensor_desc *d) {
+void etch_tensor_from_desc(etch_tensor *t, const etch_tensor_desc *d) {
     memset(t, 0, sizeof *t);
     t->dtype = (uint8_t)d->dtype;
     t->dim = (uint8_t)d->rank;
@@ -360,7 +359,7 @@ static etch_status parse_values(etch_method *m, const plan_view *v, const etch_m
             etch_tensor_desc d;
             etch_tensor *t = out->u.tensor;
             etch_pte_tensor_desc(&val, &d);
-            tensor_from_desc(t, &d);
+            etch_tensor_from_desc(t, &d);
             etch_status st = bind_tensor(m, i, &d, t, mem, ext, true);
             if (st)
                 return st;

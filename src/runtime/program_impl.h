@@ -39,6 +39,10 @@ typedef struct etch_pool {
 
 void *etch_pool_alloc(etch_pool *pool, size_t size, size_t align);
 
+/* A tensor with the stored shape, dtype, dim order and capacity of `d` (no data yet): how a
+ * method's tensor values start (method.c; the load-time passes build theirs the same way). */
+void etch_tensor_from_desc(etch_tensor *t, const etch_tensor_desc *d);
+
 /* Per-instruction argument checks derived from the kernel signature. */
 enum { ARG_SKIP = 0, ARG_READ, ARG_WRITE, ARG_VIEW, ARG_LIST_READ, ARG_LIST_WRITE };
 
