@@ -265,3 +265,35 @@ etch_status etch_cm_register_checks(void) {
         st = etch_kernels_register_check(fns[i], fns[i]);
     return st;
 }
+
+bool etch_cm_pool_setup(etch_kernel_context *ctx, etch_tensor **in, etch_tensor **out,
+                        const int64_t *k, const int64_t *st, const int64_t *pad, bool ceil_mode,
+                        bool nhwc, etch_tensor *in_view, etch_tensor *out_view) {
+    if (!etch_cm_check_tensor(ctx, *in, "input", ETCH_DTYPE_CHAR, 4) ||
+        !etch_cm_check_tensor(ctx, *out, "out", ETCH_DTYPE_CHAR, 4))
+        return false;
+    if (pad[0] * 2 > k[0] || pad[1] * 2 > k[1]) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "padding [%lld, %lld] exceeds half the kernel [%lld, %lld]",
+                         (long long)pad[0], (long long)pad[1], (long long)k[0], (long long)k[1]);
+        return false;
+    }
+    if (etch_kernel_checking(ctx)) /* at load: nothing depends on constants only */
+        return false;
+    if (nhwc) {
+        etch_cm_nchw_view(*in, in_view);
+        *in = in_view;
+    }
+    int64_t N = (*in)->sizes[0], C = (*in)->sizes[1], H = (*in)->sizes[2], W = (*in)->sizes[3];
+    int64_t OH = etch_cm_pool_out(H, k[0], st[0], pad[0], 1, ceil_mode);
+    int64_t OW = etch_cm_pool_out(W, k[1], st[1], pad[1], 1, ceil_mode);
+    if (OH < 1 || OW < 1) {
+        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
+                         "kernel [%lld, %lld] is larger than the padded input [%lld, %lld]",
+                         (long long)k[0], (long long)k[1], (long long)H, (long long)W);
+        return false;
+    }
+    int64_t osz[4] = {N, C, OH, OW};
+    *out = etch_cm_out_nchw(ctx, *out, osz, nhwc, out_view);
+    return *out != NULL;
+}

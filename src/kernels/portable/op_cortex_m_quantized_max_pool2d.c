@@ -36,35 +36,11 @@ static void run(etch_kernel_context *ctx, etch_value **args, size_t nargs, bool 
                          (int)ozp);
         return;
     }
-    if (!etch_cm_check_tensor(ctx, in, "input", ETCH_DTYPE_CHAR, 4) ||
-        !etch_cm_check_tensor(ctx, out, "out", ETCH_DTYPE_CHAR, 4))
-        return;
-    if (pad[0] * 2 > k[0] || pad[1] * 2 > k[1]) {
-        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
-                         "padding [%lld, %lld] exceeds half the kernel [%lld, %lld]",
-                         (long long)pad[0], (long long)pad[1], (long long)k[0], (long long)k[1]);
-        return;
-    }
-    if (etch_kernel_checking(ctx)) /* at load: nothing depends on constants only */
-        return;
     etch_tensor in_view, out_view;
-    if (nhwc) {
-        etch_cm_nchw_view(in, &in_view);
-        in = &in_view;
-    }
+    if (!etch_cm_pool_setup(ctx, &in, &out, k, st, pad, ceil_mode, nhwc, &in_view, &out_view))
+        return;
     int64_t N = in->sizes[0], C = in->sizes[1], H = in->sizes[2], W = in->sizes[3];
-    int64_t OH = etch_cm_pool_out(H, k[0], st[0], pad[0], 1, ceil_mode);
-    int64_t OW = etch_cm_pool_out(W, k[1], st[1], pad[1], 1, ceil_mode);
-    if (OH < 1 || OW < 1) {
-        etch_kernel_fail(ctx, ETCH_ERR_INVALID_ARGUMENT,
-                         "kernel [%lld, %lld] is larger than the padded input [%lld, %lld]",
-                         (long long)k[0], (long long)k[1], (long long)H, (long long)W);
-        return;
-    }
-    int64_t osz[4] = {N, C, OH, OW};
-    out = etch_cm_out_nchw(ctx, out, osz, nhwc, &out_view);
-    if (!out)
-        return;
+    int64_t OH = out->sizes[2], OW = out->sizes[3];
     const int8_t *x = (const int8_t *)in->data;
     int8_t *y = (int8_t *)out->data;
     for (int64_t n = 0; n < N; n++)

@@ -118,6 +118,14 @@ etch_tensor *etch_cm_out_nchw(etch_kernel_context *ctx, etch_tensor *out, const 
 /* Pooling output size along one dim (torch's rule, ceil_mode included); -1 when negative. */
 int64_t etch_cm_pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode);
 
+/* The part avg and max pooling share, after their own arguments: the tensors' dtypes and
+ * ranks, padding within half the kernel, the output size (out resized); *in / *out become
+ * the NCHW headers to read and write through (views kept in *in_view / *out_view).
+ * False after a failure, and at load (nothing to compute then). */
+bool etch_cm_pool_setup(etch_kernel_context *ctx, etch_tensor **in, etch_tensor **out,
+                        const int64_t *k, const int64_t *st, const int64_t *pad, bool ceil_mode,
+                        bool nhwc, etch_tensor *in_view, etch_tensor *out_view);
+
 /* ---- kernels ------------------------------------------------------------------------------- */
 
 ETCH_PK_KERNEL(cm_quantize_per_tensor_out);
